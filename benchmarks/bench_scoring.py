@@ -1,0 +1,214 @@
+"""Parse + score throughput: sommelier_mlflow vs a straightforward pure-``json`` scorer.
+
+Run: ``python benchmarks/bench_scoring.py [--n 100000]``. Both implementations
+score the same synthetic generations in the same process; the script checks
+they agree on every numerator and denominator before reporting speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from typing import Any
+
+from sommelier_mlflow.toolcalls import METRIC_NAMES, compute_metrics, parse_tool_call
+
+TOOLS = ["get_weather", "convert_currency", "book_hotel", "search_flights", "create_event"]
+
+
+def synthetic(n: int, seed: int = 7) -> list[tuple[str, dict[str, Any]]]:
+    """Model outputs with a realistic mix of exact, wrong and broken calls."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        gold = {
+            "name": rng.choice(TOOLS),
+            "arguments": {
+                "city": rng.choice(["Paris", "Oslo", "Rome", "Lyon"]),
+                "date": f"2026-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}",
+                "filters": {"max_price": rng.randint(50, 500), "tags": ["quiet", "view"][: i % 3]},
+                "guests": rng.randint(1, 4),
+            },
+        }
+        roll = rng.random()
+        predicted = json.loads(json.dumps(gold))
+        if roll < 0.55:
+            text = json.dumps(predicted)
+        elif roll < 0.7:
+            predicted["arguments"]["guests"] += 1
+            text = "Sure! " + json.dumps(predicted) + " Let me know."
+        elif roll < 0.8:
+            predicted["name"] = "lookup"
+            text = json.dumps([predicted])
+        elif roll < 0.9:
+            text = json.dumps(predicted)[:-7]
+        else:
+            text = "I am not able to help with that request."
+        rows.append((text, gold))
+    return rows
+
+
+# --- the straightforward baseline -------------------------------------------------
+
+
+def _naive_parse(text: str) -> tuple[str, dict[str, Any] | None]:
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    if start < 0:
+        return "no_json", None
+    depth, in_str, esc = 0, False, False
+    end = -1
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                end = i + 1
+                break
+    if end < 0:
+        return "invalid_json", None
+    try:
+        value = json.loads(text[start:end])
+    except ValueError:
+        return "invalid_json", None
+    if isinstance(value, list):
+        if len(value) != 1:
+            return "invalid_shape", None
+        value = value[0]
+    if (
+        not isinstance(value, dict)
+        or set(value) != {"name", "arguments"}
+        or not isinstance(value["name"], str)
+        or not value["name"]
+        or not isinstance(value["arguments"], dict)
+    ):
+        return "invalid_shape", None
+    return "ok", value
+
+
+def _naive_flatten(value: Any, path: str = "") -> dict[str, str]:
+    if isinstance(value, dict) and value:
+        out: dict[str, str] = {}
+        for key, child in value.items():
+            out.update(_naive_flatten(child, f"{path}.{key}" if path else key))
+        return out
+    if isinstance(value, list) and value:
+        out = {}
+        for index, child in enumerate(value):
+            out.update(_naive_flatten(child, f"{path}[{index}]"))
+        return out
+    return {path or "<root>": json.dumps(value, sort_keys=True, separators=(",", ":"))}
+
+
+def naive_score(rows: list[tuple[str, dict[str, Any]]]) -> dict[str, tuple[int, int]]:
+    """Each metric on its own, as a first implementation would write it.
+
+    The text is parsed once with ``json``; every argument-level metric then
+    flattens the arguments it needs again (the issue's baseline: pure ``json``,
+    re-flattening per metric).
+    """
+    parsed = [(_naive_parse(text), gold) for text, gold in rows]
+    n = len(parsed)
+    valid = sum(1 for (status, _), _ in parsed if status == "ok")
+    names = sum(1 for (s, c), g in parsed if s == "ok" and c and c["name"] == g["name"])
+    exact = sum(
+        1
+        for (s, c), g in parsed
+        if s == "ok" and c and _naive_flatten(c["arguments"]) == _naive_flatten(g["arguments"])
+    )
+    matched = predicted = gold_pairs = 0
+    for (status, call), gold in parsed:
+        gold_flat = _naive_flatten(gold["arguments"])
+        gold_pairs += len(gold_flat)
+        if status == "ok" and call:
+            pred_flat = _naive_flatten(call["arguments"])
+            predicted += len(pred_flat)
+            matched += sum(1 for k, v in pred_flat.items() if gold_flat.get(k) == v)
+    full = sum(
+        1
+        for (s, c), g in parsed
+        if s == "ok"
+        and c
+        and c["name"] == g["name"]
+        and _naive_flatten(c["arguments"]) == _naive_flatten(g["arguments"])
+    )
+    return {
+        "valid_json_rate": (valid, n),
+        "function_name_accuracy": (names, n),
+        "argument_exact_match": (exact, n),
+        "argument_f1": (2 * matched, predicted + gold_pairs),
+        "full_call_exact_match": (full, n),
+    }
+
+
+def ours(rows: list[tuple[str, dict[str, Any]]]) -> dict[str, tuple[int, int]]:
+    records = []
+    for text, gold in rows:
+        result = parse_tool_call(text)
+        records.append(
+            {"parse_status": result.status, "parsed_call": result.call, "gold_call": gold}
+        )
+    metrics = compute_metrics(records)
+    return {name: (metrics[name].numerator, metrics[name].denominator) for name in METRIC_NAMES}
+
+
+def _best_of(func: Any, rows: Any, repeats: int) -> tuple[float, Any]:
+    best = float("inf")
+    result = None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = func(rows)
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def linearity() -> None:
+    """Parse time of adversarial inputs at 1x and 10x size: linear means ~10x, not ~100x."""
+    cases = {
+        "unterminated escaped string": lambda n: '{"' + 'a\\"' * n,
+        "deep nesting": lambda n: "[" * n + "]" * n,
+        "long prose then call": lambda n: "x" * (10 * n) + '{"name": "f", "arguments": {}}',
+    }
+    print(f"{'adversarial input':<30}{'n=100k (s)':>12}{'n=1M (s)':>12}{'ratio':>8}")
+    for label, make in cases.items():
+        times = []
+        for n in (100_000, 1_000_000):
+            text = make(n)
+            start = time.perf_counter()
+            parse_tool_call(text)
+            times.append(time.perf_counter() - start)
+        print(f"{label:<30}{times[0]:>12.4f}{times[1]:>12.4f}{times[1] / times[0]:>8.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    rows = synthetic(args.n)
+    t_naive, r_naive = _best_of(naive_score, rows, args.repeats)
+    t_ours, r_ours = _best_of(ours, rows, args.repeats)
+    assert r_naive == r_ours, (r_naive, r_ours)
+    print(f"records: {args.n:,} (best of {args.repeats})")
+    print(f"{'implementation':<34}{'seconds':>10}{'records/s':>14}")
+    print(f"{'pure json, re-flatten per metric':<34}{t_naive:>10.3f}{args.n / t_naive:>14,.0f}")
+    print(f"{'sommelier_mlflow':<34}{t_ours:>10.3f}{args.n / t_ours:>14,.0f}")
+    print(f"speed-up: {t_naive / t_ours:.2f}x (identical numerators/denominators)")
+    print()
+    linearity()
+
+
+if __name__ == "__main__":
+    main()

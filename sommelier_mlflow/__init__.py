@@ -1,0 +1,75 @@
+"""sommelier_mlflow: prove, in MLflow, whether a fine-tuned model calls tools better.
+
+The top level re-exports the scoring core (parser, flattening, the five
+strict metrics), the generic metric framework and the error tree. Importing
+it loads neither MLflow nor torch; those are imported by the generation and
+integration layers only when used.
+"""
+
+from __future__ import annotations
+
+from sommelier_mlflow.errors import (
+    ComparisonRefusedError,
+    ConfigError,
+    DataError,
+    DependencyError,
+    InputError,
+    InvariantViolationError,
+    SommelierError,
+    TrackingError,
+    UnknownMetricError,
+)
+from sommelier_mlflow.metrics import (
+    BaseMetric,
+    CompositeMetric,
+    CountsMetric,
+    EvaluationResult,
+    JsonFormatMetric,
+    MetricSpec,
+    count_characters,
+    count_encodings,
+    count_tokens,
+    get_metric,
+    register_metric,
+)
+from sommelier_mlflow.toolcalls import (
+    METRIC_NAMES,
+    PARSER_VERSION,
+    MetricValue,
+    ParseResult,
+    compute_metrics,
+    flatten_arguments,
+    parse_tool_call,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BaseMetric",
+    "ComparisonRefusedError",
+    "CompositeMetric",
+    "ConfigError",
+    "CountsMetric",
+    "DataError",
+    "DependencyError",
+    "EvaluationResult",
+    "InputError",
+    "InvariantViolationError",
+    "JsonFormatMetric",
+    "METRIC_NAMES",
+    "MetricSpec",
+    "MetricValue",
+    "PARSER_VERSION",
+    "ParseResult",
+    "SommelierError",
+    "TrackingError",
+    "UnknownMetricError",
+    "compute_metrics",
+    "count_characters",
+    "count_encodings",
+    "count_tokens",
+    "flatten_arguments",
+    "get_metric",
+    "parse_tool_call",
+    "register_metric",
+]

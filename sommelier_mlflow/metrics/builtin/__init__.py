@@ -1,0 +1,27 @@
+"""Metrics that ship with sommelier_mlflow, registered in the catalog on import."""
+
+from __future__ import annotations
+
+from sommelier_mlflow.metrics.builtin._counts import CountsConfig, CountsMetric
+from sommelier_mlflow.metrics.builtin._json_format import JsonFormatConfig, JsonFormatMetric
+from sommelier_mlflow.metrics.builtin._toolcall import (
+    ArgumentExactMatch,
+    ArgumentF1,
+    FullCallExactMatch,
+    FunctionNameAccuracy,
+    ToolCallMetric,
+    ValidJsonRate,
+)
+
+__all__ = [
+    "ArgumentExactMatch",
+    "ArgumentF1",
+    "CountsConfig",
+    "CountsMetric",
+    "FullCallExactMatch",
+    "FunctionNameAccuracy",
+    "JsonFormatConfig",
+    "JsonFormatMetric",
+    "ToolCallMetric",
+    "ValidJsonRate",
+]

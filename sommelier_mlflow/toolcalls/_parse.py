@@ -1,0 +1,139 @@
+"""The conservative tool-call parser, ``sommelier.parser.v1``.
+
+The parser takes the first balanced ``{...}`` or ``[...]`` span of a model's
+output and accepts it only if it is, verbatim, one strict-JSON tool call. It
+repairs nothing and never looks for a second span: a model that wraps a broken
+call in prose must not be rescued by a lenient scorer, or base and adapter
+would be compared on the parser's generosity instead of their behaviour.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypeGuard
+
+import orjson
+
+__all__ = [
+    "PARSER_VERSION",
+    "PARSE_STATUSES",
+    "ParseResult",
+    "ParseStatus",
+    "is_tool_call",
+    "parse_tool_call",
+]
+
+PARSER_VERSION: Final = "sommelier.parser.v1"
+
+ParseStatus = Literal["ok", "no_json", "invalid_json", "invalid_shape"]
+PARSE_STATUSES: Final[tuple[ParseStatus, ...]] = ("ok", "no_json", "invalid_json", "invalid_shape")
+
+_OPENERS = re.compile(r"[{\[]")
+# Outside a string only brackets and quotes change state. Jumping between
+# those characters with a regex, and over each string literal in one match,
+# keeps the scan linear while running Python code once per structural token.
+_STRUCTURAL = re.compile(r'[{}\[\]"]')
+# A whole string literal in one C-level match. The unrolled form has no
+# overlapping alternatives, so a failed match (unterminated string) is linear.
+_STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class ParseResult:
+    """What the parser concluded about one completion.
+
+    Attributes:
+        status: One of ``ok``, ``no_json``, ``invalid_json``, ``invalid_shape``.
+        call: ``{"name": str, "arguments": dict}`` when ``status == "ok"``,
+            otherwise ``None``.
+    """
+
+    status: ParseStatus
+    call: dict[str, Any] | None = None
+
+
+_NO_JSON: Final = ParseResult("no_json")
+_INVALID_JSON: Final = ParseResult("invalid_json")
+_INVALID_SHAPE: Final = ParseResult("invalid_shape")
+
+
+def _balanced_span_end(text: str, start: int) -> int | None:
+    """Return the index just past the span opened at ``start``, or None if it never closes.
+
+    Brackets are counted by depth regardless of kind: a mismatched closer can
+    only end a span that is not valid JSON anyway, so the status is the same
+    as a kind-aware scan would give, at a fraction of the bookkeeping.
+    """
+    depth = 0
+    pos = start
+    structural = _STRUCTURAL.search
+    string_rest = _STRING_REST.match
+    while True:
+        match = structural(text, pos)
+        if match is None:
+            return None
+        char = match.group()
+        pos = match.end()
+        if char == '"':
+            literal = string_rest(text, pos)
+            if literal is None:
+                return None
+            pos = literal.end()
+        elif char in "{[":
+            depth += 1
+        else:
+            depth -= 1
+            if depth == 0:
+                return pos
+
+
+def is_tool_call(value: object) -> TypeGuard[dict[str, Any]]:
+    """Whether ``value`` is exactly ``{"name": <non-empty str>, "arguments": <object>}``."""
+    return (
+        isinstance(value, dict)
+        and len(value) == 2
+        and "name" in value
+        and "arguments" in value
+        and isinstance(value["name"], str)
+        and value["name"] != ""
+        and isinstance(value["arguments"], dict)
+    )
+
+
+def parse_tool_call(text: str) -> ParseResult:
+    """Parse one completion into a tool call, conservatively.
+
+    Never raises for any ``str``: deep nesting, lone surrogates, NUL bytes and
+    very long inputs all end in a status, and the scan is linear in the input.
+
+    Args:
+        text: The raw completion exactly as the model produced it.
+
+    Returns:
+        The :class:`ParseResult`; ``call`` is set only for status ``ok``.
+    """
+    opener = _OPENERS.search(text)
+    if opener is None:
+        return _NO_JSON
+    start = opener.start()
+    try:
+        # Fast path: when everything from the opener on is one JSON value, that
+        # value's closing bracket is where depth first returns to zero, so it is
+        # exactly the first balanced span.
+        value = orjson.loads(text[start:])
+    except orjson.JSONDecodeError:
+        end = _balanced_span_end(text, start)
+        if end is None:
+            return _INVALID_JSON
+        try:
+            value = orjson.loads(text[start:end])
+        except orjson.JSONDecodeError:
+            return _INVALID_JSON
+    if isinstance(value, list):
+        if len(value) != 1:
+            return _INVALID_SHAPE
+        value = value[0]
+    if not is_tool_call(value):
+        return _INVALID_SHAPE
+    return ParseResult("ok", value)

@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sommelier_mlflow.errors import InputError
+from sommelier_mlflow.metrics import CompositeMetric, CountsMetric, MetricSpec, get_metric
+from sommelier_mlflow.metrics.builtin import ToolCallMetric
+from sommelier_mlflow.toolcalls import METRIC_NAMES, compute_metrics, parse_tool_call
+
+GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "reference-golden"
+
+
+def test_all_five_metrics_are_in_the_catalog() -> None:
+    for name in METRIC_NAMES:
+        metric_class = get_metric(name)
+        assert issubclass(metric_class, ToolCallMetric)
+        assert metric_class.accepts_reference
+
+
+def test_catalog_metrics_reproduce_the_golden_corpus_values() -> None:
+    rows = [
+        json.loads(line) for line in (GOLDEN / "raw_generations.jsonl").read_text().splitlines()
+    ]
+    expected = json.loads((GOLDEN / "golden_metrics.json").read_text())
+    for name in METRIC_NAMES:
+        metric = MetricSpec(name=name).build()
+        per_row = [
+            metric.score(row["raw_text"], reference=json.dumps(row["gold_call"]))[name]
+            for row in rows
+        ]
+        assert ToolCallMetric.aggregate(per_row).to_dict() == expected[name]
+    records = []
+    for row in rows:
+        parsed = parse_tool_call(row["raw_text"])
+        records.append(
+            {
+                "parse_status": parsed.status,
+                "parsed_call": parsed.call,
+                "gold_call": row["gold_call"],
+            }
+        )
+    assert {k: v.to_dict() for k, v in compute_metrics(records).items()} == expected
+
+
+def test_reference_metrics_mix_with_per_text_metrics_in_a_tree() -> None:
+    tree = CompositeMetric(MetricSpec(name="full_call_exact_match").build(), CountsMetric())
+    text = '{"name": "f", "arguments": {}}'
+    result = tree.evaluate(text, reference={"name": "f", "arguments": {}})
+    assert result == {
+        "full_call_exact_match": {"value": 1.0, "numerator": 1, "denominator": 1},
+        "CountsMetric": len(text),
+    }
+
+
+def test_missing_or_broken_reference_is_a_clear_error() -> None:
+    metric = MetricSpec(name="valid_json_rate").build()
+    with pytest.raises(InputError, match="gold call"):
+        metric.score("{}")
+    with pytest.raises(InputError, match="not valid JSON"):
+        metric.score("{}", reference="{nope")
+    with pytest.raises(InputError, match="gold call must be"):
+        metric.score("{}", reference={"name": "f"})

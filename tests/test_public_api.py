@@ -1,0 +1,80 @@
+"""The curated public surface: what users may import, and nothing by accident."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+import sommelier_mlflow
+
+EXPECTED_TOP_LEVEL = {
+    "METRIC_NAMES",
+    "PARSER_VERSION",
+    "BaseMetric",
+    "ComparisonRefusedError",
+    "CompositeMetric",
+    "ConfigError",
+    "CountsMetric",
+    "DataError",
+    "DependencyError",
+    "EvaluationResult",
+    "InputError",
+    "InvariantViolationError",
+    "JsonFormatMetric",
+    "MetricSpec",
+    "MetricValue",
+    "ParseResult",
+    "SommelierError",
+    "TrackingError",
+    "UnknownMetricError",
+    "compute_metrics",
+    "count_characters",
+    "count_encodings",
+    "count_tokens",
+    "flatten_arguments",
+    "get_metric",
+    "parse_tool_call",
+    "register_metric",
+}
+
+PACKAGES = [
+    "sommelier_mlflow",
+    "sommelier_mlflow.data",
+    "sommelier_mlflow.toolcalls",
+    "sommelier_mlflow.metrics",
+    "sommelier_mlflow.evaluation",
+    "sommelier_mlflow.generation",
+    "sommelier_mlflow.integration",
+    "sommelier_mlflow.scorers",
+    "sommelier_mlflow.cli",
+]
+
+
+def test_top_level_surface_is_exactly_the_curated_one() -> None:
+    assert set(sommelier_mlflow.__all__) == EXPECTED_TOP_LEVEL
+    assert sommelier_mlflow.PARSER_VERSION == "sommelier.parser.v1"
+    assert len(sommelier_mlflow.METRIC_NAMES) == 5
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_every_package_exports_a_sorted_resolvable_all(name: str) -> None:
+    module = importlib.import_module(name)
+    exported = list(module.__all__)
+    assert exported == sorted(exported)
+    assert len(exported) == len(set(exported))
+    for symbol in exported:
+        assert hasattr(module, symbol), f"{name}.{symbol} is in __all__ but missing"
+        assert not symbol.startswith("_")
+
+
+def test_error_tree_has_one_root_and_stable_exit_codes() -> None:
+    from sommelier_mlflow import errors
+
+    for symbol in errors.__all__:
+        assert issubclass(getattr(errors, symbol), sommelier_mlflow.SommelierError)
+    assert sommelier_mlflow.InputError.exit_code == 2
+    assert sommelier_mlflow.DependencyError.exit_code == 3
+    assert sommelier_mlflow.ComparisonRefusedError.exit_code == 4
+    assert sommelier_mlflow.InvariantViolationError.exit_code == 5
+    assert issubclass(sommelier_mlflow.UnknownMetricError, KeyError)
