@@ -1,0 +1,93 @@
+"""Row schemas and the readers, preparation and formatting of data files."""
+
+from __future__ import annotations
+
+from sommelier_mlflow.data._format import (
+    SYSTEM_INSTRUCTION,
+    ChatTemplateTokenizer,
+    build_messages,
+    format_examples,
+    render_target,
+)
+from sommelier_mlflow.data._jsonl import (
+    JsonlPrefix,
+    JsonlReader,
+    iter_jsonl_objects,
+    jsonl_valid_prefix,
+)
+from sommelier_mlflow.data._prepare import (
+    DEFAULT_MAX_QUERY_CHARS,
+    DEFAULT_MIN_QUERY_CHARS,
+    DROP_REASONS,
+    SPLIT_NAMES,
+    PrepareResult,
+    prepare,
+)
+from sommelier_mlflow.data._readers import (
+    FORMATTED_EXAMPLE_V2_SCHEMA,
+    PREPARED_EXAMPLE_V2_SCHEMA,
+    TEST_SPLIT_SCHEMAS,
+    PrecomputedGeneration,
+    read_generations,
+    read_precomputed,
+    read_test_split,
+    write_test_split,
+)
+from sommelier_mlflow.data._schemas import (
+    COMPARISON_REPORT_SCHEMA,
+    DROP_SUMMARY_SCHEMA,
+    EVALUATION_REPORT_SCHEMA,
+    GENERATION_SCHEMA,
+    MODEL_KINDS,
+    RESERVED_SLICE_NAMES,
+    TEST_EXAMPLE_SCHEMA,
+    Decoding,
+    GenerationRecord,
+    ModelIdentity,
+    ModelKind,
+    TestExample,
+    TestSplit,
+    schema_version,
+    validate_language,
+)
+
+__all__ = [
+    "COMPARISON_REPORT_SCHEMA",
+    "ChatTemplateTokenizer",
+    "DEFAULT_MAX_QUERY_CHARS",
+    "DEFAULT_MIN_QUERY_CHARS",
+    "DROP_REASONS",
+    "DROP_SUMMARY_SCHEMA",
+    "Decoding",
+    "EVALUATION_REPORT_SCHEMA",
+    "FORMATTED_EXAMPLE_V2_SCHEMA",
+    "GENERATION_SCHEMA",
+    "GenerationRecord",
+    "JsonlPrefix",
+    "JsonlReader",
+    "MODEL_KINDS",
+    "ModelIdentity",
+    "ModelKind",
+    "PREPARED_EXAMPLE_V2_SCHEMA",
+    "PrecomputedGeneration",
+    "PrepareResult",
+    "RESERVED_SLICE_NAMES",
+    "SPLIT_NAMES",
+    "SYSTEM_INSTRUCTION",
+    "TEST_EXAMPLE_SCHEMA",
+    "TEST_SPLIT_SCHEMAS",
+    "TestExample",
+    "TestSplit",
+    "build_messages",
+    "format_examples",
+    "iter_jsonl_objects",
+    "jsonl_valid_prefix",
+    "prepare",
+    "read_generations",
+    "read_precomputed",
+    "read_test_split",
+    "render_target",
+    "schema_version",
+    "validate_language",
+    "write_test_split",
+]

@@ -1,0 +1,483 @@
+"""Turn raw xlam-shaped rows into seeded train/validation/test splits with counted drops.
+
+Raw rows carry ``tools`` and ``answers`` as JSON *strings*, exactly as the
+xlam-function-calling-60k dataset ships them, plus an optional ``language``
+and, on translated rows, the ``source_example_id`` of the root they
+translate. Every row is either written to a split or accounted for: a drop
+reason (the first check it fails), or "unassigned" (valid, but its root was
+not drawn into any split because the requested sizes were smaller than the
+pool). ``drop_summary.json`` records all of it per language.
+
+Checks, in the order they are applied (the first failure is the one counted):
+
+1. ``missing_query``: no query, not a string, or only whitespace.
+2. ``query_too_short`` / ``query_too_long``: the query's length in characters,
+   surrounding whitespace excluded, is outside ``[min_query_chars, max_query_chars]``.
+3. ``invalid_tools_json``: ``tools`` absent, not a string, or not strict JSON.
+4. ``invalid_tools_shape``: not a non-empty list of tool schemas with unique names.
+5. ``invalid_answers_json``: ``answers`` absent, not a string, or not strict JSON.
+6. ``invalid_answers_shape``: not a list, an empty list, an element that is not
+   ``{name, arguments}``, or a call naming a tool that is not offered (such a
+   gold call cannot be answered correctly, so it would score every model as wrong).
+7. ``multi_call_answer``: the answers list holds more than one call (checked
+   before the element shape of step 6, as soon as the list length is known).
+
+Then, for untranslated (root) rows in file order:
+
+8. ``duplicate_query``: the normalised query (NFKC, casefold, whitespace
+   collapsed) was already kept in the same language.
+
+Then, for translated rows in file order:
+
+9. ``missing_root``: the root is absent, was dropped, or is itself translated.
+10. ``tools_mismatch`` / ``answers_mismatch``: the ``tools`` / ``answers`` string
+    is not byte-identical to the root's (a translation changes the query only,
+    or the matched-pair gap would compare different tasks).
+11. ``duplicate_pair``: the root already has a kept translation in this language.
+12. ``duplicate_query``: as in step 8, against every kept row of the language.
+
+Roots are shuffled with a seeded numpy Generator and cut into fixed-size
+splits; translated rows follow their root. Finally:
+
+13. ``cross_split_duplicate``: a translated row whose normalised query equals
+    a row of another language in a *different* split (translated rows cannot
+    be moved, so they are dropped rather than leak text across splits).
+    Roots of different languages with the same normalised query are not
+    reconciled: raw data normally has roots in one language only.
+
+Problems with the file itself (malformed JSON, a line that is not an object,
+no id, a duplicate id, an invalid language, a translated row in its root's
+language) are not drop reasons: they raise :class:`DataError` naming the
+line, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+
+from sommelier_mlflow._json import JSONDecodeError, atomic_write_json, atomic_write_jsonl, loads
+from sommelier_mlflow.data._jsonl import JsonlReader
+from sommelier_mlflow.data._schemas import DROP_SUMMARY_SCHEMA, TestExample, validate_language
+from sommelier_mlflow.data._tools import gold_call_problem, query_hash, tools_problem
+from sommelier_mlflow.errors import ConfigError, DataError, InputError
+
+__all__ = [
+    "DEFAULT_MAX_QUERY_CHARS",
+    "DEFAULT_MIN_QUERY_CHARS",
+    "DROP_REASONS",
+    "SPLIT_NAMES",
+    "PrepareResult",
+    "prepare",
+]
+
+#: Every drop reason, in the order the checks run.
+DROP_REASONS: Final = (
+    "missing_query",
+    "query_too_short",
+    "query_too_long",
+    "invalid_tools_json",
+    "invalid_tools_shape",
+    "invalid_answers_json",
+    "invalid_answers_shape",
+    "multi_call_answer",
+    "duplicate_query",
+    "missing_root",
+    "tools_mismatch",
+    "answers_mismatch",
+    "duplicate_pair",
+    "cross_split_duplicate",
+)
+SPLIT_NAMES: Final = ("train", "validation", "test")
+DEFAULT_MIN_QUERY_CHARS: Final = 1
+DEFAULT_MAX_QUERY_CHARS: Final = 4096
+_UNASSIGNED: Final = "unassigned"
+
+
+@dataclass(slots=True)
+class _Row:
+    """One raw row and what validation concluded about it."""
+
+    line: int
+    example_id: str
+    language: str
+    root_id: str | None
+    query: str = ""
+    tools_text: str = ""
+    answers_text: str = ""
+    tools: list[Any] = field(default_factory=list)
+    call: dict[str, Any] = field(default_factory=dict)
+    qhash: str = ""
+    reason: str | None = None
+    split: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareResult:
+    """What :func:`prepare` wrote.
+
+    Attributes:
+        split_paths: ``train``/``validation``/``test`` → the JSONL file written.
+        drop_summary_path: The ``drop_summary.json`` written.
+        splits: The examples of each split, in file order.
+        summary: The drop summary's content.
+    """
+
+    split_paths: Mapping[str, Path]
+    drop_summary_path: Path
+    splits: Mapping[str, tuple[TestExample, ...]]
+    summary: Mapping[str, Any]
+
+
+def _identifier(value: object) -> str | None:
+    """Stringify an id the way datasets store them (strings or integers)."""
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def _check_config(
+    seed: object, split_sizes: object, min_query_chars: object, max_query_chars: object
+) -> dict[str, int]:
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
+    if not isinstance(split_sizes, Mapping) or set(split_sizes) != set(SPLIT_NAMES):
+        raise ConfigError(
+            "split_sizes must map exactly 'train', 'validation' and 'test' to row counts, "
+            f"got {split_sizes!r}"
+        )
+    sizes: dict[str, int] = {}
+    for name in SPLIT_NAMES:
+        size = split_sizes[name]
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ConfigError(f"split_sizes[{name!r}] must be a non-negative integer, got {size!r}")
+        sizes[name] = size
+    if sum(sizes.values()) == 0:
+        raise ConfigError("split_sizes are all zero; ask for at least one row")
+    limits: list[int] = []
+    for name, value in (("min_query_chars", min_query_chars), ("max_query_chars", max_query_chars)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
+        limits.append(value)
+    if limits[0] > limits[1]:
+        raise ConfigError(
+            f"min_query_chars ({limits[0]}) is larger than max_query_chars ({limits[1]})"
+        )
+    return sizes
+
+
+def _read_rows(reader: JsonlReader, min_chars: int, max_chars: int) -> list[_Row]:
+    rows: list[_Row] = []
+    seen: dict[str, int] = {}
+    for line_no, raw in reader:
+        example_id = _identifier(raw.get("example_id", raw.get("id")))
+        if example_id is None:
+            raise DataError(
+                "row has no usable 'example_id' or 'id' (a non-empty string or an integer)",
+                path=reader.path,
+                line=line_no,
+            )
+        if example_id in seen:
+            raise DataError(
+                f"duplicate example id {example_id!r} (first at line {seen[example_id]})",
+                path=reader.path,
+                line=line_no,
+            )
+        seen[example_id] = line_no
+        try:
+            language = validate_language(raw.get("language", "en"))
+        except InputError as exc:
+            raise DataError(str(exc), path=reader.path, line=line_no) from exc
+        root_value = raw.get("source_example_id")
+        root_id = None if root_value is None else _identifier(root_value)
+        if root_value is not None and root_id is None:
+            raise DataError(
+                "source_example_id must be a non-empty string, an integer or null, "
+                f"got {root_value!r}",
+                path=reader.path,
+                line=line_no,
+            )
+        if root_id == example_id:
+            raise DataError(
+                "source_example_id points at the row itself", path=reader.path, line=line_no
+            )
+        row = _Row(line=line_no, example_id=example_id, language=language, root_id=root_id)
+        row.reason = _content_reason(row, raw, min_chars, max_chars)
+        rows.append(row)
+    return rows
+
+
+def _content_reason(
+    row: _Row, raw: Mapping[str, Any], min_chars: int, max_chars: int
+) -> str | None:
+    """Run checks 1-7 on one row, filling in its parsed fields; return the first failure."""
+    query = raw.get("query")
+    if not isinstance(query, str) or not query.strip():
+        return "missing_query"
+    length = len(query.strip())
+    if length < min_chars:
+        return "query_too_short"
+    if length > max_chars:
+        return "query_too_long"
+    row.query = query
+    tools_text = raw.get("tools")
+    if not isinstance(tools_text, str):
+        return "invalid_tools_json"
+    try:
+        tools = loads(tools_text)
+    except (JSONDecodeError, RecursionError):
+        return "invalid_tools_json"
+    if tools_problem(tools) is not None or not isinstance(tools, list):
+        return "invalid_tools_shape"
+    answers_text = raw.get("answers")
+    if not isinstance(answers_text, str):
+        return "invalid_answers_json"
+    try:
+        answers = loads(answers_text)
+    except (JSONDecodeError, RecursionError):
+        return "invalid_answers_json"
+    if not isinstance(answers, list) or not answers:
+        return "invalid_answers_shape"
+    if len(answers) > 1:
+        return "multi_call_answer"
+    call = answers[0]
+    if gold_call_problem(call, tools) is not None or not isinstance(call, dict):
+        return "invalid_answers_shape"
+    row.tools_text = tools_text
+    row.answers_text = answers_text
+    row.tools = tools
+    row.call = call
+    row.qhash = query_hash(query)
+    return None
+
+
+def _resolve_pairs(rows: list[_Row], path: str) -> None:
+    """Run checks 8-12: duplicates among roots, then the links of translated rows."""
+    claimed_queries: set[tuple[str, str]] = set()
+    for row in rows:
+        if row.root_id is None and row.reason is None:
+            key = (row.language, row.qhash)
+            if key in claimed_queries:
+                row.reason = "duplicate_query"
+            else:
+                claimed_queries.add(key)
+    by_id = {row.example_id: row for row in rows}
+    claimed_pairs: set[tuple[str, str]] = set()
+    for row in rows:
+        if row.root_id is None or row.reason is not None:
+            continue
+        root = by_id.get(row.root_id)
+        if root is None or root.root_id is not None or root.reason is not None:
+            row.reason = "missing_root"
+            continue
+        if root.language == row.language:
+            raise DataError(
+                f"translated row is in the same language {row.language!r} as its root "
+                f"{root.example_id!r} (line {root.line}); a translation must be in another "
+                "language",
+                path=path,
+                line=row.line,
+            )
+        if row.tools_text != root.tools_text:
+            row.reason = "tools_mismatch"
+        elif row.answers_text != root.answers_text:
+            row.reason = "answers_mismatch"
+        elif (root.example_id, row.language) in claimed_pairs:
+            row.reason = "duplicate_pair"
+        elif (row.language, row.qhash) in claimed_queries:
+            row.reason = "duplicate_query"
+        else:
+            claimed_pairs.add((root.example_id, row.language))
+            claimed_queries.add((row.language, row.qhash))
+
+
+def _assign_splits(
+    rows: list[_Row], sizes: Mapping[str, int], seed: int, path: str
+) -> dict[str, list[_Row]]:
+    """Shuffle the valid roots, cut fixed-size splits, attach translations, check 13.
+
+    Raises:
+        ConfigError: If there are fewer valid roots than the sizes ask for.
+    """
+    roots = [row for row in rows if row.root_id is None and row.reason is None]
+    needed = sum(sizes.values())
+    if len(roots) < needed:
+        asked = ", ".join(f"{name} {sizes[name]}" for name in SPLIT_NAMES)
+        drops: dict[str, int] = {}
+        for row in rows:
+            if row.root_id is None and row.reason is not None:
+                drops[row.reason] = drops.get(row.reason, 0) + 1
+        dropped = ", ".join(
+            f"{reason} {drops[reason]}" for reason in DROP_REASONS if reason in drops
+        )
+        raise ConfigError(
+            f"{path}: only {len(roots)} valid root rows, but the split sizes ask for {needed} "
+            f"({asked}); lower the sizes or supply more rows. Root rows dropped: "
+            f"{dropped or 'none'}. Nothing was written."
+        )
+    order = np.random.default_rng(seed).permutation(len(roots))
+    splits: dict[str, list[_Row]] = {name: [] for name in SPLIT_NAMES}
+    start = 0
+    for name in SPLIT_NAMES:
+        for index in order[start : start + sizes[name]]:
+            root = roots[int(index)]
+            root.split = name
+            splits[name].append(root)
+        start += sizes[name]
+    for index in order[start:]:
+        roots[int(index)].split = _UNASSIGNED
+
+    by_id = {row.example_id: row for row in rows}
+    translations: dict[str, list[_Row]] = {}
+    for row in rows:
+        if row.root_id is not None and row.reason is None:
+            translations.setdefault(row.root_id, []).append(row)
+    query_split: dict[str, str] = {}
+    for name in SPLIT_NAMES:
+        for root in splits[name]:
+            query_split.setdefault(root.qhash, name)
+    for name in SPLIT_NAMES:
+        paired: list[_Row] = []
+        for root in splits[name]:
+            paired.extend(sorted(translations.get(root.example_id, []), key=_pair_order))
+        for row in paired:
+            owner = query_split.setdefault(row.qhash, name)
+            if owner != name:
+                row.reason = "cross_split_duplicate"
+            else:
+                row.split = name
+                splits[name].append(row)
+    for row in rows:
+        if row.root_id is not None and row.reason is None and row.split is None:
+            row.split = by_id[row.root_id].split  # the root was not drawn: unassigned
+    return splits
+
+
+def _pair_order(row: _Row) -> tuple[str, int]:
+    return (row.language, row.line)
+
+
+def _summary(
+    rows: list[_Row],
+    *,
+    input_name: str,
+    input_sha256: str,
+    seed: int,
+    sizes: Mapping[str, int],
+    min_chars: int,
+    max_chars: int,
+) -> dict[str, Any]:
+    languages = sorted({row.language for row in rows})
+    read = dict.fromkeys(languages, 0)
+    dropped = {language: dict.fromkeys(DROP_REASONS, 0) for language in languages}
+    unassigned = dict.fromkeys(languages, 0)
+    per_split = {name: dict.fromkeys(languages, 0) for name in SPLIT_NAMES}
+    for row in rows:
+        read[row.language] += 1
+        if row.reason is not None:
+            dropped[row.language][row.reason] += 1
+        elif row.split == _UNASSIGNED:
+            unassigned[row.language] += 1
+        elif row.split is not None:
+            per_split[row.split][row.language] += 1
+    kept = {
+        language: sum(per_split[name][language] for name in SPLIT_NAMES) for language in languages
+    }
+    return {
+        "schema_version": DROP_SUMMARY_SCHEMA,
+        "input": {"file": input_name, "sha256": input_sha256, "rows": len(rows)},
+        "seed": seed,
+        "requested_split_sizes": dict(sizes),
+        "query_chars": {"min": min_chars, "max": max_chars},
+        "reasons": list(DROP_REASONS),
+        "languages": languages,
+        "read": read,
+        "dropped": dropped,
+        "dropped_total": {
+            reason: sum(dropped[language][reason] for language in languages)
+            for reason in DROP_REASONS
+        },
+        "unassigned": unassigned,
+        "kept": kept,
+        "splits": per_split,
+    }
+
+
+def _example(row: _Row) -> TestExample:
+    return TestExample(
+        example_id=row.example_id,
+        language=row.language,
+        query=row.query,
+        tools=row.tools,
+        gold_call=row.call,
+        source_example_id=row.root_id,
+    )
+
+
+def prepare(
+    raw_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    seed: int,
+    split_sizes: Mapping[str, int],
+    min_query_chars: int = DEFAULT_MIN_QUERY_CHARS,
+    max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
+) -> PrepareResult:
+    """Validate raw rows, split them with a seed and write the splits and a drop summary.
+
+    Everything is validated and computed before the first byte is written, and
+    each file is written atomically, so a failure leaves ``out_dir`` untouched.
+
+    Args:
+        raw_path: JSONL of raw rows: ``example_id`` (or ``id``), ``query``,
+            ``tools`` and ``answers`` as JSON strings, optional ``language``
+            (default ``"en"``) and ``source_example_id``. Other fields are ignored.
+        out_dir: Where ``train.jsonl``, ``validation.jsonl``, ``test.jsonl`` and
+            ``drop_summary.json`` go (created if needed).
+        seed: Seed of the numpy Generator that shuffles the roots.
+        split_sizes: Exact number of root rows per split (``train``,
+            ``validation``, ``test``); translated rows come on top, in their
+            root's split. A size of 0 writes an empty file.
+        min_query_chars: Shortest accepted query, in characters.
+        max_query_chars: Longest accepted query, in characters.
+
+    Returns:
+        The paths written, the examples of each split and the summary.
+
+    Raises:
+        ConfigError: On invalid arguments, or too few valid roots for the sizes.
+        DataError: On a malformed raw file (see the module docstring).
+    """
+    sizes = _check_config(seed, split_sizes, min_query_chars, max_query_chars)
+    reader = JsonlReader(raw_path)
+    rows = _read_rows(reader, min_query_chars, max_query_chars)
+    if not rows:
+        raise DataError("raw file is empty", path=reader.path)
+    _resolve_pairs(rows, reader.path)
+    splits = _assign_splits(rows, sizes, seed, reader.path)
+    summary = _summary(
+        rows,
+        input_name=Path(reader.path).name,
+        input_sha256=reader.sha256,
+        seed=seed,
+        sizes=sizes,
+        min_chars=min_query_chars,
+        max_chars=max_query_chars,
+    )
+    examples = {name: tuple(_example(row) for row in splits[name]) for name in SPLIT_NAMES}
+
+    target = Path(out_dir)
+    paths = {name: target / f"{name}.jsonl" for name in SPLIT_NAMES}
+    for name in SPLIT_NAMES:
+        atomic_write_jsonl(paths[name], (example.to_json() for example in examples[name]))
+    summary_path = atomic_write_json(target / "drop_summary.json", summary)
+    return PrepareResult(
+        split_paths=paths, drop_summary_path=summary_path, splits=examples, summary=summary
+    )

@@ -1,0 +1,645 @@
+"""Readers for test splits and generations that refuse anything they cannot trust.
+
+A comparison is only as good as the files under it, so nothing here guesses:
+an unknown schema version, a mistyped field, a duplicate id, a gold answer
+with two calls or a translated row without its root stops the read with a
+:class:`~sommelier_mlflow.errors.DataError` naming the file and the 1-based
+line. A stored prompt whose digest does not match its text is worse than bad
+input (it means something rewrote a prompt after it was digested) and raises
+:class:`~sommelier_mlflow.errors.InvariantViolationError`.
+
+Three test-split row kinds are read:
+
+``sommelier_mlflow.test_example.v1`` (native)
+    ``example_id``, ``query``, ``tools``, ``gold_calls`` (one call) or
+    ``gold_call``; optional ``language`` (default ``"en"``),
+    ``source_example_id``, ``prompt_text`` + ``prompt_sha256``. No other field.
+
+``sommelier.prepared_example.v2`` (original Sommelier pipeline, prepared)
+    ``example_id``, ``source_id``, ``language``, ``source_example_id``,
+    ``query``, ``tools``, ``gold_calls``, ``split``, ``query_sha256``,
+    ``source_revision``: all required, as the pipeline declares them.
+    ``source_id``, ``split``, ``query_sha256`` and ``source_revision`` are
+    type-checked and otherwise not used (the pipeline's query normalisation
+    is not part of its published schema, so ``query_sha256`` is not recomputed).
+
+``sommelier.formatted_example.v2`` (original Sommelier pipeline, formatted)
+    ``example_id``, ``split``, ``language``, ``source_example_id``,
+    ``messages``, ``prompt_text``, ``target_text``, ``full_text``,
+    ``prompt_sha256``, ``tokenizer_id``, ``tokenizer_revision``,
+    ``template_policy``. These rows carry no separate query, tools or gold
+    field, so they are recovered: the query is the user message, the gold
+    call is ``target_text`` (canonical JSON list holding the call), and the
+    tools are the JSON after the ``Available tools:`` line that pipeline
+    appends to its system message. The prompt is replayed byte for byte.
+
+Fields of the original pipeline's rows beyond those listed are ignored,
+because later pipeline versions may add provenance fields this package does
+not use; the listed ones are required.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from sommelier_mlflow._json import JSONDecodeError, atomic_write_jsonl, canonical_json, loads
+from sommelier_mlflow._json import sha256_text as _sha256_text
+from sommelier_mlflow.data._jsonl import JsonlReader, iter_jsonl_objects
+from sommelier_mlflow.data._schemas import (
+    GENERATION_SCHEMA,
+    MODEL_KINDS,
+    TEST_EXAMPLE_SCHEMA,
+    Decoding,
+    GenerationRecord,
+    TestExample,
+    TestSplit,
+    validate_language,
+)
+from sommelier_mlflow.data._tools import gold_call_problem, tools_problem
+from sommelier_mlflow.errors import (
+    ConfigError,
+    DataError,
+    InputError,
+    InvariantViolationError,
+)
+from sommelier_mlflow.toolcalls import PARSE_STATUSES, ParseStatus, is_tool_call, parse_tool_call
+
+__all__ = [
+    "FORMATTED_EXAMPLE_V2_SCHEMA",
+    "PREPARED_EXAMPLE_V2_SCHEMA",
+    "TEST_SPLIT_SCHEMAS",
+    "PrecomputedGeneration",
+    "read_generations",
+    "read_precomputed",
+    "read_test_split",
+    "write_test_split",
+]
+
+PREPARED_EXAMPLE_V2_SCHEMA: Final = "sommelier.prepared_example.v2"
+FORMATTED_EXAMPLE_V2_SCHEMA: Final = "sommelier.formatted_example.v2"
+#: Every ``schema_version`` a test-split row may carry.
+TEST_SPLIT_SCHEMAS: Final = (
+    TEST_EXAMPLE_SCHEMA,
+    PREPARED_EXAMPLE_V2_SCHEMA,
+    FORMATTED_EXAMPLE_V2_SCHEMA,
+)
+
+_NATIVE_REQUIRED: Final = frozenset({"schema_version", "example_id", "query", "tools"})
+_NATIVE_OPTIONAL: Final = frozenset(
+    {"language", "source_example_id", "gold_calls", "gold_call", "prompt_text", "prompt_sha256"}
+)
+_PREPARED_V2_FIELDS: Final = (
+    "example_id",
+    "source_id",
+    "language",
+    "source_example_id",
+    "query",
+    "tools",
+    "gold_calls",
+    "split",
+    "query_sha256",
+    "source_revision",
+)
+_FORMATTED_V2_FIELDS: Final = (
+    "example_id",
+    "split",
+    "language",
+    "source_example_id",
+    "messages",
+    "prompt_text",
+    "target_text",
+    "full_text",
+    "prompt_sha256",
+    "tokenizer_id",
+    "tokenizer_revision",
+    "template_policy",
+)
+_SPLIT_NAMES: Final = frozenset({"train", "validation", "test"})
+# The original pipeline ends its system message with this line and then the
+# compact JSON of the tools; a JSON string cannot contain a raw newline, so
+# the last occurrence is always the real separator.
+_FORMATTED_TOOLS_MARKER: Final = "\nAvailable tools:\n"
+_GENERATION_FIELDS: Final = frozenset(
+    {
+        "schema_version",
+        "example_id",
+        "model_kind",
+        "language",
+        "prompt_sha256",
+        "raw_text",
+        "parse_status",
+        "parsed_call",
+        "decoding",
+    }
+)
+_PRECOMPUTED_REQUIRED: Final = frozenset({"example_id", "raw_text"})
+_PRECOMPUTED_OPTIONAL: Final = frozenset({"language"})
+_HEX64: Final = re.compile(r"[0-9a-f]{64}")
+
+
+class _Line:
+    """Where a row came from, so every check can build a precise error."""
+
+    __slots__ = ("line", "path", "row")
+
+    def __init__(self, path: str, line: int, row: dict[str, Any]) -> None:
+        self.path = path
+        self.line = line
+        self.row = row
+
+    def error(self, message: str) -> DataError:
+        return DataError(message, path=self.path, line=self.line)
+
+    def invariant(self, message: str) -> InvariantViolationError:
+        return InvariantViolationError(f"{self.path}:{self.line}: {message}")
+
+    def require(self, key: str) -> Any:
+        if key not in self.row:
+            raise self.error(f"missing field {key!r}")
+        return self.row[key]
+
+    def string(self, key: str, *, non_empty: bool = True) -> str:
+        value = self.require(key)
+        if not isinstance(value, str):
+            raise self.error(f"field {key!r} must be a string, got {_kind(value)}")
+        if non_empty and not value.strip():
+            raise self.error(f"field {key!r} is empty")
+        return value
+
+    def optional_string(self, key: str) -> str | None:
+        value = self.row.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value:
+            raise self.error(f"field {key!r} must be a non-empty string or null, got {value!r}")
+        return value
+
+    def language(self, *, default: str | None) -> str:
+        if default is not None and "language" not in self.row:
+            return default
+        value = self.require("language")
+        try:
+            return validate_language(value)
+        except InputError as exc:
+            raise self.error(str(exc)) from exc
+
+    def exact_fields(self, required: frozenset[str], optional: frozenset[str]) -> None:
+        missing = sorted(required - self.row.keys())
+        if missing:
+            raise self.error(f"missing field {missing[0]!r}")
+        unknown = sorted(self.row.keys() - required - optional)
+        if unknown:
+            allowed = ", ".join(sorted(required | optional))
+            raise self.error(f"unknown field {unknown[0]!r}; allowed fields: {allowed}")
+
+
+def _kind(value: object) -> str:
+    """Name a JSON value's type the way a user writing JSON thinks of it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+def _schema_of(src: _Line, accepted: tuple[str, ...]) -> str:
+    if "schema_version" not in src.row:
+        raise src.error(f"missing schema_version; expected one of {', '.join(accepted)}")
+    version = src.row["schema_version"]
+    if not isinstance(version, str) or version not in accepted:
+        raise src.error(
+            f"unknown schema_version {version!r}; this reader accepts {', '.join(accepted)}"
+        )
+    return version
+
+
+def _checked_tools(src: _Line, tools: object) -> list[Any]:
+    problem = tools_problem(tools)
+    if problem is not None or not isinstance(tools, list):
+        raise src.error(problem or "'tools' must be a list")
+    return tools
+
+
+def _single_gold(src: _Line, calls: object, *, field: str) -> object:
+    if not isinstance(calls, list):
+        raise src.error(f"field {field!r} must be a list holding one call, got {_kind(calls)}")
+    if len(calls) != 1:
+        raise src.error(
+            f"field {field!r} holds {len(calls)} calls; exactly one gold call is required "
+            "(examples with zero or several calls cannot be scored by the five metrics)"
+        )
+    return calls[0]
+
+
+def _checked_gold(src: _Line, call: object, tools: list[Any]) -> dict[str, Any]:
+    problem = gold_call_problem(call, tools)
+    if problem is not None or not isinstance(call, dict):
+        raise src.error(problem or "the gold call must be an object")
+    return call
+
+
+def _checked_prompt(src: _Line, text: object, digest: object) -> tuple[str, str]:
+    if not isinstance(text, str) or not text:
+        raise src.error(f"field 'prompt_text' must be a non-empty string, got {_kind(text)}")
+    if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
+        raise src.error("field 'prompt_sha256' must be 64 lowercase hex digits")
+    actual = _sha256_text(text)
+    if actual != digest:
+        raise src.invariant(
+            f"prompt_sha256 {digest} does not match the SHA-256 of prompt_text ({actual}); "
+            "the stored prompt was altered after it was digested, so it cannot be replayed: "
+            "regenerate the formatted split"
+        )
+    return text, digest
+
+
+def _build_example(src: _Line, **fields: Any) -> TestExample:
+    try:
+        return TestExample(**fields)
+    except InputError as exc:
+        raise src.error(str(exc)) from exc
+
+
+def _native_example(src: _Line) -> TestExample:
+    src.exact_fields(_NATIVE_REQUIRED, _NATIVE_OPTIONAL)
+    example_id = src.string("example_id")
+    tools = _checked_tools(src, src.row["tools"])
+    has_list, has_one = "gold_calls" in src.row, "gold_call" in src.row
+    if has_list == has_one:
+        raise src.error(
+            "give the gold answer as exactly one of 'gold_calls' (a list with one call) "
+            "or 'gold_call' (one call)"
+        )
+    raw_gold = (
+        _single_gold(src, src.row["gold_calls"], field="gold_calls")
+        if has_list
+        else src.row["gold_call"]
+    )
+    prompt_text: str | None = None
+    prompt_sha256: str | None = None
+    if "prompt_text" in src.row or "prompt_sha256" in src.row:
+        if "prompt_text" not in src.row or "prompt_sha256" not in src.row:
+            raise src.error("'prompt_text' and 'prompt_sha256' must be given together")
+        prompt_text, prompt_sha256 = _checked_prompt(
+            src, src.row["prompt_text"], src.row["prompt_sha256"]
+        )
+    return _build_example(
+        src,
+        example_id=example_id,
+        language=src.language(default="en"),
+        query=src.string("query"),
+        tools=tools,
+        gold_call=_checked_gold(src, raw_gold, tools),
+        source_example_id=src.optional_string("source_example_id"),
+        prompt_text=prompt_text,
+        prompt_sha256=prompt_sha256,
+    )
+
+
+def _check_legacy_common(src: _Line, fields: tuple[str, ...]) -> None:
+    for key in fields:
+        src.require(key)
+    split = src.row["split"]
+    if split not in _SPLIT_NAMES:
+        raise src.error(f"field 'split' must be train, validation or test, got {split!r}")
+    if src.row["source_example_id"] is not None:
+        src.optional_string("source_example_id")
+
+
+def _prepared_v2_example(src: _Line) -> TestExample:
+    _check_legacy_common(src, _PREPARED_V2_FIELDS)
+    for key in ("source_id", "query_sha256", "source_revision"):
+        src.string(key)
+    tools = _checked_tools(src, src.row["tools"])
+    raw_gold = _single_gold(src, src.row["gold_calls"], field="gold_calls")
+    return _build_example(
+        src,
+        example_id=src.string("example_id"),
+        language=src.language(default=None),
+        query=src.string("query"),
+        tools=tools,
+        gold_call=_checked_gold(src, raw_gold, tools),
+        source_example_id=src.optional_string("source_example_id"),
+    )
+
+
+def _formatted_messages(src: _Line) -> tuple[str, str, str | None]:
+    """Return (system, user, assistant-or-None) contents of a formatted row."""
+    messages = src.row["messages"]
+    roles = ("system", "user", "assistant")
+    if not isinstance(messages, list) or len(messages) not in (2, 3):
+        raise src.error("field 'messages' must list system, user and (optionally) assistant")
+    contents: list[str] = []
+    for index, message in enumerate(messages):
+        if (
+            not isinstance(message, dict)
+            or message.keys() != {"role", "content"}
+            or message["role"] != roles[index]
+            or not isinstance(message["content"], str)
+        ):
+            raise src.error(
+                f"messages[{index}] must be {{'role': {roles[index]!r}, 'content': string}}"
+            )
+        contents.append(message["content"])
+    return contents[0], contents[1], contents[2] if len(contents) == 3 else None
+
+
+def _formatted_v2_example(src: _Line) -> TestExample:
+    _check_legacy_common(src, _FORMATTED_V2_FIELDS)
+    for key in ("full_text", "tokenizer_id", "template_policy"):
+        src.string(key, non_empty=False)
+    revision = src.row["tokenizer_revision"]
+    if revision is not None and not isinstance(revision, str):
+        raise src.error(
+            f"field 'tokenizer_revision' must be a string or null, got {_kind(revision)}"
+        )
+    system, query, assistant = _formatted_messages(src)
+    if not query.strip():
+        raise src.error("the user message (the query) is empty")
+    _, marker, tools_json = system.rpartition(_FORMATTED_TOOLS_MARKER)
+    if not marker:
+        raise src.error(
+            "cannot recover the tool list: the system message has no 'Available tools:' line "
+            "followed by the JSON tool list"
+        )
+    try:
+        tools_value = loads(tools_json)
+    except (JSONDecodeError, RecursionError) as exc:
+        raise src.error(f"the tool list in the system message is not valid JSON ({exc})") from exc
+    tools = _checked_tools(src, tools_value)
+    target_text = src.string("target_text")
+    if assistant is not None and assistant != target_text:
+        raise src.error("the assistant message differs from 'target_text'")
+    try:
+        target = loads(target_text)
+    except (JSONDecodeError, RecursionError) as exc:
+        raise src.error(f"'target_text' is not valid JSON ({exc})") from exc
+    raw_gold = _single_gold(src, target, field="target_text")
+    prompt_text, prompt_sha256 = _checked_prompt(
+        src, src.row["prompt_text"], src.row["prompt_sha256"]
+    )
+    return _build_example(
+        src,
+        example_id=src.string("example_id"),
+        language=src.language(default=None),
+        query=query,
+        tools=tools,
+        gold_call=_checked_gold(src, raw_gold, tools),
+        source_example_id=src.optional_string("source_example_id"),
+        prompt_text=prompt_text,
+        prompt_sha256=prompt_sha256,
+    )
+
+
+_ROW_READERS: Final = {
+    TEST_EXAMPLE_SCHEMA: _native_example,
+    PREPARED_EXAMPLE_V2_SCHEMA: _prepared_v2_example,
+    FORMATTED_EXAMPLE_V2_SCHEMA: _formatted_v2_example,
+}
+
+
+def _check_pairs(path: str, examples: list[TestExample], lines: dict[str, int]) -> None:
+    """Every translated row must join to exactly one untranslated root in the file.
+
+    Matched-pair language gaps are computed on these joins; a dangling or
+    chained link would silently shrink or distort the pair set.
+    """
+    by_id = {example.example_id: example for example in examples}
+    pair_lines: dict[tuple[str, str], int] = {}
+    for example in examples:
+        root_id = example.source_example_id
+        if root_id is None:
+            continue
+        line = lines[example.example_id]
+        if root_id == example.example_id:
+            raise DataError("source_example_id points at the row itself", path=path, line=line)
+        root = by_id.get(root_id)
+        if root is None:
+            raise DataError(
+                f"translated row's root {root_id!r} (source_example_id) is not in this split; "
+                "keep each root in the same file as its translations",
+                path=path,
+                line=line,
+            )
+        if root.source_example_id is not None:
+            raise DataError(
+                f"root {root_id!r} (line {lines[root_id]}) is itself a translation of "
+                f"{root.source_example_id!r}; source_example_id must name an untranslated root",
+                path=path,
+                line=line,
+            )
+        if root.language == example.language:
+            raise DataError(
+                f"translated row has the same language {example.language!r} as its root "
+                f"{root_id!r}; a translation must be in another language",
+                path=path,
+                line=line,
+            )
+        key = (root_id, example.language)
+        if key in pair_lines:
+            raise DataError(
+                f"root {root_id!r} already has a {example.language!r} translation at line "
+                f"{pair_lines[key]}; keep one translation per root and language",
+                path=path,
+                line=line,
+            )
+        pair_lines[key] = line
+
+
+def read_test_split(path: str | os.PathLike[str]) -> TestSplit:
+    """Read and validate a test split, streaming it line by line.
+
+    Args:
+        path: A JSONL file of native ``sommelier_mlflow.test_example.v1`` rows
+            and/or rows of the original pipeline (see the module docstring).
+
+    Returns:
+        The examples in file order and the SHA-256 of the file's bytes.
+
+    Raises:
+        DataError: On any malformed, mistyped, duplicate or dangling row, or an
+            empty file; the message names the file and line.
+        InvariantViolationError: If a stored prompt does not match its digest.
+    """
+    reader = JsonlReader(path)
+    examples: list[TestExample] = []
+    lines: dict[str, int] = {}
+    for line_no, row in reader:
+        src = _Line(reader.path, line_no, row)
+        example = _ROW_READERS[_schema_of(src, TEST_SPLIT_SCHEMAS)](src)
+        first = lines.get(example.example_id)
+        if first is not None:
+            raise src.error(f"duplicate example_id {example.example_id!r} (first at line {first})")
+        lines[example.example_id] = line_no
+        examples.append(example)
+    if not examples:
+        raise DataError("test split is empty; it needs at least one example", path=reader.path)
+    _check_pairs(reader.path, examples, lines)
+    return TestSplit(path=reader.path, sha256=reader.sha256, examples=tuple(examples))
+
+
+def write_test_split(path: str | os.PathLike[str], examples: Iterable[TestExample]) -> Path:
+    """Atomically write examples as native test-split rows.
+
+    Refuses an empty or id-duplicated list up front, because the reader
+    would refuse the file afterwards and half the pipeline would have run.
+
+    Raises:
+        DataError: If there are no examples or an ``example_id`` repeats.
+    """
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for example in examples:
+        if example.example_id in seen:
+            raise DataError(f"duplicate example_id {example.example_id!r}", path=os.fspath(path))
+        seen.add(example.example_id)
+        rows.append(example.to_json())
+    if not rows:
+        raise DataError("refusing to write an empty test split", path=os.fspath(path))
+    return atomic_write_jsonl(path, rows)
+
+
+def _generation(src: _Line) -> GenerationRecord:
+    _schema_of(src, (GENERATION_SCHEMA,))
+    src.exact_fields(_GENERATION_FIELDS, frozenset())
+    model_kind = src.row["model_kind"]
+    if model_kind not in MODEL_KINDS:
+        raise src.error(f"model_kind must be 'base' or 'adapter', got {model_kind!r}")
+    digest = src.row["prompt_sha256"]
+    if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
+        raise src.error("field 'prompt_sha256' must be 64 lowercase hex digits")
+    raw_text = src.string("raw_text", non_empty=False)
+    status = src.row["parse_status"]
+    if status not in PARSE_STATUSES:
+        raise src.error(f"parse_status must be one of {', '.join(PARSE_STATUSES)}, got {status!r}")
+    parsed = src.row["parsed_call"]
+    if status == "ok" and not is_tool_call(parsed):
+        raise src.error("parse_status is 'ok' but parsed_call is not a {name, arguments} call")
+    if status != "ok" and parsed is not None:
+        raise src.error(f"parse_status is {status!r} but parsed_call is not null")
+    try:
+        decoding = Decoding.from_dict(src.row["decoding"]).to_dict()
+    except ConfigError as exc:
+        raise src.error(str(exc)) from exc
+    try:
+        return GenerationRecord(
+            example_id=src.string("example_id"),
+            model_kind=model_kind,
+            language=src.language(default=None),
+            prompt_sha256=digest,
+            raw_text=raw_text,
+            parse_status=status,
+            parsed_call=parsed,
+            decoding=decoding,
+        )
+    except InputError as exc:
+        raise src.error(str(exc)) from exc
+
+
+def read_generations(path: str | os.PathLike[str]) -> list[GenerationRecord]:
+    """Read a ``generations/<slice>.jsonl`` file written by the generation layer.
+
+    Beyond per-row validation, a file must come from one arm run: one
+    ``model_kind`` and one decoding dict throughout.
+
+    Raises:
+        DataError: On a malformed or mistyped row, an unknown schema version, a
+            duplicate ``example_id``, mixed ``model_kind`` or an empty file.
+        InvariantViolationError: If the decoding dict differs between rows
+            (greedy results are only comparable under one decoding).
+    """
+    records: list[GenerationRecord] = []
+    lines: dict[str, int] = {}
+    name = os.fspath(path)
+    for line_no, row in iter_jsonl_objects(name):
+        src = _Line(name, line_no, row)
+        record = _generation(src)
+        first = lines.get(record.example_id)
+        if first is not None:
+            raise src.error(f"duplicate example_id {record.example_id!r} (first at line {first})")
+        if records:
+            if record.model_kind != records[0].model_kind:
+                raise src.error(
+                    f"model_kind {record.model_kind!r} differs from {records[0].model_kind!r} "
+                    "on line 1; one generations file holds one arm"
+                )
+            if canonical_json(record.decoding) != canonical_json(records[0].decoding):
+                raise src.invariant(
+                    f"decoding {canonical_json(record.decoding)} differs from line 1's "
+                    f"{canonical_json(records[0].decoding)}; one run must use one decoding"
+                )
+        lines[record.example_id] = line_no
+        records.append(record)
+    if not records:
+        raise DataError("generations file is empty", path=name)
+    return records
+
+
+@dataclass(frozen=True, slots=True)
+class PrecomputedGeneration:
+    """A completion produced elsewhere, re-parsed with this package's parser.
+
+    Attributes:
+        example_id: The test example it answers.
+        raw_text: The completion exactly as supplied.
+        language: The language the file claims, if it gave one; callers join on
+            ``example_id`` and should check it against the test split.
+        parse_status: This package's parse of ``raw_text``.
+        parsed_call: The parsed call when ``parse_status == "ok"``.
+    """
+
+    example_id: str
+    raw_text: str
+    language: str | None
+    parse_status: ParseStatus
+    parsed_call: dict[str, Any] | None
+
+
+def read_precomputed(path: str | os.PathLike[str]) -> list[PrecomputedGeneration]:
+    """Read completions made outside this package: ``{example_id, raw_text[, language]}`` rows.
+
+    Any stored parse in such a file is not trusted (different parsers are
+    differently lenient), so only the raw text is accepted and it is parsed
+    here with ``sommelier.parser.v1``.
+
+    Raises:
+        DataError: On a malformed row, a missing or unknown field, a duplicate
+            ``example_id`` or an empty file.
+    """
+    name = os.fspath(path)
+    results: list[PrecomputedGeneration] = []
+    lines: dict[str, int] = {}
+    for line_no, row in iter_jsonl_objects(name):
+        src = _Line(name, line_no, row)
+        src.exact_fields(_PRECOMPUTED_REQUIRED, _PRECOMPUTED_OPTIONAL)
+        example_id = src.string("example_id")
+        raw_text = src.string("raw_text", non_empty=False)
+        language = src.language(default=None) if "language" in row else None
+        first = lines.get(example_id)
+        if first is not None:
+            raise src.error(f"duplicate example_id {example_id!r} (first at line {first})")
+        lines[example_id] = line_no
+        parsed = parse_tool_call(raw_text)
+        results.append(
+            PrecomputedGeneration(
+                example_id=example_id,
+                raw_text=raw_text,
+                language=language,
+                parse_status=parsed.status,
+                parsed_call=parsed.call,
+            )
+        )
+    if not results:
+        raise DataError("generations file is empty", path=name)
+    return results

@@ -1,0 +1,267 @@
+"""Row types shared by every layer: test examples, decoding, generation records.
+
+These are plain frozen dataclasses with explicit validating constructors
+rather than coercing models: a decoding of ``temperature: "0"`` or a gold call
+with two calls is a configuration error to report, not something to fix up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from sommelier_mlflow.errors import ConfigError, InputError
+from sommelier_mlflow.toolcalls import PARSE_STATUSES, is_tool_call
+
+__all__ = [
+    "COMPARISON_REPORT_SCHEMA",
+    "DROP_SUMMARY_SCHEMA",
+    "Decoding",
+    "EVALUATION_REPORT_SCHEMA",
+    "GENERATION_SCHEMA",
+    "GenerationRecord",
+    "MODEL_KINDS",
+    "ModelIdentity",
+    "ModelKind",
+    "RESERVED_SLICE_NAMES",
+    "TEST_EXAMPLE_SCHEMA",
+    "TestExample",
+    "TestSplit",
+    "schema_version",
+    "validate_language",
+]
+
+
+def schema_version(kind: str) -> str:
+    """The ``schema_version`` string this package writes for a kind of record."""
+    return f"sommelier_mlflow.{kind}.v1"
+
+
+TEST_EXAMPLE_SCHEMA: Final = schema_version("test_example")
+GENERATION_SCHEMA: Final = schema_version("generation")
+EVALUATION_REPORT_SCHEMA: Final = schema_version("evaluation_report")
+COMPARISON_REPORT_SCHEMA: Final = schema_version("comparison_report")
+DROP_SUMMARY_SCHEMA: Final = schema_version("drop_summary")
+
+ModelKind = Literal["base", "adapter"]
+MODEL_KINDS: Final[tuple[ModelKind, ...]] = ("base", "adapter")
+
+#: Top-level MLflow metric-key sections; a language with one of these names
+#: would make keys ambiguous, so it is refused.
+RESERVED_SLICE_NAMES: Final = frozenset({"overall", "gap", "delta", "marginal_gap", "mcnemar"})
+
+
+def validate_language(language: object) -> str:
+    """Check that a language code can name a slice and an MLflow key section.
+
+    Raises:
+        InputError: If it is not a non-empty string of letters, digits, ``-`` or
+            ``_``, or is one of the reserved section names.
+    """
+    if (
+        not isinstance(language, str)
+        or not language
+        or not all(ch.isascii() and (ch.isalnum() or ch in "-_") for ch in language)
+    ):
+        raise InputError(
+            f"language {language!r} is not a usable slice name: use a short code such as 'en' "
+            "(ASCII letters, digits, '-' or '_')"
+        )
+    if language in RESERVED_SLICE_NAMES:
+        raise InputError(
+            f"language {language!r} is reserved for MLflow metric sections "
+            f"({', '.join(sorted(RESERVED_SLICE_NAMES))}); rename it"
+        )
+    return language
+
+
+@dataclass(frozen=True, slots=True)
+class TestExample:
+    """One held-out example: the request, its tools and its single gold call.
+
+    ``source_example_id`` links a translated row to the root it translates;
+    ``prompt_text``/``prompt_sha256`` are set once the example is formatted
+    (or were supplied already formatted and are replayed byte for byte).
+    """
+
+    __test__ = False  # not a pytest test class despite the name
+
+    example_id: str
+    language: str
+    query: str
+    tools: list[Any]
+    gold_call: dict[str, Any]
+    source_example_id: str | None = None
+    prompt_text: str | None = None
+    prompt_sha256: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.example_id, str) or not self.example_id:
+            raise InputError(f"example_id must be a non-empty string, got {self.example_id!r}")
+        validate_language(self.language)
+        if not is_tool_call(self.gold_call):
+            raise InputError(
+                f"example {self.example_id!r}: gold call must be exactly "
+                f"{{'name': non-empty str, 'arguments': object}}, got {self.gold_call!r}"
+            )
+        if (self.prompt_text is None) != (self.prompt_sha256 is None):
+            raise InputError(
+                f"example {self.example_id!r}: prompt_text and prompt_sha256 come together"
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        """The native on-disk row (``sommelier_mlflow.test_example.v1``)."""
+        row: dict[str, Any] = {
+            "schema_version": TEST_EXAMPLE_SCHEMA,
+            "example_id": self.example_id,
+            "language": self.language,
+            "source_example_id": self.source_example_id,
+            "query": self.query,
+            "tools": self.tools,
+            "gold_calls": [self.gold_call],
+        }
+        if self.prompt_text is not None:
+            row["prompt_text"] = self.prompt_text
+            row["prompt_sha256"] = self.prompt_sha256
+        return row
+
+
+@dataclass(frozen=True, slots=True)
+class Decoding:
+    """Greedy decoding settings, validated and never coerced.
+
+    ``batch_size`` is part of the identity because batched and unbatched
+    greedy decoding can differ numerically (padding), so base and adapter
+    must have used the same one to be comparable.
+    """
+
+    max_new_tokens: int
+    batch_size: int
+    temperature: float = 0.0
+    do_sample: bool = False
+
+    def __post_init__(self) -> None:
+        if type(self.temperature) is not float or self.temperature != 0.0:
+            raise ConfigError(
+                f"decoding.temperature must be 0.0 (greedy decoding), got {self.temperature!r}"
+            )
+        if self.do_sample is not False:
+            raise ConfigError(f"decoding.do_sample must be false, got {self.do_sample!r}")
+        for name in ("max_new_tokens", "batch_size"):
+            value = getattr(self, name)
+            if type(value) is not int or value <= 0:
+                raise ConfigError(f"decoding.{name} must be a positive integer, got {value!r}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Decoding:
+        """Validate a decoding mapping exactly as stored in records and reports."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"decoding must be an object, got {data!r}")
+        expected = {"temperature", "do_sample", "max_new_tokens", "batch_size"}
+        if set(data) != expected:
+            missing = sorted(expected - set(data))
+            extra = sorted(set(data) - expected)
+            raise ConfigError(f"decoding fields wrong: missing {missing}, unexpected {extra}")
+        return cls(
+            max_new_tokens=data["max_new_tokens"],
+            batch_size=data["batch_size"],
+            temperature=data["temperature"],
+            do_sample=data["do_sample"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The decoding dict recorded on every generation and in reports."""
+        return {
+            "temperature": self.temperature,
+            "do_sample": self.do_sample,
+            "max_new_tokens": self.max_new_tokens,
+            "batch_size": self.batch_size,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRecord:
+    """One greedy completion for one example, with its parse.
+
+    The parse is stored for convenience and audit; scoring re-derives it from
+    ``raw_text`` with the current parser so a stale parse cannot leak in.
+    """
+
+    example_id: str
+    model_kind: ModelKind
+    language: str
+    prompt_sha256: str
+    raw_text: str
+    parse_status: str
+    parsed_call: dict[str, Any] | None
+    decoding: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.model_kind not in MODEL_KINDS:
+            raise InputError(f"model_kind must be 'base' or 'adapter', got {self.model_kind!r}")
+        if self.parse_status not in PARSE_STATUSES:
+            raise InputError(f"unknown parse_status {self.parse_status!r}")
+        if not isinstance(self.raw_text, str):
+            raise InputError(f"raw_text must be a string, got {type(self.raw_text).__name__}")
+
+    def to_json(self) -> dict[str, Any]:
+        """The on-disk JSONL row (``sommelier_mlflow.generation.v1``)."""
+        return {
+            "schema_version": GENERATION_SCHEMA,
+            "example_id": self.example_id,
+            "model_kind": self.model_kind,
+            "language": self.language,
+            "prompt_sha256": self.prompt_sha256,
+            "raw_text": self.raw_text,
+            "parse_status": self.parse_status,
+            "parsed_call": self.parsed_call,
+            "decoding": self.decoding,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TestSplit:
+    """A read, validated test split: examples in file order plus the file's digest.
+
+    ``sha256`` is over the file's bytes so that two arms can prove they
+    evaluated the very same split file, not merely one with the same ids.
+    """
+
+    __test__ = False
+
+    path: str
+    sha256: str
+    examples: tuple[TestExample, ...]
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """The language slices present, sorted."""
+        return tuple(sorted({example.language for example in self.examples}))
+
+    def by_id(self) -> dict[str, TestExample]:
+        """Index the examples by ``example_id`` (ids are unique by construction)."""
+        return {example.example_id: example for example in self.examples}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelIdentity:
+    """What must be identical between base and adapter arms: the base model and tokenizer.
+
+    The adapter is deliberately not part of it: it is what the comparison
+    is about, and is recorded per arm next to this identity.
+    """
+
+    base_model: str
+    base_revision: str | None
+    tokenizer: str
+    tokenizer_revision: str | None
+
+    def to_dict(self) -> dict[str, str | None]:
+        """Serialise for reports and the comparison gate."""
+        return {
+            "base_model": self.base_model,
+            "base_revision": self.base_revision,
+            "tokenizer": self.tokenizer,
+            "tokenizer_revision": self.tokenizer_revision,
+        }

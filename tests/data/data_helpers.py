@@ -1,0 +1,48 @@
+"""Rows and tools shared by the data-layer tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+WEATHER_TOOL: dict[str, Any] = {
+    "name": "get_weather",
+    "description": "Current weather for a city.",
+    "parameters": {"city": {"type": "str", "description": "City name"}},
+}
+SCHEMA_TOOL: dict[str, Any] = {
+    "name": "convert",
+    "description": "Convert an amount between currencies.",
+    "parameters": {
+        "type": "object",
+        "properties": {"amount": {"type": "number"}, "to": {"type": "string"}},
+        "required": ["amount", "to"],
+    },
+}
+WEATHER_CALL: dict[str, Any] = {"name": "get_weather", "arguments": {"city": "Paris"}}
+
+WriteLines = Callable[[Sequence[Any]], Path]
+
+
+def native_row(example_id: Any = "ex-1", **overrides: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "schema_version": "sommelier_mlflow.test_example.v1",
+        "example_id": example_id,
+        "query": "What is the weather in Paris?",
+        "tools": [WEATHER_TOOL],
+        "gold_calls": [WEATHER_CALL],
+    }
+    row.update(overrides)
+    return row
+
+
+def encode(item: Any) -> bytes:
+    """A row as one JSONL line; ``str``/``bytes`` items are written verbatim."""
+    if isinstance(item, bytes):
+        return item
+    if isinstance(item, str):
+        return item.encode("utf-8")
+    return orjson.dumps(item) + b"\n"
