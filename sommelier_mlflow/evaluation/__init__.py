@@ -1,0 +1,90 @@
+"""Evaluation layer: joining, scoring, reports, the comparison gate and statistics.
+
+The flow is ``score_run`` (one arm: split + generations -> ``ScoredRun`` ->
+``evaluation_report.json``), then ``compare_reports`` / ``run_comparison``
+(two reports -> gate -> ``comparison_report.json`` + ``.md``). Nothing here
+imports MLflow or torch.
+"""
+
+from __future__ import annotations
+
+from sommelier_mlflow.evaluation._compare import (
+    COMPARISON_MARKDOWN_FILENAME,
+    COMPARISON_REPORT_FILENAME,
+    GATE_FIELDS,
+    MARGINAL_GAP_NOTE,
+    MCNEMAR_METRIC,
+    ComparisonArtifacts,
+    check_comparable,
+    compare_reports,
+    run_comparison,
+    write_comparison_report,
+)
+from sommelier_mlflow.evaluation._digests import pair_set_digest, prompt_set_digest
+from sommelier_mlflow.evaluation._markdown import render_comparison_markdown
+from sommelier_mlflow.evaluation._report import (
+    EVALUATION_REPORT_FILENAME,
+    read_evaluation_report,
+    validate_evaluation_report,
+    write_evaluation_report,
+)
+from sommelier_mlflow.evaluation._scoring import (
+    BootstrapSettings,
+    ExampleResult,
+    PairCoverage,
+    PairedSlice,
+    ScoredRun,
+    SliceResult,
+    metrics_from_components,
+    score_run,
+)
+from sommelier_mlflow.evaluation._seeds import derive_seed
+from sommelier_mlflow.evaluation._stats import (
+    BOOTSTRAP_METHOD,
+    MCNEMAR_METHOD,
+    QUANTILE_METHOD,
+    McNemarResult,
+    MetricInterval,
+    PairedBootstrapResult,
+    mcnemar_exact,
+    mcnemar_from_outcomes,
+    paired_bootstrap,
+)
+
+__all__ = [
+    "BOOTSTRAP_METHOD",
+    "BootstrapSettings",
+    "COMPARISON_MARKDOWN_FILENAME",
+    "COMPARISON_REPORT_FILENAME",
+    "ComparisonArtifacts",
+    "EVALUATION_REPORT_FILENAME",
+    "ExampleResult",
+    "GATE_FIELDS",
+    "MARGINAL_GAP_NOTE",
+    "MCNEMAR_METHOD",
+    "MCNEMAR_METRIC",
+    "McNemarResult",
+    "MetricInterval",
+    "PairCoverage",
+    "PairedBootstrapResult",
+    "PairedSlice",
+    "QUANTILE_METHOD",
+    "ScoredRun",
+    "SliceResult",
+    "check_comparable",
+    "compare_reports",
+    "derive_seed",
+    "mcnemar_exact",
+    "mcnemar_from_outcomes",
+    "metrics_from_components",
+    "pair_set_digest",
+    "paired_bootstrap",
+    "prompt_set_digest",
+    "read_evaluation_report",
+    "render_comparison_markdown",
+    "run_comparison",
+    "score_run",
+    "validate_evaluation_report",
+    "write_comparison_report",
+    "write_evaluation_report",
+]

@@ -1,0 +1,790 @@
+"""Join one arm's generations to the test split and score them.
+
+Scoring is where the product's guarantees are enforced, so it refuses rather
+than repairs: every generation must belong to a known example, carry that
+example's language and prompt digest, and use the run's one decoding; every
+evaluated example must have exactly one generation. The stored parse is an
+audit copy only: each ``raw_text`` is parsed again with the current parser,
+and a stored parse that disagrees is an invariant violation, because it means
+either the record was edited or it was produced by a different parser than the
+``parser_version`` the report is about to claim.
+
+Rows are kept in ``example_id`` order (not file order). Every digest, every
+per-example array and every bootstrap therefore depends only on the identities
+and contents of the rows, so two arms scored from differently ordered files
+still line up row for row.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sommelier_mlflow._json import canonical_json
+from sommelier_mlflow.data import (
+    EVALUATION_REPORT_SCHEMA,
+    MODEL_KINDS,
+    Decoding,
+    GenerationRecord,
+    ModelIdentity,
+    ModelKind,
+    TestExample,
+    TestSplit,
+    validate_language,
+)
+from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
+from sommelier_mlflow.evaluation._digests import pair_set_digest, prompt_set_digest
+from sommelier_mlflow.evaluation._seeds import derive_seed
+from sommelier_mlflow.evaluation._stats import (
+    BOOTSTRAP_METHOD,
+    QUANTILE_METHOD,
+    PairedBootstrapResult,
+    paired_bootstrap,
+)
+from sommelier_mlflow.toolcalls import (
+    METRIC_NAMES,
+    PARSER_VERSION,
+    ExampleScore,
+    GoldCall,
+    MetricValue,
+    ParseStatus,
+    parse_tool_call,
+    score_example,
+)
+
+__all__ = [
+    "BootstrapSettings",
+    "ExampleResult",
+    "PairCoverage",
+    "PairedSlice",
+    "ScoredRun",
+    "SliceResult",
+    "metrics_from_components",
+    "score_run",
+]
+
+_PREVIEW: Final = 5
+_FULL_CALL: Final = METRIC_NAMES.index("full_call_exact_match")
+_NAME: Final = METRIC_NAMES.index("function_name_accuracy")
+_ARGUMENTS: Final = METRIC_NAMES.index("argument_exact_match")
+_F1: Final = METRIC_NAMES.index("argument_f1")
+
+
+def preview_ids(ids: Sequence[str]) -> str:
+    """Name the first few ids of a list and how many more there are.
+
+    Error messages must point at concrete rows without printing 20,000 ids.
+    """
+    shown = ", ".join(repr(example_id) for example_id in ids[:_PREVIEW])
+    rest = len(ids) - _PREVIEW
+    return f"{shown} and {rest} more" if rest > 0 else shown
+
+
+def clean_float(value: float) -> float:
+    """Return ``value`` as a float with ``-0.0`` folded into ``0.0``.
+
+    A difference of equal rates can come out as ``-0.0``; it means the same
+    and must not make two reports differ byte for byte or print as ``-0``.
+    """
+    return float(value) + 0.0
+
+
+def metrics_from_components(
+    numerators: NDArray[np.int64],
+    denominators: NDArray[np.int64],
+    metric_names: Sequence[str] = METRIC_NAMES,
+) -> dict[str, MetricValue]:
+    """Sum per-example component rows into exact metrics, in ``metric_names`` order.
+
+    Args:
+        numerators: Integer array of shape ``(n, m)``.
+        denominators: Integer array of the same shape.
+        metric_names: One name per column.
+
+    Returns:
+        One :class:`MetricValue` per metric; all-zero counts for ``n == 0``.
+    """
+    top = numerators.sum(axis=0, dtype=np.int64)
+    bottom = denominators.sum(axis=0, dtype=np.int64)
+    return {
+        name: MetricValue(int(top[index]), int(bottom[index]))
+        for index, name in enumerate(metric_names)
+    }
+
+
+def metrics_to_dict(metrics: Mapping[str, MetricValue]) -> dict[str, dict[str, Any]]:
+    """Serialise a metric mapping as ``{name: {value, numerator, denominator}}``."""
+    return {name: metric.to_dict() for name, metric in metrics.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class BootstrapSettings:
+    """The bootstrap configuration of one run, recorded in its report.
+
+    Attributes:
+        seed: The base seed; each interval derives its own seed from it and a
+            label (see :func:`~sommelier_mlflow.evaluation.derive_seed`).
+        resamples: Resamples per interval.
+        confidence: Nominal coverage of every interval.
+    """
+
+    seed: int
+    resamples: int
+    confidence: float
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ConfigError(f"seed must be an integer, got {self.seed!r}")
+        if (
+            isinstance(self.resamples, bool)
+            or not isinstance(self.resamples, int)
+            or self.resamples < 1
+        ):
+            raise ConfigError(f"resamples must be a positive integer, got {self.resamples!r}")
+        if (
+            isinstance(self.confidence, bool)
+            or not isinstance(self.confidence, (int, float))
+            or not 0.0 < self.confidence < 1.0
+        ):
+            raise ConfigError(
+                f"confidence must be a number strictly between 0 and 1, got {self.confidence!r}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialise with the method names, so a reader knows how to reproduce the intervals."""
+        return {
+            "method": BOOTSTRAP_METHOD,
+            "quantile_method": QUANTILE_METHOD,
+            "seed": self.seed,
+            "resamples": self.resamples,
+            "confidence": float(self.confidence),
+        }
+
+
+def bootstrap_provenance(result: PairedBootstrapResult) -> dict[str, Any]:
+    """The settings that produced one interval set (everything but the numbers)."""
+    return {
+        "method": result.method,
+        "quantile_method": result.quantile_method,
+        "seed": result.seed,
+        "resamples": result.resamples,
+        "confidence": result.confidence,
+        "n": result.n,
+    }
+
+
+def intervals_to_dict(result: PairedBootstrapResult) -> dict[str, dict[str, float]]:
+    """Per metric ``{value: b - a, lower, upper}`` from a paired bootstrap."""
+    return {
+        interval.metric: {
+            "value": clean_float(interval.estimate),
+            "lower": clean_float(interval.lower),
+            "upper": clean_float(interval.upper),
+        }
+        for interval in result.intervals
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ExampleResult:
+    """One example's generation, fresh parse and score: a row of the per-example table.
+
+    Attributes:
+        example_id: The example's id.
+        language: Its language slice.
+        source_example_id: The root it translates, if any.
+        prompt_sha256: The verified prompt digest.
+        raw_text: The completion exactly as generated.
+        parse_status: The status the current parser assigns to ``raw_text``.
+        parsed_call: The parsed call when ``parse_status == "ok"``.
+        score: The additive metric components, aligned with ``METRIC_NAMES``.
+    """
+
+    example_id: str
+    language: str
+    source_example_id: str | None
+    prompt_sha256: str
+    raw_text: str
+    parse_status: ParseStatus
+    parsed_call: dict[str, Any] | None
+    score: ExampleScore
+
+    @property
+    def name_correct(self) -> bool:
+        """Whether the parsed call names the gold function."""
+        return self.score.numerators[_NAME] == 1
+
+    @property
+    def arguments_correct(self) -> bool:
+        """Whether the parsed arguments equal the gold arguments canonically."""
+        return self.score.numerators[_ARGUMENTS] == 1
+
+    @property
+    def full_call_correct(self) -> bool:
+        """Whether name and arguments are both right (the McNemar outcome)."""
+        return self.score.numerators[_FULL_CALL] == 1
+
+    @property
+    def f1_numerator(self) -> int:
+        """``2 * matched`` argument pairs."""
+        return self.score.numerators[_F1]
+
+    @property
+    def f1_denominator(self) -> int:
+        """Predicted plus gold argument pairs."""
+        return self.score.denominators[_F1]
+
+    def table_row(self) -> dict[str, Any]:
+        """The row of the per-example table logged to MLflow (flat, JSON-safe)."""
+        return {
+            "example_id": self.example_id,
+            "language": self.language,
+            "parse_status": self.parse_status,
+            "name_correct": self.name_correct,
+            "arguments_correct": self.arguments_correct,
+            "full_call_correct": self.full_call_correct,
+            "argument_f1_numerator": self.f1_numerator,
+            "argument_f1_denominator": self.f1_denominator,
+            "raw_text": self.raw_text,
+        }
+
+    def report_row(self) -> dict[str, Any]:
+        """The compact row stored in the report so a comparison needs only report files."""
+        return {
+            "example_id": self.example_id,
+            "language": self.language,
+            "prompt_sha256": self.prompt_sha256,
+            "parse_status": self.parse_status,
+            "numerators": list(self.score.numerators),
+            "denominators": list(self.score.denominators),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SliceResult:
+    """Metrics of one language slice over all its evaluated examples."""
+
+    language: str
+    examples: int
+    metrics: dict[str, MetricValue]
+    prompt_set_sha256: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialise for the report's ``slices`` section."""
+        return {
+            "examples": self.examples,
+            "metrics": metrics_to_dict(self.metrics),
+            "prompt_set_sha256": self.prompt_set_sha256,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PairCoverage:
+    """How much of each slice the matched pairs cover.
+
+    Attributes:
+        target_rows: Rows in the target language slice (translated or not).
+        paired_targets: Target rows joined to an evaluated root (= pairs).
+        root_rows: Rows in the root language slice.
+        paired_roots: Distinct roots that at least one pair uses.
+        unmatched_targets: Target rows naming a root that was not evaluated.
+    """
+
+    target_rows: int
+    paired_targets: int
+    root_rows: int
+    paired_roots: int
+    unmatched_targets: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialise counts and the two coverage rates."""
+        return {
+            "target_rows": self.target_rows,
+            "paired_targets": self.paired_targets,
+            "target": self.paired_targets / self.target_rows,
+            "root_rows": self.root_rows,
+            "paired_roots": self.paired_roots,
+            "root": self.paired_roots / self.root_rows,
+            "unmatched_targets": self.unmatched_targets,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PairedSlice:
+    """Matched-pair language gap of one target language (target minus root).
+
+    Attributes:
+        language: The target language.
+        root_language: The language of the roots its rows translate.
+        pairs: ``(root_id, target_id)`` per pair, ordered by target id.
+        coverage: Pair coverage of both slices.
+        pair_set_sha256: Digest of the pairs and their prompts.
+        root_metrics: The roots' metrics over the pairs only.
+        target_metrics: The targets' metrics over the pairs only.
+        bootstrap: The paired bootstrap (a = roots, b = targets).
+    """
+
+    language: str
+    root_language: str
+    pairs: tuple[tuple[str, str], ...]
+    coverage: PairCoverage
+    pair_set_sha256: str
+    root_metrics: dict[str, MetricValue]
+    target_metrics: dict[str, MetricValue]
+    bootstrap: PairedBootstrapResult
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialise for the report's ``paired_slices`` section."""
+        return {
+            "root_language": self.root_language,
+            "pairs": len(self.pairs),
+            "pair_ids": [list(pair) for pair in self.pairs],
+            "coverage": self.coverage.to_dict(),
+            "pair_set_sha256": self.pair_set_sha256,
+            "root_metrics": metrics_to_dict(self.root_metrics),
+            "target_metrics": metrics_to_dict(self.target_metrics),
+            "gaps": intervals_to_dict(self.bootstrap),
+            "bootstrap": bootstrap_provenance(self.bootstrap),
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class ScoredRun:
+    """One scored arm: identity, per-example results and every aggregate.
+
+    Attributes:
+        model_kind: ``"base"`` or ``"adapter"``.
+        model_identity: Base model and tokenizer ids/revisions.
+        adapter: ``{"source", "sha256"}`` for an adapter arm, ``None`` for base.
+        parser_version: The parser that produced every parse in this run.
+        decoding: The run's single decoding configuration.
+        test_split_sha256: Digest of the test-split file.
+        bootstrap: Bootstrap settings used for the language gaps.
+        examples: Per-example results, ordered by ``example_id``.
+        numerators: ``(n, len(METRIC_NAMES))`` int64 components, rows as ``examples``.
+        denominators: Same shape.
+        metrics: Overall metrics.
+        slices: Per-language results, keyed and ordered by language.
+        paired_slices: Matched-pair gaps, keyed and ordered by target language.
+    """
+
+    model_kind: ModelKind
+    model_identity: ModelIdentity
+    adapter: dict[str, str] | None
+    parser_version: str
+    decoding: Decoding
+    test_split_sha256: str
+    bootstrap: BootstrapSettings
+    examples: tuple[ExampleResult, ...]
+    numerators: NDArray[np.int64]
+    denominators: NDArray[np.int64]
+    metrics: dict[str, MetricValue]
+    slices: dict[str, SliceResult]
+    paired_slices: dict[str, PairedSlice]
+
+    def table_rows(self) -> list[dict[str, Any]]:
+        """The per-example table (one flat dict per example, ``example_id`` order)."""
+        return [example.table_row() for example in self.examples]
+
+    def to_report(self) -> dict[str, Any]:
+        """Build the ``evaluation_report.json`` document.
+
+        The per-example components are included (``per_example``) so a
+        comparison can be computed from two report files alone.
+        """
+        return {
+            "schema_version": EVALUATION_REPORT_SCHEMA,
+            "identity": {
+                "model_kind": self.model_kind,
+                "model_identity": self.model_identity.to_dict(),
+                "adapter": dict(self.adapter) if self.adapter is not None else None,
+                "parser_version": self.parser_version,
+                "decoding": self.decoding.to_dict(),
+                "test_split_sha256": self.test_split_sha256,
+                "prompt_set_sha256": {
+                    language: result.prompt_set_sha256 for language, result in self.slices.items()
+                },
+            },
+            "metric_names": list(METRIC_NAMES),
+            "examples": len(self.examples),
+            "metrics": metrics_to_dict(self.metrics),
+            "slices": {language: result.to_dict() for language, result in self.slices.items()},
+            "paired_slices": {
+                language: paired.to_dict() for language, paired in self.paired_slices.items()
+            },
+            "bootstrap": self.bootstrap.to_dict(),
+            "per_example": [example.report_row() for example in self.examples],
+        }
+
+
+def _check_adapter(model_kind: str, adapter: Mapping[str, Any] | None) -> dict[str, str] | None:
+    if model_kind == "base":
+        if adapter is not None:
+            raise ConfigError(
+                "a base arm must not name an adapter; score it with model_kind='adapter' "
+                "or pass adapter=None"
+            )
+        return None
+    if adapter is None:
+        raise ConfigError(
+            "an adapter arm needs adapter={'source': ..., 'sha256': ...} identifying the adapter"
+        )
+    if (
+        not isinstance(adapter, Mapping)
+        or set(adapter) != {"source", "sha256"}
+        or not all(isinstance(adapter[key], str) and adapter[key] for key in adapter)
+    ):
+        raise ConfigError(
+            f"adapter must be {{'source': non-empty str, 'sha256': non-empty str}}, got {adapter!r}"
+        )
+    return {"source": adapter["source"], "sha256": adapter["sha256"]}
+
+
+def _select_examples(split: TestSplit, languages: Sequence[str] | None) -> list[TestExample]:
+    if not split.examples:
+        raise InputError(f"test split {split.path!r} has no examples to score")
+    if languages is None:
+        chosen = set(split.languages)
+    else:
+        if isinstance(languages, str):
+            raise ConfigError("languages must be a list of language codes, not one string")
+        chosen = {validate_language(language) for language in languages}
+        if not chosen:
+            raise ConfigError("languages is empty; omit it to score every language in the split")
+        empty = sorted(chosen - set(split.languages))
+        if empty:
+            raise InputError(
+                f"configured language slice(s) {empty} have no rows in test split "
+                f"{split.path!r} (it has {list(split.languages)}); fix the language list"
+            )
+    selected = sorted(
+        (example for example in split.examples if example.language in chosen),
+        key=lambda example: example.example_id,
+    )
+    unformatted = [example.example_id for example in selected if example.prompt_sha256 is None]
+    if unformatted:
+        raise InputError(
+            f"{len(unformatted)} example(s) have no prompt_sha256 ({preview_ids(unformatted)}): "
+            "scoring verifies every generation against its prompt digest, so score against "
+            "the formatted split the generations were produced from"
+        )
+    return selected
+
+
+def _join(
+    split: TestSplit,
+    selected: Sequence[TestExample],
+    generations: Iterable[GenerationRecord],
+) -> list[GenerationRecord]:
+    """Return the one generation of each selected example, in ``selected`` order."""
+    known = split.by_id()
+    wanted = {example.example_id for example in selected}
+    by_id: dict[str, GenerationRecord] = {}
+    unknown: list[str] = []
+    outside: list[str] = []
+    duplicates: list[str] = []
+    for record in generations:
+        if not isinstance(record, GenerationRecord):
+            raise InputError(
+                f"generations must be GenerationRecord objects, got {type(record).__name__}"
+            )
+        example_id = record.example_id
+        if example_id not in known:
+            unknown.append(example_id)
+        elif example_id not in wanted:
+            outside.append(example_id)
+        elif example_id in by_id:
+            duplicates.append(example_id)
+        else:
+            by_id[example_id] = record
+    if unknown:
+        raise InputError(
+            f"{len(unknown)} generation(s) reference example ids not in test split "
+            f"{split.path!r}: {preview_ids(unknown)}; score them against the split they "
+            "were generated from"
+        )
+    if outside:
+        raise InputError(
+            f"{len(outside)} generation(s) belong to languages outside the configured slices: "
+            f"{preview_ids(outside)}; add their languages or drop those generations"
+        )
+    if duplicates:
+        unique = sorted(set(duplicates))
+        raise InputError(
+            f"{len(unique)} example id(s) have more than one generation: {preview_ids(unique)}; "
+            "each example must be generated exactly once per arm"
+        )
+    missing = [example.example_id for example in selected if example.example_id not in by_id]
+    if missing:
+        raise InputError(
+            f"{len(missing)} example(s) have no generation: {preview_ids(missing)}; "
+            "generate every example of the split (metrics never drop examples)"
+        )
+    return [by_id[example.example_id] for example in selected]
+
+
+def _run_decoding(records: Sequence[GenerationRecord], declared: Decoding | None) -> Decoding:
+    seen: dict[str, str] = {}
+    for record in records:
+        key = canonical_json(record.decoding)
+        seen.setdefault(key, record.example_id)
+    if len(seen) > 1:
+        variants = "; ".join(f"{key} (e.g. {example})" for key, example in sorted(seen.items()))
+        raise InvariantViolationError(
+            f"generations of one run used {len(seen)} different decodings: {variants}; "
+            "regenerate the arm with one decoding configuration"
+        )
+    decoding = Decoding.from_dict(records[0].decoding)
+    if declared is not None and declared.to_dict() != decoding.to_dict():
+        raise InvariantViolationError(
+            f"generations were decoded with {decoding.to_dict()} but the run declares "
+            f"{declared.to_dict()}; the recorded decoding must be the one used"
+        )
+    return decoding
+
+
+def _check_record(example: TestExample, record: GenerationRecord, model_kind: str) -> None:
+    if record.model_kind != model_kind:
+        raise InputError(
+            f"generation for {example.example_id!r} is from a {record.model_kind!r} arm but "
+            f"this run scores the {model_kind!r} arm; pass that arm's generations"
+        )
+    if record.language != example.language:
+        raise InvariantViolationError(
+            f"generation for {example.example_id!r} says language {record.language!r} but the "
+            f"example is {example.language!r}; the generations do not belong to this split"
+        )
+    if record.prompt_sha256 != example.prompt_sha256:
+        raise InvariantViolationError(
+            f"generation for {example.example_id!r} was produced from prompt "
+            f"{record.prompt_sha256} but the split's prompt is {example.prompt_sha256}; "
+            "regenerate from this split's stored prompts"
+        )
+
+
+def _score_one(example: TestExample, record: GenerationRecord, gold: GoldCall) -> ExampleResult:
+    parsed = parse_tool_call(record.raw_text)
+    stored_call = None if record.parsed_call is None else canonical_json(record.parsed_call)
+    fresh_call = None if parsed.call is None else canonical_json(parsed.call)
+    if parsed.status != record.parse_status or stored_call != fresh_call:
+        raise InvariantViolationError(
+            f"generation for {example.example_id!r} stores parse {record.parse_status!r} "
+            f"{stored_call} but {PARSER_VERSION} parses its raw_text as {parsed.status!r} "
+            f"{fresh_call}; the record was edited or written by another parser, so regenerate "
+            "or re-parse it before scoring"
+        )
+    return ExampleResult(
+        example_id=example.example_id,
+        language=example.language,
+        source_example_id=example.source_example_id,
+        prompt_sha256=record.prompt_sha256,  # verified equal to the example's digest
+        raw_text=record.raw_text,
+        parse_status=parsed.status,
+        parsed_call=parsed.call,
+        score=score_example(parsed.status, parsed.call, gold),
+    )
+
+
+def _paired_slices(
+    selected: Sequence[TestExample],
+    results: Sequence[ExampleResult],
+    numerators: NDArray[np.int64],
+    denominators: NDArray[np.int64],
+    slice_sizes: Mapping[str, int],
+    model_kind: str,
+    settings: BootstrapSettings,
+) -> dict[str, PairedSlice]:
+    row_of = {example.example_id: row for row, example in enumerate(selected)}
+    translated: dict[str, list[int]] = defaultdict(list)
+    for row, example in enumerate(selected):
+        if example.source_example_id is not None:
+            translated[example.language].append(row)
+
+    paired: dict[str, PairedSlice] = {}
+    for language in sorted(translated):
+        pair_rows: list[tuple[int, int]] = []
+        unmatched = 0
+        for target_row in translated[language]:
+            target = selected[target_row]
+            root_row = row_of.get(target.source_example_id or "")
+            if root_row is None:
+                unmatched += 1
+                continue
+            root = selected[root_row]
+            if root.language == language:
+                raise InputError(
+                    f"example {target.example_id!r} ({language}) names source example "
+                    f"{root.example_id!r} of the same language; a translation's root must be "
+                    "in another language"
+                )
+            if canonical_json(root.gold_call) != canonical_json(target.gold_call):
+                raise InvariantViolationError(
+                    f"translated example {target.example_id!r} and its root {root.example_id!r} "
+                    "have different gold calls; a matched pair must ask for the identical call "
+                    "(prepare drops such rows)"
+                )
+            pair_rows.append((root_row, target_row))
+        if not pair_rows:
+            raise InputError(
+                f"language {language!r} has {unmatched} translated row(s) but none of their "
+                "roots is evaluated, so no matched-pair gap can be measured; include the root "
+                "language in the evaluated slices (or drop the dangling source_example_id)"
+            )
+        root_languages = sorted({selected[root_row].language for root_row, _ in pair_rows})
+        if len(root_languages) != 1:
+            raise InputError(
+                f"translated rows of {language!r} have roots in several languages "
+                f"{root_languages}; a language gap needs one root language per target language"
+            )
+        root_language = root_languages[0]
+        roots = np.fromiter((root for root, _ in pair_rows), dtype=np.int64, count=len(pair_rows))
+        targets = np.fromiter(
+            (target for _, target in pair_rows), dtype=np.int64, count=len(pair_rows)
+        )
+        bootstrap = paired_bootstrap(
+            numerators[roots],
+            denominators[roots],
+            numerators[targets],
+            denominators[targets],
+            resamples=settings.resamples,
+            seed=derive_seed(settings.seed, f"gap/{model_kind}/{language}"),
+            confidence=settings.confidence,
+            metric_names=METRIC_NAMES,
+        )
+        paired[language] = PairedSlice(
+            language=language,
+            root_language=root_language,
+            pairs=tuple(
+                (results[root].example_id, results[target].example_id) for root, target in pair_rows
+            ),
+            coverage=PairCoverage(
+                target_rows=slice_sizes[language],
+                paired_targets=len(pair_rows),
+                root_rows=slice_sizes[root_language],
+                paired_roots=len({root for root, _ in pair_rows}),
+                unmatched_targets=unmatched,
+            ),
+            pair_set_sha256=pair_set_digest(
+                (
+                    results[root].example_id,
+                    results[target].example_id,
+                    results[root].prompt_sha256,
+                    results[target].prompt_sha256,
+                )
+                for root, target in pair_rows
+            ),
+            root_metrics=metrics_from_components(numerators[roots], denominators[roots]),
+            target_metrics=metrics_from_components(numerators[targets], denominators[targets]),
+            bootstrap=bootstrap,
+        )
+    return paired
+
+
+def score_run(
+    split: TestSplit,
+    generations: Iterable[GenerationRecord],
+    *,
+    model_kind: ModelKind,
+    model_identity: ModelIdentity,
+    adapter: Mapping[str, Any] | None,
+    decoding: Decoding | None = None,
+    languages: Sequence[str] | None = None,
+    seed: int = 0,
+    resamples: int = 2000,
+    confidence: float = 0.95,
+) -> ScoredRun:
+    """Score one arm's generations against the test split.
+
+    Args:
+        split: The (formatted) test split the generations were produced from.
+        generations: One record per evaluated example, in any order.
+        model_kind: ``"base"`` or ``"adapter"``; every record must carry it.
+        model_identity: The base model and tokenizer that generated.
+        adapter: ``{"source", "sha256"}`` for an adapter arm, ``None`` for base.
+        decoding: The decoding the run declares; if given, the records' decoding
+            must equal it.
+        languages: Language slices to evaluate (default: every language of the
+            split). Each must have rows; examples of other languages are left
+            out of the run, and so must their generations be.
+        seed: Base seed of the gap bootstraps (each derives
+            ``derive_seed(seed, f"gap/{model_kind}/{language}")``).
+        resamples: Bootstrap resamples per gap.
+        confidence: Nominal coverage of the gap intervals.
+
+    Returns:
+        The scored run; :meth:`ScoredRun.to_report` gives ``evaluation_report.json``.
+
+    Raises:
+        InputError: Unknown, missing or duplicate generations, a wrong
+            ``model_kind``, an empty configured slice, unformatted examples, or
+            translated rows none of whose roots are evaluated (exit 2).
+        ConfigError: Bad adapter, languages or bootstrap settings (exit 2).
+        InvariantViolationError: A prompt-digest or language mismatch, mixed
+            decoding, a stored parse the current parser disagrees with, or a
+            matched pair whose gold calls differ (exit 5).
+    """
+    if model_kind not in MODEL_KINDS:
+        raise ConfigError(f"model_kind must be 'base' or 'adapter', got {model_kind!r}")
+    if not isinstance(model_identity, ModelIdentity):
+        raise ConfigError(
+            f"model_identity must be a ModelIdentity, got {type(model_identity).__name__}"
+        )
+    adapter_info = _check_adapter(model_kind, adapter)
+    settings = BootstrapSettings(seed=seed, resamples=resamples, confidence=confidence)
+    selected = _select_examples(split, languages)
+    records = _join(split, selected, generations)
+    for example, record in zip(selected, records, strict=True):
+        _check_record(example, record, model_kind)
+    run_decoding = _run_decoding(records, decoding)
+
+    golds: dict[str, GoldCall] = {}
+    results: list[ExampleResult] = []
+    for example, record in zip(selected, records, strict=True):
+        key = canonical_json(example.gold_call)
+        gold = golds.get(key)
+        if gold is None:
+            gold = golds[key] = GoldCall(example.gold_call)
+        results.append(_score_one(example, record, gold))
+
+    numerators = np.array([result.score.numerators for result in results], dtype=np.int64)
+    denominators = np.array([result.score.denominators for result in results], dtype=np.int64)
+    languages_of = np.array([result.language for result in results])
+
+    slices: dict[str, SliceResult] = {}
+    for language in sorted(set(languages_of.tolist())):
+        rows = np.flatnonzero(languages_of == language)
+        slices[language] = SliceResult(
+            language=language,
+            examples=len(rows),
+            metrics=metrics_from_components(numerators[rows], denominators[rows]),
+            prompt_set_sha256=prompt_set_digest([results[row].prompt_sha256 for row in rows]),
+        )
+    paired = _paired_slices(
+        selected,
+        results,
+        numerators,
+        denominators,
+        {language: result.examples for language, result in slices.items()},
+        model_kind,
+        settings,
+    )
+    return ScoredRun(
+        model_kind=model_kind,
+        model_identity=model_identity,
+        adapter=adapter_info,
+        parser_version=PARSER_VERSION,
+        decoding=run_decoding,
+        test_split_sha256=split.sha256,
+        bootstrap=settings,
+        examples=tuple(results),
+        numerators=numerators,
+        denominators=denominators,
+        metrics=metrics_from_components(numerators, denominators),
+        slices=slices,
+        paired_slices=paired,
+    )

@@ -1,0 +1,491 @@
+"""Paired bootstrap intervals and the exact McNemar test.
+
+Every metric is a ratio of integer sums (``sum(num) / sum(den)``), so the
+bootstrap resamples *examples* and recomputes each ratio from resampled sums.
+Averaging per-example ratios would be wrong for micro F1, whose denominator
+varies per example.
+
+The bootstrap is vectorised: each resample is a vector of draw counts per
+example (how often row ``i`` was drawn), and all resampled sums of a chunk of
+resamples are one matrix product ``counts @ components``. Chunks bound memory
+whatever the cohort size. The products run in float64, which is exact here
+because every term and every partial sum is an integer below ``2**53``; the
+function checks that bound before it starts and refuses inputs that could
+break it.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Final
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
+
+__all__ = [
+    "BOOTSTRAP_METHOD",
+    "MCNEMAR_METHOD",
+    "QUANTILE_METHOD",
+    "McNemarResult",
+    "MetricInterval",
+    "PairedBootstrapResult",
+    "mcnemar_exact",
+    "mcnemar_from_outcomes",
+    "paired_bootstrap",
+]
+
+BOOTSTRAP_METHOD: Final = "paired_percentile_bootstrap"
+"""Name recorded in reports so a reader knows which interval they are looking at."""
+
+QUANTILE_METHOD: Final = "linear"
+"""numpy quantile method (Hyndman-Fan type 7, numpy's default), pinned so a
+numpy default change cannot move published intervals."""
+
+MCNEMAR_METHOD: Final = "exact_binomial_two_sided"
+"""Name recorded in reports for :func:`mcnemar_exact`."""
+
+_EXACT_FLOAT_LIMIT: Final = 2**53
+# Matrix cells per chunk: ~2M cells keeps each temporary (indices, counts,
+# float counts) near 16 MB, so a 20,000-pair cohort stays far below 300 MB.
+_DEFAULT_CHUNK_CELLS: Final = 2_000_000
+
+
+@dataclass(frozen=True)
+class MetricInterval:
+    """One metric's paired difference and its bootstrap interval.
+
+    Attributes:
+        metric: The metric name.
+        value_a: Arm a's value over the full cohort (``sum(num) / sum(den)``).
+        value_b: Arm b's value over the full cohort.
+        estimate: ``value_b - value_a``, the point estimate.
+        lower: Lower percentile bound of the resampled differences.
+        upper: Upper percentile bound of the resampled differences.
+    """
+
+    metric: str
+    value_a: float
+    value_b: float
+    estimate: float
+    lower: float
+    upper: float
+
+    def to_dict(self) -> dict[str, float]:
+        """Return the JSON-safe form used under a metric name in reports."""
+        return {
+            "value_a": self.value_a,
+            "value_b": self.value_b,
+            "estimate": self.estimate,
+            "lower": self.lower,
+            "upper": self.upper,
+        }
+
+
+@dataclass(frozen=True)
+class PairedBootstrapResult:
+    """Intervals for every metric of one paired comparison, with provenance.
+
+    The provenance fields (method, quantile method, seed, resamples,
+    confidence, n) are everything needed to reproduce the numbers, so reports
+    carry them next to the intervals.
+
+    Attributes:
+        method: Always :data:`BOOTSTRAP_METHOD`.
+        quantile_method: Always :data:`QUANTILE_METHOD`.
+        seed: The seed of the PCG64 generator that drew the resamples.
+        resamples: Number of bootstrap resamples.
+        confidence: Nominal coverage, e.g. ``0.95``.
+        n: Number of paired rows (examples or matched pairs).
+        intervals: One entry per metric, in the order of ``metric_names``.
+    """
+
+    method: str
+    quantile_method: str
+    seed: int
+    resamples: int
+    confidence: float
+    n: int
+    intervals: tuple[MetricInterval, ...]
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """The metric names in input order."""
+        return tuple(interval.metric for interval in self.intervals)
+
+    def interval(self, metric: str) -> MetricInterval:
+        """Look up one metric's interval by name.
+
+        Raises:
+            KeyError: If no metric of that name was bootstrapped.
+        """
+        for candidate in self.intervals:
+            if candidate.metric == metric:
+                return candidate
+        raise KeyError(f"no bootstrap interval for metric {metric!r}; have {self.metric_names}")
+
+    def to_dict(self) -> dict[str, object]:
+        """Return a plain JSON-safe dict (str keys, int/float/str/dict values)."""
+        metrics: Mapping[str, dict[str, float]] = {
+            interval.metric: interval.to_dict() for interval in self.intervals
+        }
+        return {
+            "method": self.method,
+            "quantile_method": self.quantile_method,
+            "seed": self.seed,
+            "resamples": self.resamples,
+            "confidence": self.confidence,
+            "n": self.n,
+            "metrics": dict(metrics),
+        }
+
+
+@dataclass(frozen=True)
+class McNemarResult:
+    """Exact McNemar test on paired binary outcomes.
+
+    Attributes:
+        b: Pairs where arm a is right and arm b is wrong.
+        c: Pairs where arm a is wrong and arm b is right.
+        n: All pairs, concordant ones included (they carry no information
+            for the test but tell the reader the cohort size).
+        p_value: Two-sided exact binomial p-value on the ``b + c`` discordant pairs.
+        method: Always :data:`MCNEMAR_METHOD`.
+    """
+
+    b: int
+    c: int
+    n: int
+    p_value: float
+    method: str = MCNEMAR_METHOD
+
+    def to_dict(self) -> dict[str, object]:
+        """Return a plain JSON-safe dict for reports."""
+        return {
+            "method": self.method,
+            "n": self.n,
+            "b": self.b,
+            "c": self.c,
+            "p_value": self.p_value,
+        }
+
+
+def _as_int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
+def _check_config(resamples: int, seed: int, confidence: float) -> tuple[int, int, float]:
+    checked_resamples = _as_int(resamples)
+    if checked_resamples is None or checked_resamples < 1:
+        raise ConfigError(f"resamples must be a positive integer, got {resamples!r}")
+    checked_seed = _as_int(seed)
+    if checked_seed is None or checked_seed < 0:
+        raise ConfigError(
+            f"seed must be a non-negative integer, got {seed!r}; use derive_seed() to get one"
+        )
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, (int, float))
+        or not 0.0 < confidence < 1.0
+    ):
+        raise ConfigError(
+            f"confidence must be a number strictly between 0 and 1, got {confidence!r}"
+        )
+    return checked_resamples, checked_seed, float(confidence)
+
+
+def _check_metric_names(metric_names: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(metric_names, str):
+        # A bare string is a Sequence[str] of characters: almost surely a mistake.
+        raise ConfigError("metric_names must be a sequence of names, not a single string")
+    names = tuple(metric_names)
+    if not names:
+        raise ConfigError("metric_names is empty; pass one name per component column")
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"metric names must be non-empty strings, got {name!r}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"metric names must be unique, got {names}")
+    return names
+
+
+def _as_component_matrix(label: str, values: ArrayLike) -> NDArray[np.generic]:
+    array = np.asarray(values)
+    if array.ndim != 2:
+        raise InvariantViolationError(
+            f"{label} must be a 2-D (examples x metrics) array, got shape {array.shape}"
+        )
+    return array
+
+
+def _to_int64(label: str, array: NDArray[np.generic]) -> NDArray[np.int64]:
+    if array.dtype == np.bool_:
+        return array.astype(np.int64)
+    if not np.issubdtype(array.dtype, np.integer):
+        raise InputError(
+            f"{label} must hold exact integer counts, got dtype {array.dtype}; "
+            "keep numerators and denominators as ints and divide only to report"
+        )
+    if array.size and int(array.min()) < 0:
+        raise InputError(f"{label} holds a negative count; components must be >= 0")
+    if array.size and int(array.max()) > np.iinfo(np.int64).max:
+        raise InputError(f"{label} holds a count that does not fit in 64 bits")
+    return array.astype(np.int64, copy=False)
+
+
+def _ratio(numerator: int, denominator: int) -> float:
+    # Python's int / int is correctly rounded, as is IEEE division of the
+    # exactly represented float64 sums used for resamples, so a resample
+    # equal to the full data gives bit-for-bit the point estimate.
+    return numerator / denominator if denominator else 0.0
+
+
+def _ratios(
+    numerators: NDArray[np.float64], denominators: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    out = np.zeros_like(numerators)
+    np.divide(numerators, denominators, out=out, where=denominators != 0)
+    return out
+
+
+def _distinct_columns(
+    matrix: NDArray[np.int64],
+) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
+    """Return the distinct columns and, per original column, its distinct index."""
+    distinct: dict[bytes, int] = {}
+    firsts: list[int] = []
+    spread = np.empty(matrix.shape[1], dtype=np.intp)
+    for column in range(matrix.shape[1]):
+        key = np.ascontiguousarray(matrix[:, column]).tobytes()
+        if key not in distinct:
+            distinct[key] = len(firsts)
+            firsts.append(column)
+        spread[column] = distinct[key]
+    return matrix[:, firsts].astype(np.float64), spread
+
+
+def _resample_counts(rng: np.random.Generator, n: int, rows: int) -> NDArray[np.float64]:
+    """Draw ``rows`` resamples as per-example draw counts.
+
+    Each resample draws ``n`` row indices uniformly with replacement; drawing
+    them row-major in one call keeps the random stream identical however the
+    resamples are split into chunks.
+    """
+    indices = rng.integers(0, n, size=(rows, n), dtype=np.int64)
+    # Offset each resample's indices into its own block so one bincount
+    # counts all resamples of the chunk at once.
+    indices += (np.arange(rows, dtype=np.int64) * n)[:, None]
+    counts = np.bincount(indices.ravel(), minlength=rows * n)
+    del indices
+    return counts.reshape(rows, n).astype(np.float64)
+
+
+def paired_bootstrap(
+    num_a: ArrayLike,
+    den_a: ArrayLike,
+    num_b: ArrayLike,
+    den_b: ArrayLike,
+    *,
+    resamples: int = 2000,
+    seed: int,
+    confidence: float = 0.95,
+    metric_names: Sequence[str],
+    _chunk_cells: int = _DEFAULT_CHUNK_CELLS,
+) -> PairedBootstrapResult:
+    """Percentile bootstrap interval of ``value_b - value_a`` for each metric.
+
+    Row ``i`` of every array must describe the same example identity (or the
+    same matched pair), because the bootstrap draws the *same* row indices for
+    both arms: that pairing is what cancels the example-difficulty variance
+    that an unpaired comparison would leave in the interval. Use it for
+    adapter-minus-base deltas (a = base, b = adapter) and for language gaps of
+    one model over matched pairs (a = root rows, b = their translations).
+
+    Each resample recomputes every metric as the ratio of its resampled
+    numerator and denominator sums (0.0 where the denominator sum is 0), so
+    micro F1 is a true micro average in every resample. The interval bounds
+    are the ``(1 - confidence) / 2`` and ``1 - (1 - confidence) / 2``
+    quantiles of the resampled differences with numpy's ``"linear"`` method.
+    Resamples come from ``numpy.random.Generator(PCG64(seed))``, so the same
+    inputs and seed give the same numbers on every run.
+
+    Args:
+        num_a: Arm a numerators, integer array of shape ``(n, m)``.
+        den_a: Arm a denominators, shape ``(n, m)``.
+        num_b: Arm b numerators, shape ``(n, m)``.
+        den_b: Arm b denominators, shape ``(n, m)``.
+        resamples: Number of bootstrap resamples (>= 1).
+        seed: Non-negative seed; see :func:`derive_seed` for one per comparison.
+        confidence: Nominal coverage strictly between 0 and 1.
+        metric_names: One name per column, in column order.
+        _chunk_cells: Private memory knob (cells of the per-chunk count
+            matrix); results do not depend on it.
+
+    Returns:
+        The point estimates, intervals and the settings that produced them.
+
+    Raises:
+        ConfigError: Bad ``resamples``, ``seed``, ``confidence`` or names.
+        InvariantViolationError: The four arrays are not 2-D, do not share one
+            shape, or their column count differs from ``metric_names``.
+        InputError: An empty cohort, non-integer or negative components, or
+            counts so large that exact float64 sums cannot be guaranteed.
+    """
+    resamples, seed, confidence = _check_config(resamples, seed, confidence)
+    names = _check_metric_names(metric_names)
+    raw = {
+        "num_a": _as_component_matrix("num_a", num_a),
+        "den_a": _as_component_matrix("den_a", den_a),
+        "num_b": _as_component_matrix("num_b", num_b),
+        "den_b": _as_component_matrix("den_b", den_b),
+    }
+    shapes = {label: array.shape for label, array in raw.items()}
+    if len(set(shapes.values())) != 1:
+        raise InvariantViolationError(
+            f"paired arrays must share one (examples x metrics) shape, got {shapes}; "
+            "rows must be aligned by example identity before bootstrapping"
+        )
+    n, m = raw["num_a"].shape
+    if m != len(names):
+        raise InvariantViolationError(
+            f"component arrays have {m} metric columns but {len(names)} metric names were given"
+        )
+    if n == 0:
+        raise InputError("cannot bootstrap an empty cohort: there are no paired rows to resample")
+    comps = {label: _to_int64(label, array) for label, array in raw.items()}
+    largest = max(int(array.max()) for array in comps.values())
+    if n * largest >= _EXACT_FLOAT_LIMIT:
+        raise InputError(
+            f"component counts up to {largest} over {n} rows could exceed 2**53 when "
+            "resampled, beyond exact float64 sums; these are not per-example counts"
+        )
+
+    # Point estimates from exact Python integer sums.
+    sums = {label: [int(total) for total in array.sum(axis=0)] for label, array in comps.items()}
+    value_a = [_ratio(sums["num_a"][j], sums["den_a"][j]) for j in range(m)]
+    value_b = [_ratio(sums["num_b"][j], sums["den_b"][j]) for j in range(m)]
+
+    # One matrix of the distinct component columns, so each chunk is a single
+    # matrix product; ``spread`` maps them back to the 4m (num_a, den_a,
+    # num_b, den_b) columns. Rate metrics share an all-ones denominator, so
+    # deduplicating typically removes a third of the product's work.
+    stacked, spread = _distinct_columns(
+        np.concatenate([comps["num_a"], comps["den_a"], comps["num_b"], comps["den_b"]], axis=1)
+    )
+    rng = np.random.Generator(np.random.PCG64(seed))
+    chunk = max(1, min(resamples, _chunk_cells // n))
+    diffs = np.empty((resamples, m), dtype=np.float64)
+    for start in range(0, resamples, chunk):
+        rows = min(chunk, resamples - start)
+        resampled = (_resample_counts(rng, n, rows) @ stacked)[:, spread]
+        va = _ratios(resampled[:, 0:m], resampled[:, m : 2 * m])
+        vb = _ratios(resampled[:, 2 * m : 3 * m], resampled[:, 3 * m : 4 * m])
+        diffs[start : start + rows] = vb - va
+
+    alpha = (1.0 - confidence) / 2.0
+    bounds = np.quantile(diffs, [alpha, 1.0 - alpha], axis=0, method=QUANTILE_METHOD)
+    intervals = tuple(
+        MetricInterval(
+            metric=names[j],
+            value_a=value_a[j],
+            value_b=value_b[j],
+            estimate=value_b[j] - value_a[j],
+            lower=float(bounds[0, j]),
+            upper=float(bounds[1, j]),
+        )
+        for j in range(m)
+    )
+    return PairedBootstrapResult(
+        method=BOOTSTRAP_METHOD,
+        quantile_method=QUANTILE_METHOD,
+        seed=seed,
+        resamples=resamples,
+        confidence=confidence,
+        n=n,
+        intervals=intervals,
+    )
+
+
+def _count(label: str, value: int) -> int:
+    if isinstance(value, bool):
+        raise InputError(f"{label} must be an integer count, got a bool")
+    try:
+        count = operator.index(value)
+    except TypeError as exc:
+        raise InputError(f"{label} must be an integer count, got {value!r}") from exc
+    if count < 0:
+        raise InputError(f"{label} is a count of discordant pairs and cannot be negative: {count}")
+    return count
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value for ``b`` and ``c`` discordant pairs.
+
+    Under the null hypothesis each discordant pair is equally likely to favour
+    either arm, so ``min(b, c)`` is Binomial(``b + c``, 1/2) and the p-value
+    is ``min(1, 2 * P(X <= min(b, c)))``. The tail is summed with exact
+    integers and converted to float once, so large counts neither overflow
+    nor accumulate rounding (a p-value below the smallest float becomes 0.0).
+
+    Args:
+        b: Pairs where arm a is right and arm b is wrong.
+        c: Pairs where arm a is wrong and arm b is right.
+
+    Returns:
+        The p-value in ``[0, 1]``; 1.0 when there are no discordant pairs.
+
+    Raises:
+        InputError: If a count is negative or not an integer.
+    """
+    b = _count("b", b)
+    c = _count("c", c)
+    total = b + c
+    if total == 0:
+        return 1.0
+    smaller = min(b, c)
+    term = 1  # C(total, 0)
+    tail = 1
+    for k in range(smaller):
+        term = term * (total - k) // (k + 1)  # C(total, k + 1), exact
+        tail += term
+    return float(min(Fraction(1), Fraction(2 * tail, 2**total)))
+
+
+def mcnemar_from_outcomes(correct_a: ArrayLike, correct_b: ArrayLike) -> McNemarResult:
+    """Exact McNemar test from per-pair correctness of two arms.
+
+    Args:
+        correct_a: 1-D booleans, arm a correct on pair ``i``.
+        correct_b: 1-D booleans aligned with ``correct_a`` by example identity.
+
+    Returns:
+        The discordant counts, the cohort size and the exact p-value.
+
+    Raises:
+        InvariantViolationError: The arrays are not 1-D of one length.
+        InputError: An empty cohort or non-boolean outcomes.
+    """
+    a = np.asarray(correct_a)
+    b_arr = np.asarray(correct_b)
+    if a.ndim != 1 or b_arr.ndim != 1 or a.shape != b_arr.shape:
+        raise InvariantViolationError(
+            f"paired outcomes must be 1-D arrays of one length, got {a.shape} and {b_arr.shape}; "
+            "align them by example identity first"
+        )
+    if a.size == 0:
+        raise InputError("cannot run McNemar on an empty cohort: there are no paired outcomes")
+    for label, array in (("correct_a", a), ("correct_b", b_arr)):
+        if array.dtype != np.bool_:
+            raise InputError(f"{label} must be booleans (correct or not), got dtype {array.dtype}")
+    b = int(np.count_nonzero(a & ~b_arr))
+    c = int(np.count_nonzero(~a & b_arr))
+    return McNemarResult(b=b, c=c, n=int(a.size), p_value=mcnemar_exact(b, c))
