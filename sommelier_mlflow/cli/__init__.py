@@ -1,0 +1,7 @@
+"""The ``sommelier-mlflow`` command line (also behind the MLproject entry points)."""
+
+from __future__ import annotations
+
+from sommelier_mlflow.cli._app import build_parser, main
+
+__all__ = ["build_parser", "main"]

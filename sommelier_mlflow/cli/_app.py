@@ -1,0 +1,345 @@
+"""The ``sommelier-mlflow`` command line and the MLproject entry points.
+
+Expected failures (bad input, a missing model, a refused comparison, a broken
+invariant) end with one ``error:`` line on stderr and the exit code of the
+error tree, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sommelier_mlflow.errors import SommelierError
+
+__all__ = ["build_parser", "main"]
+
+_DEFAULT_OUT = "sommelier_out"
+
+
+def _nonneg_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _add_mlflow_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mlflow",
+        action="store_true",
+        help="log to MLflow (automatic under `mlflow run`, which sets MLFLOW_RUN_ID)",
+    )
+
+
+def _add_stats(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap base seed (default 0)")
+    parser.add_argument(
+        "--resamples", type=int, default=2000, help="paired-bootstrap resamples (default 2000)"
+    )
+
+
+def _add_model(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    parser.add_argument(
+        "--model", required=required, default=None, help="base model: local path or hub id"
+    )
+    parser.add_argument("--revision", default=None, help="pinned hub revision of the model")
+    parser.add_argument("--tokenizer", default=None, help="tokenizer (default: the model's)")
+    parser.add_argument("--adapter", default=None, help="peft LoRA adapter directory")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser; exposed so the docs and tests can read its help."""
+    parser = argparse.ArgumentParser(
+        prog="sommelier-mlflow",
+        description="Strict tool-call evaluation of a base model vs its LoRA adapter, in MLflow.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    prepare = sub.add_parser("prepare", help="raw xlam-shaped rows -> train/validation/test splits")
+    prepare.add_argument("--raw", required=True, help="raw JSONL (query/tools/answers strings)")
+    prepare.add_argument("--out", required=True, help="output folder for the splits")
+    prepare.add_argument("--seed", type=int, default=0)
+    prepare.add_argument("--train", type=_nonneg_int, required=True, help="train roots")
+    prepare.add_argument("--validation", type=_nonneg_int, required=True, help="validation roots")
+    prepare.add_argument("--test", type=_nonneg_int, required=True, help="test roots")
+    _add_mlflow_flag(prepare)
+
+    evaluate = sub.add_parser("evaluate", help="generate greedily for one arm and score it")
+    evaluate.add_argument("--test-split", required=True)
+    _add_model(evaluate, required=True)
+    evaluate.add_argument("--model-kind", required=True, choices=["base", "adapter"])
+    evaluate.add_argument("--max-new-tokens", type=int, default=96)
+    evaluate.add_argument("--batch-size", type=int, default=8)
+    evaluate.add_argument("--max-examples", type=_nonneg_int, default=0, help="0 = all roots")
+    evaluate.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: auto)")
+    evaluate.add_argument("--out", default=None, help="output folder (default: derived, resumable)")
+    _add_stats(evaluate)
+    _add_mlflow_flag(evaluate)
+
+    score = sub.add_parser("score", help="re-score existing generations, no model needed")
+    score.add_argument("--test-split", required=True, help="the formatted test split")
+    score.add_argument("--generations", required=True, help="generations/ folder or one file")
+    score.add_argument("--model-kind", required=True, choices=["base", "adapter"])
+    _add_model(score, required=False)
+    score.add_argument("--out", default=None)
+    _add_stats(score)
+    _add_mlflow_flag(score)
+
+    compare = sub.add_parser("compare", help="gate and compare a base and an adapter evaluation")
+    source = compare.add_mutually_exclusive_group(required=True)
+    source.add_argument("--base-report", help="base arm evaluation_report.json")
+    source.add_argument("--base-run-id", help="MLflow run id of the base arm")
+    compare.add_argument("--adapter-report")
+    compare.add_argument("--adapter-run-id")
+    compare.add_argument("--out", default=None)
+    _add_stats(compare)
+    _add_mlflow_flag(compare)
+
+    demo = sub.add_parser(
+        "main", help="base arm + adapter arm + comparison (defaults: the offline demo)"
+    )
+    demo.add_argument("--test-split", default="", help="formatted or prepared split (demo: built)")
+    demo.add_argument("--model", default="demo", help="'demo' builds the bundled tiny model")
+    demo.add_argument("--adapter", default="demo")
+    demo.add_argument("--revision", default=None)
+    demo.add_argument("--max-new-tokens", type=int, default=96)
+    demo.add_argument("--batch-size", type=int, default=16)
+    demo.add_argument("--max-examples", type=_nonneg_int, default=0)
+    demo.add_argument("--out", default=None)
+    _add_stats(demo)
+    _add_mlflow_flag(demo)
+    return parser
+
+
+def _wants_mlflow(args: argparse.Namespace) -> bool:
+    return bool(args.mlflow or os.environ.get("MLFLOW_RUN_ID"))
+
+
+def _out(args: argparse.Namespace, label: str, **identity: object) -> Path:
+    from sommelier_mlflow.cli._pipeline import default_out_dir
+
+    if args.out:
+        return Path(args.out)
+    return default_out_dir(_DEFAULT_OUT, label, **identity)
+
+
+def _cmd_prepare(args: argparse.Namespace) -> int:
+    from sommelier_mlflow.data import prepare
+
+    result = prepare(
+        args.raw,
+        args.out,
+        seed=args.seed,
+        split_sizes={"train": args.train, "validation": args.validation, "test": args.test},
+    )
+    for name, path in result.split_paths.items():
+        print(f"{name}: {path}")
+    print(f"drop summary: {result.drop_summary_path}")
+    if _wants_mlflow(args):
+        from sommelier_mlflow.cli._runs import top_run
+        from sommelier_mlflow.integration import log_artifacts_dir
+
+        with top_run("prepare") as run_id:
+            log_artifacts_dir(args.out, "sommelier/prepared", run_id=run_id)
+    return 0
+
+
+def _log_arm(arm: Any, run_id: str, extra_params: dict[str, object]) -> None:
+    from sommelier_mlflow.integration import log_evaluation_run
+
+    log_evaluation_run(
+        arm.report,
+        run_id=run_id,
+        artifacts_dir=arm.out_dir,
+        test_split_path=arm.split_path,
+        split=arm.split,
+        table_rows=arm.scored.table_rows(),
+        params=extra_params,
+    )
+
+
+def _print_arm(arm: Any) -> None:
+    metrics = arm.report["metrics"]
+    print(f"{arm.report['identity']['model_kind']} arm: {arm.report_path}")
+    for name, value in metrics.items():
+        print(f"  {name:<24} {value['value']:.4f} ({value['numerator']}/{value['denominator']})")
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from sommelier_mlflow.cli._pipeline import build_demo_assets, evaluate_arm
+
+    if "demo" in (args.model, args.adapter):
+        demo = build_demo_assets()
+        if args.model == "demo":
+            args.model = str(demo.base_model_dir)
+        if args.adapter == "demo":
+            args.adapter = str(demo.adapter_dir)
+    out = _out(
+        args,
+        args.model_kind,
+        split=Path(args.test_split).resolve(),
+        model=args.model,
+        revision=args.revision,
+        tokenizer=args.tokenizer,
+        adapter=args.adapter,
+        max_new_tokens=args.max_new_tokens,
+        batch_size=args.batch_size,
+        max_examples=args.max_examples,
+    )
+    arm = evaluate_arm(
+        test_split=args.test_split,
+        model=args.model,
+        model_kind=args.model_kind,
+        adapter=args.adapter,
+        revision=args.revision,
+        tokenizer=args.tokenizer,
+        max_new_tokens=args.max_new_tokens,
+        batch_size=args.batch_size,
+        max_examples=args.max_examples,
+        out_dir=out,
+        seed=args.seed,
+        resamples=args.resamples,
+        device=args.device,
+    )
+    _print_arm(arm)
+    if _wants_mlflow(args):
+        from sommelier_mlflow.cli._runs import top_run
+
+        with top_run(args.model_kind) as run_id:
+            _log_arm(arm, run_id, {"max_examples_requested": args.max_examples})
+            print(f"logged to MLflow run {run_id}")
+    return 0
+
+
+def _cmd_score(args: argparse.Namespace) -> int:
+    from sommelier_mlflow.cli._pipeline import score_generations
+
+    out = _out(
+        args,
+        f"score-{args.model_kind}",
+        split=Path(args.test_split).resolve(),
+        generations=Path(args.generations).resolve(),
+        model=args.model,
+    )
+    arm = score_generations(
+        test_split=args.test_split,
+        generations=args.generations,
+        model_kind=args.model_kind,
+        out_dir=out,
+        model=args.model,
+        revision=args.revision,
+        tokenizer=args.tokenizer,
+        adapter=args.adapter,
+        seed=args.seed,
+        resamples=args.resamples,
+    )
+    _print_arm(arm)
+    if _wants_mlflow(args):
+        from sommelier_mlflow.cli._runs import top_run
+
+        with top_run(f"score-{args.model_kind}") as run_id:
+            _log_arm(arm, run_id, {})
+            print(f"logged to MLflow run {run_id}")
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from sommelier_mlflow.cli._pipeline import compare_report_files
+    from sommelier_mlflow.errors import ConfigError
+
+    if bool(args.base_report) != bool(args.adapter_report) or bool(args.base_run_id) != bool(
+        args.adapter_run_id
+    ):
+        raise ConfigError(
+            "give both reports (--base-report and --adapter-report) or both run ids "
+            "(--base-run-id and --adapter-run-id)"
+        )
+    out = _out(
+        args,
+        "compare",
+        base=args.base_report or args.base_run_id,
+        adapter=args.adapter_report or args.adapter_run_id,
+        seed=args.seed,
+        resamples=args.resamples,
+    )
+    if args.base_run_id:
+        from sommelier_mlflow.cli._runs import download_evaluation_report
+
+        base_path = download_evaluation_report(args.base_run_id, out / "inputs" / "base")
+        adapter_path = download_evaluation_report(args.adapter_run_id, out / "inputs" / "adapter")
+    else:
+        base_path, adapter_path = Path(args.base_report), Path(args.adapter_report)
+    artifacts = compare_report_files(
+        base_path, adapter_path, out / "comparison", seed=args.seed, resamples=args.resamples
+    )
+    print(f"comparison: {artifacts.json_path}")
+    print(f"            {artifacts.markdown_path}")
+    if _wants_mlflow(args):
+        from sommelier_mlflow.cli._runs import top_run
+        from sommelier_mlflow.integration import log_comparison_run
+
+        with top_run("compare") as run_id:
+            links: dict[str, object] = {}
+            if args.base_run_id:
+                links = {"base_run_id": args.base_run_id, "adapter_run_id": args.adapter_run_id}
+                _tag_links(run_id, links)
+            log_comparison_run(artifacts.report, run_id=run_id, params=_unlogged(run_id, links))
+            print(f"logged to MLflow run {run_id}")
+    return 0
+
+
+def _tag_links(run_id: str, links: dict[str, object]) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from sommelier_mlflow.integration import tracking_errors
+
+    with tracking_errors("tag the comparison run"):
+        client = MlflowClient()
+        for key, value in links.items():
+            client.set_tag(run_id, f"sommelier.{key}", str(value))
+
+
+def _unlogged(run_id: str, params: dict[str, object]) -> dict[str, object]:
+    """Drop params ``mlflow run`` already logged for this run (same names, same values)."""
+    if not params or not os.environ.get("MLFLOW_RUN_ID"):
+        return params
+    from mlflow.tracking import MlflowClient
+
+    from sommelier_mlflow.integration import tracking_errors
+
+    with tracking_errors("read the run's params"):
+        existing = MlflowClient().get_run(run_id).data.params
+    return {key: value for key, value in params.items() if key not in existing}
+
+
+def _cmd_main(args: argparse.Namespace) -> int:
+    from sommelier_mlflow.cli._main import run_main
+
+    return run_main(args)
+
+
+_COMMANDS = {
+    "prepare": _cmd_prepare,
+    "evaluate": _cmd_evaluate,
+    "score": _cmd_score,
+    "compare": _cmd_compare,
+    "main": _cmd_main,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; return its exit code (2-5 for expected failures, see the README)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return _COMMANDS[args.command](args)
+    except SommelierError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted: re-run the same command to resume", file=sys.stderr)
+        return 130

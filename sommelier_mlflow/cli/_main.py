@@ -1,0 +1,156 @@
+"""The ``main`` entry point: base arm, adapter arm and their comparison, in one go.
+
+With no parameters it runs the bundled offline demo (building the tiny model
+and adapter on first use). Under MLflow the arms become child runs named
+``base`` and ``adapter`` and the comparison lands in the parent run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any
+
+from sommelier_mlflow.cli._pipeline import (
+    ArmOutput,
+    build_demo_assets,
+    compare_report_files,
+    default_out_dir,
+    evaluate_arm,
+)
+from sommelier_mlflow.errors import ConfigError
+
+__all__ = ["format_summary", "run_main"]
+
+_DEMO = "demo"
+
+
+def _resolve(args: argparse.Namespace) -> tuple[str, str, str, Path | None]:
+    """Model, adapter and test split to use; the demo fills in whatever is 'demo'."""
+    model, adapter, split = args.model, args.adapter, args.test_split
+    drop_summary = None
+    if _DEMO in (model, adapter):
+        if (model == _DEMO) != (adapter == _DEMO):
+            raise ConfigError("model and adapter are both 'demo' or both your own paths")
+        demo = build_demo_assets()
+        model, adapter = str(demo.base_model_dir), str(demo.adapter_dir)
+        split = split or str(demo.splits_dir / "test.jsonl")
+        drop_summary = demo.splits_dir / "drop_summary.json"
+    if not split:
+        raise ConfigError("test_split is required when model and adapter are your own")
+    return model, adapter, split, drop_summary
+
+
+def _arm(
+    args: argparse.Namespace, out: Path, kind: str, model: str, adapter: str, split: str
+) -> ArmOutput:
+    return evaluate_arm(
+        test_split=split,
+        model=model,
+        model_kind=kind,
+        adapter=adapter if kind == "adapter" else None,
+        revision=args.revision,
+        max_new_tokens=args.max_new_tokens,
+        batch_size=args.batch_size,
+        max_examples=args.max_examples,
+        out_dir=out / kind,
+        seed=args.seed,
+        resamples=args.resamples,
+    )
+
+
+def _interval(entry: dict[str, Any]) -> str:
+    return f"{entry['value']:+.3f} [{entry['lower']:+.3f}, {entry['upper']:+.3f}]"
+
+
+def format_summary(report: dict[str, Any]) -> str:
+    """A terminal table of the comparison: per slice and metric, base, adapter, delta, gaps."""
+    lines = [f"{'slice':<9}{'metric':<24}{'base':>8}{'adapter':>9}  delta [95% CI]"]
+    for slice_name, entry in report["slices"].items():
+        for metric, delta in entry["delta"].items():
+            base, tuned = entry["base"][metric]["value"], entry["adapter"][metric]["value"]
+            lines.append(
+                f"{slice_name:<9}{metric:<24}{base:>8.3f}{tuned:>9.3f}  {_interval(delta)}"
+            )
+    gaps = report.get("gaps", {})
+    for kind in ("base", "adapter"):
+        for language, paired in gaps.get(kind, {}).items():
+            gap = paired["gaps"]["full_call_exact_match"]
+            lines.append(
+                f"matched-pair gap {language}-{paired['root_language']} ({kind}, "
+                f"full_call_exact_match, {paired['pairs']} pairs): {_interval(gap)}"
+            )
+    return "\n".join(lines)
+
+
+def run_main(args: argparse.Namespace) -> int:
+    """Evaluate base and adapter on the same split, compare, and (under MLflow) log all."""
+    model, adapter, split, drop_summary = _resolve(args)
+    out = (
+        Path(args.out)
+        if args.out
+        else default_out_dir(
+            "sommelier_out",
+            "main",
+            split=Path(split).resolve(),
+            model=model,
+            adapter=adapter,
+            revision=args.revision,
+            max_new_tokens=args.max_new_tokens,
+            batch_size=args.batch_size,
+            max_examples=args.max_examples,
+        )
+    )
+    log = bool(args.mlflow or os.environ.get("MLFLOW_RUN_ID"))
+    parent: AbstractContextManager[str | None] = nullcontext(None)
+    if log:
+        from sommelier_mlflow.cli._runs import top_run
+
+        parent = top_run("sommelier-main")
+    with parent as parent_id:
+        arms: dict[str, ArmOutput] = {}
+        for kind in ("base", "adapter"):
+            child: AbstractContextManager[str | None] = nullcontext(None)
+            if parent_id is not None:
+                from sommelier_mlflow.cli._runs import child_run
+
+                child = child_run(parent_id, kind)
+            with child as run_id:
+                arms[kind] = _arm(args, out, kind, model, adapter, split)
+                if run_id is not None:
+                    from sommelier_mlflow.cli._app import _log_arm
+
+                    _log_arm(arms[kind], run_id, {"max_examples_requested": args.max_examples})
+        comparison = compare_report_files(
+            arms["base"].report_path,
+            arms["adapter"].report_path,
+            out / "comparison",
+            seed=args.seed,
+            resamples=args.resamples,
+        )
+        if parent_id is not None:
+            from sommelier_mlflow.integration import log_comparison_run, log_json_artifact
+
+            log_comparison_run(comparison.report, run_id=parent_id)
+            if drop_summary is not None and drop_summary.is_file():
+                from sommelier_mlflow._json import loads
+
+                log_json_artifact(
+                    loads(drop_summary.read_bytes()),
+                    "sommelier/prepared/drop_summary.json",
+                    run_id=parent_id,
+                )
+        print(format_summary(comparison.report))
+        print(f"\nreports: {out}")
+        if parent_id is not None:
+            import mlflow
+
+            print(f"MLflow parent run: {parent_id}")
+            for kind, arm in arms.items():
+                print(f"  {kind} arm report: {arm.report_path}")
+            print(f"open the UI: mlflow ui --backend-store-uri {mlflow.get_tracking_uri()}")
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,369 @@
+"""What each command does, without argument parsing or MLflow.
+
+Every function writes its results to a local output folder first (atomically,
+or append-and-resume for generations) so nothing is lost if logging to MLflow
+fails afterwards.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sommelier_mlflow._json import (
+    JSONDecodeError,
+    atomic_write_bytes,
+    canonical_json,
+    loads,
+    sha256_text,
+)
+from sommelier_mlflow.data import (
+    Decoding,
+    GenerationRecord,
+    ModelIdentity,
+    ModelKind,
+    TestExample,
+    TestSplit,
+    format_examples,
+    read_generations,
+    read_test_split,
+    write_test_split,
+)
+from sommelier_mlflow.errors import ConfigError, DataError, DependencyError, InputError
+from sommelier_mlflow.evaluation import (
+    EVALUATION_REPORT_FILENAME,
+    ComparisonArtifacts,
+    ScoredRun,
+    run_comparison,
+    score_run,
+    write_evaluation_report,
+)
+
+__all__ = [
+    "FORMATTED_SPLIT_NAME",
+    "ArmOutput",
+    "DemoPaths",
+    "build_demo_assets",
+    "compare_report_files",
+    "default_out_dir",
+    "evaluate_arm",
+    "score_generations",
+    "select_examples",
+]
+
+FORMATTED_SPLIT_NAME = "test_split.formatted.jsonl"
+_MANIFEST_NAME = "generation_manifest.json"
+
+
+@dataclass(frozen=True)
+class ArmOutput:
+    """One arm's local results: where they are and what they say."""
+
+    out_dir: Path
+    report_path: Path
+    report: dict[str, Any]
+    scored: ScoredRun
+    split: TestSplit
+    split_path: Path
+
+
+@dataclass(frozen=True)
+class DemoPaths:
+    """The bundled demo's prepared splits, base model and adapter."""
+
+    splits_dir: Path
+    base_model_dir: Path
+    adapter_dir: Path
+
+
+def default_out_dir(root: str | os.PathLike[str], label: str, **identity: object) -> Path:
+    """A stable folder per distinct job, so re-running a command resumes it.
+
+    The same inputs map to the same folder (and generation resumes there);
+    different inputs never share one, so a resume can never mix two runs.
+    """
+    digest = sha256_text(canonical_json({k: str(v) for k, v in identity.items()}))[:12]
+    return Path(root) / f"{label}-{digest}"
+
+
+def select_examples(examples: Sequence[TestExample], max_examples: int) -> list[TestExample]:
+    """Keep the first ``max_examples`` roots (file order) and all their translations.
+
+    Translations follow their roots so every language slice keeps matched
+    pairs for the gap estimate; ``0`` keeps everything.
+
+    Raises:
+        ConfigError: If ``max_examples`` is negative.
+    """
+    if max_examples < 0:
+        raise ConfigError(f"max_examples must be >= 0 (0 = all), got {max_examples}")
+    if max_examples == 0:
+        return list(examples)
+    roots: set[str] = set()
+    for example in examples:
+        if example.source_example_id is None and len(roots) < max_examples:
+            roots.add(example.example_id)
+    return [
+        example
+        for example in examples
+        if example.example_id in roots or example.source_example_id in roots
+    ]
+
+
+def _kind_only(model_kind: str) -> ModelKind:
+    if model_kind not in ("base", "adapter"):
+        raise ConfigError(f"model_kind must be 'base' or 'adapter', got {model_kind!r}")
+    return "base" if model_kind == "base" else "adapter"
+
+
+def _check_kind(model_kind: str, adapter: str | None) -> ModelKind:
+    kind = _kind_only(model_kind)
+    if kind == "base" and adapter:
+        raise ConfigError(
+            "model_kind 'base' evaluates the base model alone: drop the adapter, "
+            "or use model_kind 'adapter'"
+        )
+    if kind == "adapter" and not adapter:
+        raise ConfigError("model_kind 'adapter' needs an adapter directory (adapter=...)")
+    return kind
+
+
+def _finish_arm(
+    out_dir: Path,
+    split: TestSplit,
+    generations: Sequence[GenerationRecord],
+    *,
+    model_kind: ModelKind,
+    identity: ModelIdentity,
+    adapter: dict[str, str] | None,
+    decoding: Decoding | None,
+    seed: int,
+    resamples: int,
+) -> ArmOutput:
+    scored = score_run(
+        split,
+        generations,
+        model_kind=model_kind,
+        model_identity=identity,
+        adapter=adapter,
+        decoding=decoding,
+        seed=seed,
+        resamples=resamples,
+    )
+    report_path = write_evaluation_report(out_dir / EVALUATION_REPORT_FILENAME, scored)
+    split_path = out_dir / FORMATTED_SPLIT_NAME
+    if not split_path.exists():
+        write_test_split(split_path, split.examples)
+    return ArmOutput(out_dir, report_path, scored.to_report(), scored, split, split_path)
+
+
+def evaluate_arm(
+    *,
+    test_split: str | os.PathLike[str],
+    model: str,
+    model_kind: str,
+    adapter: str | None = None,
+    revision: str | None = None,
+    tokenizer: str | None = None,
+    max_new_tokens: int = 96,
+    batch_size: int = 8,
+    max_examples: int = 0,
+    out_dir: str | os.PathLike[str],
+    seed: int = 0,
+    resamples: int = 2000,
+    device: str | None = None,
+    progress: bool = True,
+) -> ArmOutput:
+    """Generate greedily for one arm, then score it into ``evaluation_report.json``.
+
+    Re-running with the same ``out_dir`` resumes generation where it stopped.
+    The Hub token, if any, is read from ``HF_TOKEN`` and used only to load.
+    """
+    from sommelier_mlflow.generation import HFGenerator, run_generation
+
+    kind = _check_kind(model_kind, adapter)
+    decoding = Decoding(max_new_tokens=max_new_tokens, batch_size=batch_size)
+    source = read_test_split(test_split)
+    examples = select_examples(source.examples, max_examples)
+    generator = HFGenerator(
+        model,
+        revision=revision or None,
+        tokenizer=tokenizer or None,
+        adapter=adapter if kind == "adapter" else None,
+        device=device,
+        hf_token=os.environ.get("HF_TOKEN") or None,
+    )
+    formatted = format_examples(examples, generator.tokenizer)
+    split = TestSplit(path=source.path, sha256=source.sha256, examples=tuple(formatted))
+    target = Path(out_dir)
+    paths = run_generation(
+        formatted,
+        generator,
+        decoding=decoding,
+        model_kind=kind,
+        out_dir=target,
+        progress=progress,
+    )
+    generations = [record for path in paths.values() for record in read_generations(path)]
+    return _finish_arm(
+        target,
+        split,
+        generations,
+        model_kind=kind,
+        identity=generator.model_identity(),
+        adapter=generator.adapter_info(),
+        decoding=decoding,
+        seed=seed,
+        resamples=resamples,
+    )
+
+
+def _generation_files(generations: Path) -> list[Path]:
+    if generations.is_file():
+        return [generations]
+    folder = generations / "generations" if (generations / "generations").is_dir() else generations
+    files = sorted(folder.glob("*.jsonl"))
+    if not files:
+        raise InputError(
+            f"no generation files (*.jsonl) in {folder}: pass a generations/ folder or one file"
+        )
+    return files
+
+
+def _identity_from_manifest(
+    generations: Path,
+) -> tuple[ModelIdentity, dict[str, str] | None] | None:
+    """Read the identity the generation run recorded next to its files, if there is one."""
+    root = generations if generations.is_dir() else generations.parent
+    for folder in (root, root.parent):
+        manifest = folder / _MANIFEST_NAME
+        if manifest.is_file():
+            try:
+                data = loads(manifest.read_bytes())
+                generator = data["generator"]
+                identity = ModelIdentity(**generator["model_identity"])
+                adapter = generator["adapter"]
+            except (JSONDecodeError, KeyError, TypeError) as exc:
+                raise DataError(
+                    f"cannot read the model identity from {manifest}: {exc}", path=str(manifest)
+                ) from exc
+            return identity, adapter
+    return None
+
+
+def score_generations(
+    *,
+    test_split: str | os.PathLike[str],
+    generations: str | os.PathLike[str],
+    model_kind: str,
+    out_dir: str | os.PathLike[str],
+    model: str | None = None,
+    revision: str | None = None,
+    tokenizer: str | None = None,
+    tokenizer_revision: str | None = None,
+    adapter: str | None = None,
+    seed: int = 0,
+    resamples: int = 2000,
+) -> ArmOutput:
+    """Re-score existing generations against a formatted split, without any model.
+
+    The model identity comes from ``model``/``revision``/``tokenizer``/``adapter``
+    when given, else from the ``generation_manifest.json`` the generation run
+    wrote. Without either, the identity cannot be proven and scoring refuses.
+    """
+    kind = _check_kind(model_kind, adapter) if model else _kind_only(model_kind)
+    split = read_test_split(test_split)
+    source = Path(generations)
+    files = _generation_files(source)
+    records = [record for path in files for record in read_generations(path)]
+    target = Path(out_dir)
+    for path in files:  # the arm's folder holds what it scored, as after `evaluate`
+        copy = target / "generations" / path.name
+        if copy.resolve() != path.resolve():
+            atomic_write_bytes(copy, path.read_bytes())
+    adapter_info: dict[str, str] | None
+    if model:
+        identity = ModelIdentity(
+            base_model=model,
+            base_revision=revision or None,
+            tokenizer=tokenizer or model,
+            tokenizer_revision=tokenizer_revision or (None if tokenizer else revision or None),
+        )
+        adapter_info = _adapter_info(adapter) if adapter else None
+    else:
+        recorded = _identity_from_manifest(source)
+        if recorded is None:
+            raise ConfigError(
+                "the model identity of these generations is unknown: pass model=... "
+                "(and revision/tokenizer/adapter), or keep generation_manifest.json next to them"
+            )
+        identity, adapter_info = recorded
+    return _finish_arm(
+        target,
+        split,
+        records,
+        model_kind=kind,
+        identity=identity,
+        adapter=adapter_info,
+        decoding=None,
+        seed=seed,
+        resamples=resamples,
+    )
+
+
+def _adapter_info(adapter: str) -> dict[str, str]:
+    from sommelier_mlflow.generation import adapter_digest
+
+    path = Path(adapter)
+    if not path.is_dir():
+        raise DependencyError(f"adapter directory {adapter} does not exist")
+    return {"source": str(path.resolve()), "sha256": adapter_digest(path)}
+
+
+def compare_report_files(
+    base_report: str | os.PathLike[str],
+    adapter_report: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    seed: int = 0,
+    resamples: int = 2000,
+) -> ComparisonArtifacts:
+    """Gate and compare two evaluation reports; files are written only if the gate passes."""
+    return run_comparison(base_report, adapter_report, out_dir, seed=seed, resamples=resamples)
+
+
+def _project_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def build_demo_assets(cache_root: str | os.PathLike[str] | None = None) -> DemoPaths:
+    """Build (or reuse, after verifying every digest) the bundled demo model and adapter.
+
+    Raises:
+        DependencyError: If the project's ``examples/demo`` folder is not there
+            (the demo needs a checkout of the project, not only the package).
+    """
+    script = _project_root() / "examples" / "demo" / "build_model.py"
+    if not script.is_file():
+        raise DependencyError(
+            f"the offline demo needs the project checkout ({script} is missing): "
+            "run from a clone of sommelier-mlflow, or pass model=... and adapter=..."
+        )
+    spec = importlib.util.spec_from_file_location("sommelier_demo_build", script)
+    if spec is None or spec.loader is None:
+        raise DependencyError(f"cannot load the demo build script {script}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    root = Path(cache_root) if cache_root else _project_root() / ".cache" / "demo"
+    built: Any = module.build_demo(root)
+    return DemoPaths(
+        splits_dir=Path(built.splits_dir),
+        base_model_dir=Path(built.base_model_dir),
+        adapter_dir=Path(built.adapter_dir),
+    )

@@ -1,0 +1,102 @@
+"""Hand-made arm files for CLI and MLflow-project tests: a formatted split and generations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sommelier_mlflow._json import dumps_line, sha256_text
+from sommelier_mlflow.data import Decoding, GenerationRecord, TestExample, write_test_split
+from sommelier_mlflow.toolcalls import parse_tool_call
+
+TOOLS = [
+    {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {"city": {"type": "str"}, "units": {"type": "str"}},
+    },
+    {
+        "name": "fetch_weather",
+        "description": "Another weather tool",
+        "parameters": {"city": {"type": "str"}, "units": {"type": "str"}},
+    },
+]
+CITIES = ["Paris", "Oslo", "Rome", "Lyon"]
+DECODING = Decoding(max_new_tokens=32, batch_size=2)
+
+
+def gold(city: str) -> dict[str, Any]:
+    return {"name": "get_weather", "arguments": {"city": city, "units": "celsius"}}
+
+
+def examples() -> list[TestExample]:
+    rows = []
+    for index, city in enumerate(CITIES):
+        for language, source in (("en", None), ("fr", f"en-{index}")):
+            example_id = f"{language}-{index}"
+            prompt = f"<system>tools</system><user>{language} weather {city}</user>"
+            rows.append(
+                TestExample(
+                    example_id=example_id,
+                    language=language,
+                    query=f"weather in {city} ({language})",
+                    tools=TOOLS,
+                    gold_call=gold(city),
+                    source_example_id=source,
+                    prompt_text=prompt,
+                    prompt_sha256=sha256_text(prompt),
+                )
+            )
+    return sorted(rows, key=lambda row: row.source_example_id is not None)
+
+
+# The spec's worked example per language: exact, wrong units, wrong name, prose.
+BASE_OUTPUTS = {
+    0: json.dumps(gold("Paris")),
+    1: json.dumps({"name": "get_weather", "arguments": {"city": "Oslo", "units": "kelvin"}}),
+    2: json.dumps({"name": "fetch_weather", "arguments": {"city": "Rome", "units": "celsius"}}),
+    3: "The weather in Lyon is sunny.",
+}
+ADAPTER_OUTPUTS = {index: json.dumps(gold(city)) for index, city in enumerate(CITIES)}
+
+
+def write_arm(folder: Path, kind: str, outputs: dict[int, str]) -> Path:
+    """Write ``folder/generations/<lang>.jsonl`` as the generation layer would."""
+    by_language: dict[str, list[bytes]] = {}
+    for example in examples():
+        index = int(example.example_id.split("-")[1])
+        raw = outputs[index]
+        parsed = parse_tool_call(raw)
+        assert example.prompt_sha256 is not None
+        record = GenerationRecord(
+            example_id=example.example_id,
+            model_kind=kind,  # type: ignore[arg-type]
+            language=example.language,
+            prompt_sha256=example.prompt_sha256,
+            raw_text=raw,
+            parse_status=parsed.status,
+            parsed_call=parsed.call,
+            decoding=DECODING.to_dict(),
+        )
+        by_language.setdefault(example.language, []).append(dumps_line(record.to_json()))
+    target = folder / "generations"
+    target.mkdir(parents=True, exist_ok=True)
+    for language, lines in by_language.items():
+        (target / f"{language}.jsonl").write_bytes(b"".join(lines))
+    return target
+
+
+def write_fixture(root: Path) -> dict[str, Path]:
+    """A formatted split, base and adapter generations, and a stand-in adapter folder."""
+    split = write_test_split(root / "test.jsonl", examples())
+    adapter_dir = root / "adapter"
+    adapter_dir.mkdir(parents=True, exist_ok=True)
+    (adapter_dir / "adapter_config.json").write_text('{"r": 4}')
+    (adapter_dir / "adapter_model.safetensors").write_bytes(b"weights")
+    return {
+        "split": split,
+        "base": write_arm(root / "base", "base", BASE_OUTPUTS),
+        "adapter": write_arm(root / "adapter_arm", "adapter", ADAPTER_OUTPUTS),
+        "adapter_dir": adapter_dir,
+    }

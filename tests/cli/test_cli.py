@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sommelier_mlflow.cli import build_parser, main
+from tests.cli.cli_helpers import write_fixture
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    return write_fixture(tmp_path / "in")
+
+
+def _score(files: dict[str, Path], out: Path, kind: str, *extra: str) -> int:
+    args = [
+        "score", "--test-split", str(files["split"]), "--generations", str(files[kind]),
+        "--model-kind", kind, "--model", "tiny/model", "--revision", "abc123",
+        "--out", str(out), "--resamples", "200",
+    ]
+    if kind == "adapter":
+        args += ["--adapter", str(files["adapter_dir"])]
+    return main([*args, *extra])
+
+
+def test_score_and_compare_write_exact_reports(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _score(files, tmp_path / "base", "base") == 0
+    assert _score(files, tmp_path / "adapter", "adapter") == 0
+    base = json.loads((tmp_path / "base" / "evaluation_report.json").read_text())
+    # Each language slice is the spec's worked example.
+    for language in ("en", "fr"):
+        metrics = base["slices"][language]["metrics"]
+        assert metrics["valid_json_rate"] == {"value": 0.75, "numerator": 3, "denominator": 4}
+        assert metrics["argument_f1"] == {"value": 10 / 14, "numerator": 10, "denominator": 14}
+        assert metrics["full_call_exact_match"]["numerator"] == 1
+    assert base["metrics"]["full_call_exact_match"] == {
+        "value": 0.25, "numerator": 2, "denominator": 8,
+    }
+    code = main([
+        "compare", "--base-report", str(tmp_path / "base" / "evaluation_report.json"),
+        "--adapter-report", str(tmp_path / "adapter" / "evaluation_report.json"),
+        "--out", str(tmp_path / "cmp"), "--resamples", "200",
+    ])
+    assert code == 0
+    report = json.loads((tmp_path / "cmp" / "comparison" / "comparison_report.json").read_text())
+    overall = report["slices"]["overall"]
+    assert overall["delta"]["full_call_exact_match"]["value"] == pytest.approx(0.75)
+    assert overall["mcnemar"]["b"] == 0 and overall["mcnemar"]["c"] == 6
+    assert (tmp_path / "cmp" / "comparison" / "comparison_report.md").is_file()
+    assert "comparison:" in capsys.readouterr().out
+
+
+def test_bad_input_is_exit_2_without_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"schema_version": "nope"}\n')
+    code = main([
+        "score", "--test-split", str(bad), "--generations", str(tmp_path),
+        "--model-kind", "base", "--model", "m",
+    ])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("error: ") and str(bad) in err and "Traceback" not in err
+
+
+def test_refused_comparison_is_exit_4_and_writes_nothing(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _score(files, tmp_path / "base", "base") == 0
+    assert main([
+        "score", "--test-split", str(files["split"]), "--generations", str(files["adapter"]),
+        "--model-kind", "adapter", "--model", "another/model", "--revision", "abc123",
+        "--adapter", str(files["adapter_dir"]), "--out", str(tmp_path / "adapter"),
+        "--resamples", "200",
+    ]) == 0
+    capsys.readouterr()
+    code = main([
+        "compare", "--base-report", str(tmp_path / "base" / "evaluation_report.json"),
+        "--adapter-report", str(tmp_path / "adapter" / "evaluation_report.json"),
+        "--out", str(tmp_path / "cmp"),
+    ])
+    assert code == 4
+    assert "model_identity.base_model" in capsys.readouterr().err
+    assert not (tmp_path / "cmp" / "comparison" / "comparison_report.json").exists()
+
+
+def test_prompt_digest_mismatch_is_exit_5(files: dict[str, Path], tmp_path: Path) -> None:
+    path = files["base"] / "en.jsonl"
+    lines = path.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["prompt_sha256"] = "0" * 64
+    path.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    assert _score(files, tmp_path / "base", "base") == 5
+
+
+def test_missing_model_is_exit_3(files: dict[str, Path], tmp_path: Path) -> None:
+    code = main([
+        "evaluate", "--test-split", str(files["split"]), "--model", str(tmp_path / "nowhere"),
+        "--model-kind", "base", "--out", str(tmp_path / "out"),
+    ])
+    assert code == 3
+
+
+def test_unknown_identity_is_refused(files: dict[str, Path], tmp_path: Path) -> None:
+    code = main([
+        "score", "--test-split", str(files["split"]), "--generations", str(files["base"]),
+        "--model-kind", "base", "--out", str(tmp_path / "o"),
+    ])
+    assert code == 2
+
+
+def test_every_command_has_help() -> None:
+    parser = build_parser()
+    for command in ("prepare", "evaluate", "score", "compare", "main"):
+        with pytest.raises(SystemExit) as exit_info:
+            parser.parse_args([command, "--help"])
+        assert exit_info.value.code == 0
+
+
+def test_console_module_runs_as_a_process(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "sommelier_mlflow.cli", "compare", "--base-report", "x.json",
+         "--adapter-report", str(tmp_path / "missing.json"), "--out", str(tmp_path)],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 2
+    assert "error:" in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,180 @@
+"""`mlflow run .` end to end against a real `mlflow server` on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cli.cli_helpers import write_fixture
+
+PROJECT = Path(__file__).resolve().parents[2]
+MLFLOW = str(Path(sys.executable).with_name("mlflow"))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    root = tmp_path_factory.mktemp("server")
+    port = _free_port()
+    log = (root / "server.log").open("wb")
+    process = subprocess.Popen(
+        [
+            MLFLOW, "server", "--host", "127.0.0.1", "--port", str(port),
+            "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+            "--artifacts-destination", str(root / "artifacts"), "--workers", "1",
+        ],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError((root / "server.log").read_text()[-3000:])
+            time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+
+
+def _mlflow_run(url: str, cwd: Path, entry: str, **params: str) -> str:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": url, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    env.pop("MLFLOW_RUN_ID", None)
+    command = [MLFLOW, "run", str(PROJECT), "-e", entry, "--env-manager", "local"]
+    for key, value in params.items():
+        command += ["-P", f"{key}={value}"]
+    result = subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    match = re.search(r"Run \(ID '([0-9a-f]+)'\) succeeded", output)
+    assert match, output[-2000:]
+    return match.group(1)
+
+
+@pytest.mark.slow
+def test_score_and_compare_through_mlflow_run(server: str, tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    files = write_fixture(tmp_path / "in")
+    # Relative paths are resolved from where the user runs `mlflow run`.
+    rel = {key: os.path.relpath(path, tmp_path) for key, path in files.items()}
+    base_id = _mlflow_run(
+        server, tmp_path, "score", test_split=rel["split"], generations=rel["base"],
+        model_kind="base", model="tiny/model", revision="abc123", resamples="200",
+    )
+    adapter_id = _mlflow_run(
+        server, tmp_path, "score", test_split=rel["split"], generations=rel["adapter"],
+        model_kind="adapter", model="tiny/model", revision="abc123",
+        adapter=str(files["adapter_dir"]), resamples="200",
+    )
+    compare_id = _mlflow_run(
+        server, tmp_path, "compare", base_run_id=base_id, adapter_run_id=adapter_id,
+        resamples="200",
+    )
+    client = MlflowClient(tracking_uri=server)
+
+    base = client.get_run(base_id)
+    metrics = base.data.metrics
+    assert metrics["overall/valid_json_rate"] == 0.75
+    assert metrics["overall/counts/valid_json_rate.numerator"] == 6
+    assert metrics["overall/counts/valid_json_rate.denominator"] == 8
+    assert metrics["en/argument_f1"] == pytest.approx(10 / 14)
+    assert metrics["fr/counts/argument_f1.numerator"] == 10
+    assert metrics["fr/counts/argument_f1.denominator"] == 14
+    assert metrics["gap/fr/pairs"] == 4
+    assert metrics["gap/fr/full_call_exact_match"] == 0.0
+    assert base.data.tags["sommelier.model_kind"] == "base"
+    assert base.data.tags["sommelier.parser_version"] == "sommelier.parser.v1"
+    split_sha = base.data.tags["sommelier.test_split_sha256"]
+    assert re.fullmatch(r"[0-9a-f]{64}", split_sha)
+    assert base.data.params["base_model"] == "tiny/model"
+    assert base.data.params["decoding.batch_size"] == "2"
+    assert base.data.params["model_kind"] == "base"  # logged by mlflow run itself
+    assert [d.dataset.name for d in base.inputs.dataset_inputs]
+    artifacts = {a.path for a in client.list_artifacts(base_id, "sommelier")}
+    assert "sommelier/evaluation_report.json" in artifacts
+    generations = {a.path for a in client.list_artifacts(base_id, "sommelier/generations")}
+    assert generations == {"sommelier/generations/en.jsonl", "sommelier/generations/fr.jsonl"}
+
+    adapter = client.get_run(adapter_id)
+    assert adapter.data.metrics["overall/full_call_exact_match"] == 1.0
+    assert adapter.data.tags["sommelier.model_kind"] == "adapter"
+
+    comparison = client.get_run(compare_id)
+    cm = comparison.data.metrics
+    assert cm["delta/overall/full_call_exact_match"] == pytest.approx(0.75)
+    assert cm["delta/en/valid_json_rate"] == pytest.approx(0.25)
+    assert "delta/overall/ci95/full_call_exact_match.lower" in cm
+    assert cm["mcnemar/overall/p_value"] == pytest.approx(2 * 0.5**6)
+    assert cm["gap/adapter/fr/full_call_exact_match"] == 0.0
+    assert "marginal_gap/base/fr/full_call_exact_match" in cm
+    assert comparison.data.tags["sommelier.base_run_id"] == base_id
+    assert comparison.data.tags["sommelier.adapter_run_id"] == adapter_id
+    assert comparison.data.tags["sommelier.test_split_sha256"] == split_sha
+    names = {a.path for a in client.list_artifacts(compare_id, "sommelier")}
+    assert {
+        "sommelier/comparison_report.json",
+        "sommelier/comparison_report.md",
+        "sommelier/comparison.png",
+    } <= names
+    local = client.download_artifacts(compare_id, "sommelier/comparison_report.json", str(tmp_path))
+    report = json.loads(Path(local).read_text())
+    assert report["slices"]["overall"]["mcnemar"]["c"] == 6
+
+
+@pytest.mark.slow
+def test_refused_comparison_logs_nothing_as_passed(server: str, tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    files = write_fixture(tmp_path / "in")
+    base_id = _mlflow_run(
+        server, tmp_path, "score", test_split=str(files["split"]),
+        generations=str(files["base"]), model_kind="base", model="tiny/model", resamples="100",
+    )
+    other_id = _mlflow_run(
+        server, tmp_path, "score", test_split=str(files["split"]),
+        generations=str(files["adapter"]), model_kind="adapter", model="other/model",
+        adapter=str(files["adapter_dir"]), resamples="100",
+    )
+    env = {**os.environ, "MLFLOW_TRACKING_URI": server}
+    result = subprocess.run(
+        [MLFLOW, "run", str(PROJECT), "-e", "compare", "--env-manager", "local",
+         "-P", f"base_run_id={base_id}", "-P", f"adapter_run_id={other_id}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert result.returncode != 0
+    assert "model_identity.base_model" in result.stdout + result.stderr
+    client = MlflowClient(tracking_uri=server)
+    runs = client.search_runs(["0"], filter_string="tags.`sommelier.model_kind` = 'comparison'")
+    for run in runs:
+        assert run.data.tags.get("sommelier.base_run_id") != base_id
