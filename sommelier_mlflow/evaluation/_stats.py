@@ -17,7 +17,7 @@ break it.
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final
@@ -130,9 +130,6 @@ class PairedBootstrapResult:
 
     def to_dict(self) -> dict[str, object]:
         """Return a plain JSON-safe dict (str keys, int/float/str/dict values)."""
-        metrics: Mapping[str, dict[str, float]] = {
-            interval.metric: interval.to_dict() for interval in self.intervals
-        }
         return {
             "method": self.method,
             "quantile_method": self.quantile_method,
@@ -140,7 +137,7 @@ class PairedBootstrapResult:
             "resamples": self.resamples,
             "confidence": self.confidence,
             "n": self.n,
-            "metrics": dict(metrics),
+            "metrics": {interval.metric: interval.to_dict() for interval in self.intervals},
         }
 
 
@@ -312,11 +309,15 @@ def paired_bootstrap(
 
     Each resample recomputes every metric as the ratio of its resampled
     numerator and denominator sums (0.0 where the denominator sum is 0), so
-    micro F1 is a true micro average in every resample. The interval bounds
+    micro F1 is a true micro average in every resample. The point estimate is
+    the plain difference of the two full-cohort values, each an exactly
+    rounded ``int / int``, i.e. the same number a report gets by subtracting
+    the two arms' ``MetricValue.value``. The interval bounds
     are the ``(1 - confidence) / 2`` and ``1 - (1 - confidence) / 2``
     quantiles of the resampled differences with numpy's ``"linear"`` method.
-    Resamples come from ``numpy.random.Generator(PCG64(seed))``, so the same
-    inputs and seed give the same numbers on every run.
+    Resample ``r`` is row ``r`` of ``integers(0, n, size=(resamples, n))``
+    drawn from ``numpy.random.Generator(PCG64(seed))``, so the same inputs and
+    seed give the same numbers on every run, whatever the chunking.
 
     Args:
         num_a: Arm a numerators, integer array of shape ``(n, m)``.

@@ -1,0 +1,484 @@
+"""Greedy batched generation with Hugging Face transformers and an optional peft adapter.
+
+torch, transformers and peft are imported inside the functions that need
+them: importing :mod:`sommelier_mlflow.generation` must stay cheap and must
+work on machines that only score existing generations.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import re
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from sommelier_mlflow.data import ModelIdentity
+from sommelier_mlflow.errors import ConfigError, DependencyError
+
+__all__ = ["DTYPES", "HFGenerator", "adapter_digest"]
+
+#: Accepted ``dtype`` names; anything else would be a silent precision change.
+DTYPES: Final = ("float32", "bfloat16", "float16")
+
+_ADAPTER_WEIGHTS: Final = "adapter_model.safetensors"
+_ADAPTER_CONFIG: Final = "adapter_config.json"
+_CHUNK: Final = 1 << 20
+# Hub ids look like ``name`` or ``org/name``; anything else that does not exist
+# on disk is reported as a missing path rather than sent to the Hub.
+_HUB_ID: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+
+
+def adapter_digest(directory: str | os.PathLike[str]) -> str:
+    """SHA-256 over every file of an adapter directory, names and bytes.
+
+    Files are visited in sorted order of their ``/``-separated path relative to
+    ``directory``; each contributes its path (UTF-8) and its content, each
+    prefixed by its length as 8 big-endian bytes, so no two different
+    directories can produce the same byte stream.
+
+    Raises:
+        DependencyError: If the directory does not exist.
+    """
+    root = Path(directory)
+    if not root.is_dir():
+        raise DependencyError(f"adapter directory {str(root)!r} does not exist")
+    files = sorted(
+        (path.relative_to(root).as_posix(), path) for path in root.rglob("*") if path.is_file()
+    )
+    digest = hashlib.sha256()
+    for relative, path in files:
+        name = relative.encode("utf-8")
+        digest.update(len(name).to_bytes(8, "big"))
+        digest.update(name)
+        digest.update(path.stat().st_size.to_bytes(8, "big"))
+        with path.open("rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _redact(text: str, secret: str | None) -> str:
+    return text.replace(secret, "<redacted>") if secret else text
+
+
+def _offline_hint() -> str:
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
+        return " (HF_HUB_OFFLINE is set, so it must already be in the local Hugging Face cache)"
+    return ""
+
+
+def _resolve_source(
+    value: str | os.PathLike[str], revision: str | None, *, what: str, revision_option: str
+) -> tuple[str, str | None, bool]:
+    """Decide whether ``value`` is a local directory or a Hub id.
+
+    Returns:
+        ``(source, revision, is_local)``; local sources are absolute paths so
+        that two arms naming the same directory differently still match.
+    """
+    if revision is not None and (not isinstance(revision, str) or not revision.strip()):
+        raise ConfigError(f"{revision_option} must be a non-empty string or None, got {revision!r}")
+    text = os.fspath(value)
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError(f"{what} must be a Hub id or a local directory, got {value!r}")
+    path = Path(text).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise DependencyError(
+                f"{what} path {text!r} is a file; pass the directory that holds config and weights"
+            )
+        return str(path.resolve()), revision, True
+    if isinstance(value, os.PathLike) or not _HUB_ID.fullmatch(text):
+        raise DependencyError(
+            f"{what} directory {text!r} does not exist; pass an existing local directory "
+            "or a Hugging Face Hub id with a pinned revision"
+        )
+    if revision is None:
+        raise ConfigError(
+            f"{what} {text!r} is not a local directory, so it names a Hugging Face Hub repo, "
+            f"whose revision must be pinned: pass {revision_option} (a commit hash) so that "
+            "every run loads the very same files (or fix the path)"
+        )
+    return text, revision, False
+
+
+def _import_stack(need_peft: bool) -> None:
+    """Import the heavy dependencies, turning absence into an actionable error."""
+    missing = []
+    for module in ("torch", "transformers", *(("peft",) if need_peft else ())):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        raise DependencyError(
+            f"generation needs {', '.join(missing)}: install it with "
+            f"`pip install {' '.join(missing)}` (or `pip install sommelier-mlflow`)"
+        )
+
+
+def _dtype_keyword() -> str:
+    """The from_pretrained dtype keyword: ``torch_dtype`` became ``dtype`` in 4.56."""
+    import transformers
+    from packaging.version import Version
+
+    return "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
+
+
+def _check_adapter_dir(adapter: str | os.PathLike[str]) -> Path:
+    path = Path(os.fspath(adapter)).expanduser()
+    if not path.is_dir():
+        raise DependencyError(
+            f"adapter directory {os.fspath(adapter)!r} does not exist; pass the directory "
+            "written by peft's save_pretrained"
+        )
+    if not (path / _ADAPTER_CONFIG).is_file():
+        raise DependencyError(
+            f"adapter directory {str(path)!r} has no {_ADAPTER_CONFIG}; pass the directory "
+            "written by peft's save_pretrained"
+        )
+    if not (path / _ADAPTER_WEIGHTS).is_file():
+        raise DependencyError(
+            f"adapter directory {str(path)!r} has no {_ADAPTER_WEIGHTS}; only safetensors "
+            "adapters are loaded (pickled .bin weights can run code): re-save the adapter with "
+            "save_pretrained(..., safe_serialization=True)"
+        )
+    return path.resolve()
+
+
+class HFGenerator:
+    """A Hugging Face causal LM (plus optional LoRA/peft adapter) decoding greedily.
+
+    The model is loaded when the generator is built, so a missing model,
+    tokenizer, adapter or package fails before any output is written.
+
+    Decoding is pure greedy (argmax, one beam): the model's own
+    ``generation_config`` sampling defaults (temperature, top-p, repetition
+    penalty, ...) are replaced by a clean config that keeps only its special
+    token ids, because the decoding recorded with every generation must be
+    the decoding that actually ran.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        revision: str | None = None,
+        tokenizer: str | os.PathLike[str] | None = None,
+        tokenizer_revision: str | None = None,
+        adapter: str | os.PathLike[str] | None = None,
+        device: str | None = None,
+        dtype: str | None = None,
+        trust_remote_code: bool = False,
+        hf_token: str | None = None,
+        num_threads: int | None = None,
+    ) -> None:
+        """Load tokenizer, model and adapter.
+
+        Args:
+            model: A local model directory or a Hugging Face Hub id.
+            revision: Commit (or tag) of a Hub model; required for Hub ids,
+                optional for local directories.
+            tokenizer: Tokenizer directory or Hub id; defaults to ``model``.
+            tokenizer_revision: Revision of a separately given Hub tokenizer;
+                defaults to ``revision`` when ``tokenizer`` is not given.
+            adapter: A peft adapter directory containing
+                ``adapter_model.safetensors``.
+            device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``...; defaults to CUDA
+                when available, else CPU.
+            dtype: One of :data:`DTYPES`; defaults to float32 on CPU and
+                bfloat16 (float16 where unsupported) on CUDA.
+            trust_remote_code: Passed to transformers; off unless asked for,
+                since it runs code from the model repository.
+            hf_token: Hub token for gated models; used for loading only and
+                never stored in identities, fingerprints, reprs or errors.
+            num_threads: If given, ``torch.set_num_threads`` (process-wide);
+                small models on few CPU cores are often faster single-threaded.
+
+        Raises:
+            ConfigError: Bad dtype, device, thread count or unpinned Hub revision.
+            DependencyError: Missing package, model, tokenizer or adapter.
+        """
+        if dtype is not None and dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {', '.join(DTYPES)} or None, got {dtype!r}")
+        if num_threads is not None and (type(num_threads) is not int or num_threads <= 0):
+            raise ConfigError(f"num_threads must be a positive integer, got {num_threads!r}")
+        if type(trust_remote_code) is not bool:
+            raise ConfigError(f"trust_remote_code must be a bool, got {trust_remote_code!r}")
+        self._model_source, self._revision, model_local = _resolve_source(
+            model, revision, what="model", revision_option="revision"
+        )
+        if tokenizer is None:
+            self._tokenizer_source = self._model_source
+            self._tokenizer_revision = self._revision
+        else:
+            self._tokenizer_source, self._tokenizer_revision, _ = _resolve_source(
+                tokenizer,
+                tokenizer_revision,
+                what="tokenizer",
+                revision_option="tokenizer_revision",
+            )
+        self._adapter_path = None if adapter is None else _check_adapter_dir(adapter)
+        _import_stack(need_peft=self._adapter_path is not None)
+        self._adapter_sha256 = (
+            None if self._adapter_path is None else adapter_digest(self._adapter_path)
+        )
+
+        import torch
+
+        if num_threads is not None:
+            torch.set_num_threads(num_threads)
+        self._device, self._dtype_name = self._choose_device(device, dtype)
+        self._torch_dtype = getattr(torch, self._dtype_name)
+        self._trust_remote_code = trust_remote_code
+        # The token is passed down, never kept: nothing reachable from self holds it.
+        self._tokenizer = self._load_tokenizer(hf_token)
+        self._model, resolved_revision = self._load_model(model_local, hf_token)
+        self._revision = resolved_revision
+        if tokenizer is None:
+            self._tokenizer_revision = resolved_revision
+        self._eos_ids = self._eos_token_ids()
+
+    def __repr__(self) -> str:
+        return (
+            f"HFGenerator(model={self._model_source!r}, revision={self._revision!r}, "
+            f"adapter={None if self._adapter_path is None else str(self._adapter_path)!r}, "
+            f"device={self._device!r}, dtype={self._dtype_name!r})"
+        )
+
+    # -- loading -----------------------------------------------------------------
+
+    def _choose_device(self, device: str | None, dtype: str | None) -> tuple[str, str]:
+        import torch
+
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        try:
+            parsed = torch.device(device)
+        except (RuntimeError, TypeError) as exc:
+            raise ConfigError(f"device {device!r} is not a torch device name") from exc
+        if parsed.type == "cuda" and not torch.cuda.is_available():
+            raise DependencyError(
+                f"device {device!r} requested but CUDA is not available; pass device='cpu'"
+            )
+        if dtype is None:
+            if parsed.type == "cuda":
+                dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+            else:
+                dtype = "float32"
+        return str(parsed), dtype
+
+    def _load_tokenizer(self, token: str | None) -> Any:
+        from transformers import AutoTokenizer
+
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(
+                self._tokenizer_source,
+                revision=self._tokenizer_revision,
+                trust_remote_code=self._trust_remote_code,
+                token=token,
+            )
+        except (OSError, ValueError, KeyError) as exc:
+            raise DependencyError(
+                f"could not load the tokenizer {self._tokenizer_source!r} "
+                f"(revision {self._tokenizer_revision!r}){_offline_hint()}: "
+                f"{_redact(str(exc), token)}; pass an existing tokenizer directory or "
+                "Hub id"
+            ) from exc
+        if tokenizer.pad_token_id is None:
+            if tokenizer.eos_token is None:
+                raise DependencyError(
+                    f"tokenizer {self._tokenizer_source!r} has neither a pad nor an eos token, "
+                    "so batches cannot be padded; pass a tokenizer that defines one"
+                )
+            tokenizer.pad_token = tokenizer.eos_token
+        # Decoder-only models continue from the last position: pad on the left.
+        tokenizer.padding_side = "left"
+        return tokenizer
+
+    def _load_model(self, model_local: bool, token: str | None) -> tuple[Any, str | None]:
+        from transformers import AutoModelForCausalLM
+
+        try:
+            model: Any = AutoModelForCausalLM.from_pretrained(
+                self._model_source,
+                revision=self._revision,
+                **{_dtype_keyword(): self._torch_dtype},
+                trust_remote_code=self._trust_remote_code,
+                token=token,
+            )
+        except (OSError, ValueError, KeyError) as exc:
+            raise DependencyError(
+                f"could not load the model {self._model_source!r} "
+                f"(revision {self._revision!r}){_offline_hint()}: "
+                f"{_redact(str(exc), token)}; pass an existing model directory or Hub id"
+            ) from exc
+        # A Hub revision such as a tag is recorded as the commit it resolved to.
+        commit = getattr(model.config, "_commit_hash", None)
+        resolved = self._revision if model_local or not isinstance(commit, str) else commit
+        model.generation_config = self._clean_generation_config(model.generation_config)
+        if self._adapter_path is not None:
+            model = self._attach_adapter(model, token)
+            model.generation_config = self._clean_generation_config(model.generation_config)
+        model.to(self._device)
+        model.eval()
+        return model, resolved
+
+    def _attach_adapter(self, model: Any, token: str | None) -> Any:
+        from peft import PeftModel
+
+        try:
+            with warnings.catch_warnings():
+                # peft 0.21 probes transformers' deprecated ``is_gradient_checkpointing``;
+                # the deprecation is theirs to fix and says nothing about this adapter.
+                warnings.filterwarnings(
+                    "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
+                )
+                return PeftModel.from_pretrained(
+                    model, str(self._adapter_path), is_trainable=False, token=token
+                )
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            raise DependencyError(
+                f"could not load the adapter {str(self._adapter_path)!r} onto "
+                f"{self._model_source!r}: {_redact(str(exc), token)}; check that the "
+                "adapter was trained for this base model"
+            ) from exc
+
+    def _clean_generation_config(self, original: Any) -> Any:
+        from transformers import GenerationConfig
+
+        config_class: Any = GenerationConfig  # untyped constructor
+        eos = getattr(original, "eos_token_id", None)
+        if eos is None:
+            eos = self._tokenizer.eos_token_id
+        bos = getattr(original, "bos_token_id", None)
+        if bos is None:
+            bos = self._tokenizer.bos_token_id
+        return config_class(
+            bos_token_id=bos,
+            eos_token_id=eos,
+            pad_token_id=self._tokenizer.pad_token_id,
+            do_sample=False,
+            num_beams=1,
+        )
+
+    def _eos_token_ids(self) -> frozenset[int]:
+        eos = self._model.generation_config.eos_token_id
+        ids = [eos] if isinstance(eos, int) else list(eos or [])
+        if self._tokenizer.eos_token_id is not None:
+            ids.append(self._tokenizer.eos_token_id)
+        return frozenset(int(token_id) for token_id in ids)
+
+    # -- identity ----------------------------------------------------------------
+
+    def model_identity(self) -> ModelIdentity:
+        """Base model and tokenizer sources with their (resolved) revisions."""
+        return ModelIdentity(
+            base_model=self._model_source,
+            base_revision=self._revision,
+            tokenizer=self._tokenizer_source,
+            tokenizer_revision=self._tokenizer_revision,
+        )
+
+    def adapter_info(self) -> dict[str, str] | None:
+        """``{"source", "sha256"}`` of the loaded adapter, or ``None`` without one."""
+        if self._adapter_path is None or self._adapter_sha256 is None:
+            return None
+        return {"source": str(self._adapter_path), "sha256": self._adapter_sha256}
+
+    def runtime_info(self) -> dict[str, str]:
+        """Device, dtype and library versions: they change numerics, so they are recorded."""
+        import torch
+        import transformers
+
+        info = {
+            "device": self._device,
+            "dtype": self._dtype_name,
+            "torch": str(torch.__version__),
+            "transformers": str(transformers.__version__),
+        }
+        if self._device == "cpu":
+            # CPU kernels split reductions by thread count, which can flip a greedy argmax.
+            info["cpu_threads"] = str(torch.get_num_threads())
+        if self._adapter_path is not None:
+            import peft
+
+            info["peft"] = str(peft.__version__)
+        return info
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Everything that determines the outputs; used to guard resumed runs."""
+        return {
+            "backend": "transformers",
+            "model_identity": self.model_identity().to_dict(),
+            "adapter": self.adapter_info(),
+            "runtime": self.runtime_info(),
+        }
+
+    @property
+    def tokenizer(self) -> Any:
+        """The loaded tokenizer (left padding, pad token set)."""
+        return self._tokenizer
+
+    # -- generation --------------------------------------------------------------
+
+    def prompt_lengths(self, prompts: Sequence[str]) -> list[int]:
+        """Token count of each prompt exactly as :meth:`generate` will encode it."""
+        if not prompts:
+            return []
+        encoded = self._tokenizer(list(prompts), add_special_tokens=False)
+        return [len(ids) for ids in encoded["input_ids"]]
+
+    def generate(self, prompts: Sequence[str], *, max_new_tokens: int) -> list[str]:
+        """Greedy-decode one batch; return only the new text of each prompt.
+
+        Prompts are encoded without added special tokens because they are
+        already rendered by the chat template (which adds BOS where the model
+        wants it). Each completion is cut at its first end-of-sequence token.
+
+        Raises:
+            ConfigError: If ``max_new_tokens`` is not a positive integer, a
+                prompt is not a string, or the batch does not fit in memory.
+        """
+        if type(max_new_tokens) is not int or max_new_tokens <= 0:
+            raise ConfigError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+        if not prompts:
+            return []
+        for prompt in prompts:
+            if not isinstance(prompt, str):
+                raise ConfigError(f"prompts must be strings, got {type(prompt).__name__}")
+        import torch
+
+        call_config = copy.deepcopy(self._model.generation_config)
+        call_config.max_new_tokens = max_new_tokens
+        encoded = self._tokenizer(
+            list(prompts), return_tensors="pt", padding=True, add_special_tokens=False
+        )
+        input_ids = encoded["input_ids"].to(self._device)
+        attention_mask = encoded["attention_mask"].to(self._device)
+        try:
+            with torch.inference_mode():
+                output = self._model.generate(
+                    input_ids=input_ids,
+                    attention_mask=attention_mask,
+                    generation_config=call_config,
+                )
+        except torch.cuda.OutOfMemoryError as exc:
+            raise ConfigError(
+                f"out of memory generating a batch of {len(prompts)} prompts on "
+                f"{self._device}; lower the batch size or max_new_tokens"
+            ) from exc
+        new_tokens = output[:, input_ids.shape[1] :].tolist()
+        completions = []
+        for row in new_tokens:
+            cut = next((i for i, tok in enumerate(row) if tok in self._eos_ids), len(row))
+            completions.append(
+                self._tokenizer.decode(
+                    row[:cut], skip_special_tokens=True, clean_up_tokenization_spaces=False
+                )
+            )
+        return completions

@@ -1,0 +1,478 @@
+"""Resumable, batched generation into one JSONL file per language slice.
+
+Greedy decoding of a batch depends on its composition (padding changes the
+numerics), so the batch plan is computed once from the full example list and
+never from what is left to do: a run resumed after a crash regenerates an
+interrupted batch with exactly the prompts it had, keeps only the missing
+records, and ends with files byte-identical to an uninterrupted run.
+
+Layout written under ``out_dir``::
+
+    generation_manifest.json     what the run is (guards resumption)
+    generations/<language>.jsonl one GenerationRecord per line, test-split order
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Final
+
+from sommelier_mlflow._json import (
+    JSONDecodeError,
+    atomic_write_bytes,
+    atomic_write_json,
+    canonical_json,
+    dumps_line,
+    loads,
+    sha256_text,
+)
+from sommelier_mlflow.data import (
+    GENERATION_SCHEMA,
+    MODEL_KINDS,
+    Decoding,
+    GenerationRecord,
+    ModelKind,
+    TestExample,
+    schema_version,
+)
+from sommelier_mlflow.errors import (
+    ConfigError,
+    DataError,
+    InputError,
+    InvariantViolationError,
+)
+from sommelier_mlflow.generation._protocol import (
+    SupportsFingerprint,
+    SupportsPromptLengths,
+    TextGenerator,
+)
+from sommelier_mlflow.toolcalls import PARSER_VERSION, parse_tool_call
+
+__all__ = ["GENERATIONS_DIR", "MANIFEST_NAME", "MANIFEST_SCHEMA", "run_generation"]
+
+GENERATIONS_DIR: Final = "generations"
+MANIFEST_NAME: Final = "generation_manifest.json"
+MANIFEST_SCHEMA: Final = schema_version("generation_manifest")
+
+_RECORD_KEYS: Final = frozenset(
+    (
+        "schema_version",
+        "example_id",
+        "model_kind",
+        "language",
+        "prompt_sha256",
+        "raw_text",
+        "parse_status",
+        "parsed_call",
+        "decoding",
+    )
+)
+_FRESH_DIR: Final = "use a fresh output directory (or delete the existing one) to start over"
+
+
+@dataclass(frozen=True, slots=True)
+class _Prompted:
+    """An example whose prompt presence and digest have been checked."""
+
+    example: TestExample
+    prompt: str
+    prompt_sha256: str
+
+
+def _check_examples(examples: Sequence[TestExample]) -> list[_Prompted]:
+    if not examples:
+        raise InputError("no examples to generate for; the test split is empty")
+    seen: set[str] = set()
+    checked = []
+    for example in examples:
+        if not isinstance(example, TestExample):
+            raise InputError(f"examples must be TestExample objects, got {type(example).__name__}")
+        if example.example_id in seen:
+            raise InputError(f"duplicate example_id {example.example_id!r} in the test split")
+        seen.add(example.example_id)
+        if example.prompt_text is None or example.prompt_sha256 is None:
+            raise InputError(
+                f"example {example.example_id!r} has no prompt_text/prompt_sha256; format the "
+                "split with the model's chat template before generating"
+            )
+        if sha256_text(example.prompt_text) != example.prompt_sha256:
+            raise InvariantViolationError(
+                f"example {example.example_id!r}: prompt_sha256 does not match its prompt_text; "
+                "the formatted split was altered, re-format it"
+            )
+        checked.append(_Prompted(example, example.prompt_text, example.prompt_sha256))
+    return checked
+
+
+def _batch_plan(
+    prompted: Sequence[_Prompted], generator: TextGenerator, batch_size: int
+) -> list[list[int]]:
+    """Group example indices into batches of similar prompt length, longest first.
+
+    Longest first makes an out-of-memory batch fail at the start rather than
+    an hour in; ties keep split order so the plan is a pure function of the
+    examples and the generator's length measure.
+    """
+    prompts = [item.prompt for item in prompted]
+    if isinstance(generator, SupportsPromptLengths):
+        lengths = generator.prompt_lengths(prompts)
+        if len(lengths) != len(prompts) or not all(type(n) is int for n in lengths):
+            raise InvariantViolationError(
+                f"{generator!r}.prompt_lengths returned {len(lengths)} values for "
+                f"{len(prompts)} prompts (expected one int each)"
+            )
+    else:
+        lengths = [len(prompt) for prompt in prompts]
+    order = sorted(range(len(prompts)), key=lambda i: (-lengths[i], i))
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def _make_record(
+    item: _Prompted, raw_text: str, model_kind: ModelKind, decoding: Decoding
+) -> GenerationRecord:
+    parsed = parse_tool_call(raw_text)
+    return GenerationRecord(
+        example_id=item.example.example_id,
+        model_kind=model_kind,
+        language=item.example.language,
+        prompt_sha256=item.prompt_sha256,
+        raw_text=raw_text,
+        parse_status=parsed.status,
+        parsed_call=parsed.call,
+        decoding=decoding.to_dict(),
+    )
+
+
+def _manifest(
+    prompted: Sequence[_Prompted],
+    generator: TextGenerator,
+    model_kind: ModelKind,
+    decoding: Decoding,
+) -> dict[str, Any]:
+    fingerprint = generator.fingerprint() if isinstance(generator, SupportsFingerprint) else None
+    examples = [
+        [item.example.example_id, item.example.language, item.prompt_sha256] for item in prompted
+    ]
+    return {
+        "schema_version": MANIFEST_SCHEMA,
+        "model_kind": model_kind,
+        "decoding": decoding.to_dict(),
+        "parser_version": PARSER_VERSION,
+        "generator": fingerprint,
+        "example_count": len(prompted),
+        "examples_sha256": sha256_text(canonical_json(examples)),
+    }
+
+
+def _first_difference(expected: Any, found: Any, prefix: str = "") -> str:
+    """Dotted name of the first field where two JSON values differ."""
+    if isinstance(expected, dict) and isinstance(found, dict):
+        for key in sorted(set(expected) | set(found)):
+            if key not in expected or key not in found:
+                return f"{prefix}{key}"
+            if canonical_json(expected[key]) != canonical_json(found[key]):
+                return _first_difference(expected[key], found[key], f"{prefix}{key}.")
+    return prefix.rstrip(".") or "(whole manifest)"
+
+
+def _check_manifest(path: Path, expected: dict[str, Any], has_records: bool) -> bool:
+    """Compare a stored manifest with this run's; return whether one exists.
+
+    Raises:
+        ConfigError: If generations exist without a manifest, or the manifest
+            describes a different run.
+        DataError: If the manifest is not valid JSON.
+    """
+    if not path.exists():
+        if has_records:
+            raise ConfigError(
+                f"{path.parent / GENERATIONS_DIR} holds generations but {path.name} is missing, "
+                f"so they cannot be proven to come from this run; {_FRESH_DIR}"
+            )
+        return False
+    try:
+        found = loads(path.read_bytes())
+    except JSONDecodeError as exc:
+        raise DataError(f"not valid JSON ({exc}); {_FRESH_DIR}", path=str(path)) from exc
+    if canonical_json(found) != canonical_json(expected):
+        field = _first_difference(expected, found)
+        raise ConfigError(
+            f"{path} describes a different generation run (first difference: {field}); "
+            f"resuming would mix outputs of two runs in one file; {_FRESH_DIR}"
+        )
+    return True
+
+
+def _read_slice(
+    path: Path,
+    language: str,
+    by_id: Mapping[str, _Prompted],
+    model_kind: ModelKind,
+    decoding: Decoding,
+) -> tuple[dict[str, GenerationRecord], int, int]:
+    """Read and verify one slice file written by an earlier, interrupted run.
+
+    A last line without its newline is the torn write of a killed process:
+    it is dropped (and regenerated). Every complete line must be exactly what
+    this run would have written for that example.
+
+    Returns:
+        ``(records by example_id, byte length of the complete lines, file size)``.
+    """
+    data = path.read_bytes()
+    complete_end = data.rfind(b"\n") + 1
+    records: dict[str, GenerationRecord] = {}
+    expected_decoding = decoding.to_dict()
+    # Split on b"\n" only: the writer escapes every other control character.
+    lines = [chunk + b"\n" for chunk in data[:complete_end].split(b"\n")[:-1]]
+    for number, line in enumerate(lines, start=1):
+        try:
+            row = loads(line)
+        except JSONDecodeError as exc:
+            raise DataError(
+                f"not a JSON line ({exc}); {_FRESH_DIR}", path=str(path), line=number
+            ) from exc
+        if not isinstance(row, dict) or set(row) != _RECORD_KEYS:
+            found = sorted(row) if isinstance(row, dict) else type(row).__name__
+            raise DataError(
+                f"not a generation record (fields {found}); {_FRESH_DIR}",
+                path=str(path),
+                line=number,
+            )
+        if row["schema_version"] != GENERATION_SCHEMA:
+            raise DataError(
+                f"schema_version {row['schema_version']!r} is not {GENERATION_SCHEMA!r}; "
+                f"{_FRESH_DIR}",
+                path=str(path),
+                line=number,
+            )
+        example_id = row["example_id"]
+        item = by_id.get(example_id) if isinstance(example_id, str) else None
+        if item is None:
+            raise ConfigError(
+                f"{path}:{number}: example_id {example_id!r} is not in this test split; "
+                f"the directory belongs to another run; {_FRESH_DIR}"
+            )
+        if example_id in records:
+            raise DataError(
+                f"duplicate example_id {example_id!r}; {_FRESH_DIR}", path=str(path), line=number
+            )
+        if row["language"] != language or item.example.language != language:
+            raise DataError(
+                f"example {example_id!r} (language {row['language']!r}) does not belong in the "
+                f"{language!r} slice; {_FRESH_DIR}",
+                path=str(path),
+                line=number,
+            )
+        if row["prompt_sha256"] != item.prompt_sha256:
+            raise InvariantViolationError(
+                f"{path}:{number}: example {example_id!r} was generated from a different prompt "
+                f"(prompt_sha256 {row['prompt_sha256']!r}, split has {item.prompt_sha256!r}); "
+                f"{_FRESH_DIR}"
+            )
+        if row["model_kind"] != model_kind:
+            raise ConfigError(
+                f"{path}:{number}: record has model_kind {row['model_kind']!r}, this run is "
+                f"{model_kind!r}; {_FRESH_DIR}"
+            )
+        try:
+            stored = Decoding.from_dict(row["decoding"])
+        except ConfigError as exc:
+            raise ConfigError(f"{path}:{number}: {exc}; {_FRESH_DIR}") from exc
+        if canonical_json(stored.to_dict()) != canonical_json(expected_decoding):
+            raise ConfigError(
+                f"{path}:{number}: record was generated with decoding {stored.to_dict()}, this "
+                f"run uses {expected_decoding}; {_FRESH_DIR}"
+            )
+        if not isinstance(row["raw_text"], str):
+            raise DataError(f"raw_text is not a string; {_FRESH_DIR}", path=str(path), line=number)
+        record = _make_record(item, row["raw_text"], model_kind, decoding)
+        if dumps_line(record.to_json()) != line:
+            raise InvariantViolationError(
+                f"{path}:{number}: record for {example_id!r} differs from what this run writes "
+                f"for its raw_text (parse fields or encoding; parser {PARSER_VERSION}); "
+                f"{_FRESH_DIR}"
+            )
+        records[example_id] = record
+    return records, complete_end, len(data)
+
+
+class _SliceWriters:
+    """Append-only handles, one per slice file, made durable batch by batch."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+        self._handles: dict[str, IO[bytes]] = {}
+
+    def append(self, language: str, line: bytes) -> None:
+        handle = self._handles.get(language)
+        if handle is None:
+            handle = (self._directory / f"{language}.jsonl").open("ab")
+            self._handles[language] = handle
+        handle.write(line)
+
+    def sync(self) -> None:
+        for handle in self._handles.values():
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def close(self) -> None:
+        for handle in self._handles.values():
+            handle.close()
+        self._handles.clear()
+
+
+@contextlib.contextmanager
+def _progress(total: int, initial: int, desc: str, enabled: bool) -> Iterator[Any]:
+    from tqdm import tqdm
+
+    bar = tqdm(
+        total=total,
+        initial=initial,
+        desc=desc,
+        unit="ex",
+        file=sys.stderr,
+        disable=not enabled,
+        dynamic_ncols=True,
+        smoothing=0.1,
+    )
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+def run_generation(
+    examples: Sequence[TestExample],
+    generator: TextGenerator,
+    *,
+    decoding: Decoding,
+    model_kind: ModelKind,
+    out_dir: str | os.PathLike[str],
+    progress: bool = True,
+) -> dict[str, Path]:
+    """Generate one greedy completion per example into per-language JSONL files.
+
+    Re-running the same call after a crash (even ``kill -9``) resumes: records
+    already on disk are verified and kept, an interrupted batch is regenerated
+    with its original prompts, and the final files are rewritten atomically in
+    test-split order, byte-identical to an uninterrupted run.
+
+    Args:
+        examples: The formatted test split, in file order; each example needs
+            ``prompt_text`` and a matching ``prompt_sha256``.
+        generator: Any :class:`TextGenerator` backend.
+        decoding: Validated greedy decoding; ``batch_size`` fixes the batch plan.
+        model_kind: ``"base"`` or ``"adapter"``.
+        out_dir: Directory receiving ``generations/<language>.jsonl`` and
+            ``generation_manifest.json``.
+        progress: Show a tqdm progress bar (examples/s, ETA) on stderr.
+
+    Returns:
+        Path of each slice file, keyed by language (sorted).
+
+    Raises:
+        InputError: Empty split, duplicate ids or an unformatted example.
+        ConfigError: Bad decoding/model kind, or ``out_dir`` holds another run.
+        DataError: A malformed existing slice file or manifest.
+        InvariantViolationError: A prompt digest mismatch, or a generator that
+            returned the wrong number of completions.
+    """
+    if not isinstance(decoding, Decoding):
+        raise ConfigError(
+            f"decoding must be a validated Decoding, got {type(decoding).__name__}; "
+            "build it with Decoding(...) or Decoding.from_dict(...)"
+        )
+    if model_kind not in MODEL_KINDS:
+        raise ConfigError(f"model_kind must be 'base' or 'adapter', got {model_kind!r}")
+    if not isinstance(generator, TextGenerator):
+        raise ConfigError(
+            f"generator {generator!r} has no generate(prompts, *, max_new_tokens) method"
+        )
+    prompted = _check_examples(examples)
+    by_id = {item.example.example_id: item for item in prompted}
+    languages = sorted({item.example.language for item in prompted})
+    root = Path(out_dir)
+    gen_dir = root / GENERATIONS_DIR
+    manifest_path = root / MANIFEST_NAME
+
+    existing_files = sorted(gen_dir.glob("*.jsonl")) if gen_dir.is_dir() else []
+    for path in existing_files:
+        if path.stem not in languages:
+            raise ConfigError(
+                f"{path} is a slice this test split does not have (languages: "
+                f"{', '.join(languages)}); the directory belongs to another run; {_FRESH_DIR}"
+            )
+    manifest = _manifest(prompted, generator, model_kind, decoding)
+    has_manifest = _check_manifest(manifest_path, manifest, has_records=bool(existing_files))
+
+    records: dict[str, GenerationRecord] = {}
+    truncations: list[tuple[Path, int]] = []
+    for path in existing_files:
+        found, complete_end, size = _read_slice(path, path.stem, by_id, model_kind, decoding)
+        records.update(found)
+        if complete_end != size:
+            truncations.append((path, complete_end))
+
+    # Everything on disk checked out; only now touch it.
+    plan = _batch_plan(prompted, generator, decoding.batch_size)
+    gen_dir.mkdir(parents=True, exist_ok=True)
+    if not has_manifest:
+        atomic_write_json(manifest_path, manifest)
+    for path, complete_end in truncations:
+        with path.open("r+b") as handle:
+            handle.truncate(complete_end)
+            handle.flush()
+            os.fsync(handle.fileno())
+    for language in languages:
+        for stale in gen_dir.glob(f".{language}.jsonl.*.tmp"):
+            stale.unlink(missing_ok=True)
+
+    writers = _SliceWriters(gen_dir)
+    try:
+        with _progress(len(prompted), len(records), f"generate {model_kind}", progress) as bar:
+            for batch in plan:
+                missing = {i for i in batch if prompted[i].example.example_id not in records}
+                if not missing:
+                    continue
+                outputs = generator.generate(
+                    [prompted[i].prompt for i in batch], max_new_tokens=decoding.max_new_tokens
+                )
+                if (
+                    not isinstance(outputs, list)
+                    or len(outputs) != len(batch)
+                    or not all(isinstance(text, str) for text in outputs)
+                ):
+                    raise InvariantViolationError(
+                        f"{generator!r} returned {type(outputs).__name__} of "
+                        f"{len(outputs) if isinstance(outputs, list) else '?'} items for "
+                        f"{len(batch)} prompts; a generator must return one str per prompt"
+                    )
+                for position, index in enumerate(batch):
+                    if index not in missing:
+                        continue
+                    item = prompted[index]
+                    record = _make_record(item, outputs[position], model_kind, decoding)
+                    writers.append(item.example.language, dumps_line(record.to_json()))
+                    records[item.example.example_id] = record
+                writers.sync()
+                bar.update(len(missing))
+    finally:
+        writers.close()
+
+    paths: dict[str, Path] = {}
+    for language in languages:
+        ordered = [
+            records[item.example.example_id]
+            for item in prompted
+            if item.example.language == language
+        ]
+        path = gen_dir / f"{language}.jsonl"
+        atomic_write_bytes(path, b"".join(dumps_line(record.to_json()) for record in ordered))
+        paths[language] = path
+    return paths

@@ -1,0 +1,83 @@
+"""MLflow integration: tracking, the ``sommelier`` evaluator plugin, GenAI scorers.
+
+Importing this package does not import MLflow: the tracking functions import
+it when called, the evaluator class is built on first access
+(:mod:`sommelier_mlflow.integration.evaluator`), and the GenAI scorers live in
+:mod:`sommelier_mlflow.scorers`.
+"""
+
+from __future__ import annotations
+
+from sommelier_mlflow.integration._predictions import (
+    EVALUATOR_REPORT_SCHEMA,
+    PredictionScores,
+    score_predictions,
+)
+from sommelier_mlflow.integration._tracking import (
+    ARTIFACT_DIR,
+    COMPARISON_FIGURE,
+    EXAMPLES_TABLE,
+    MAX_METRICS_PER_BATCH,
+    REDACTED,
+    TAG_MODEL_KIND,
+    TAG_PARSER_VERSION,
+    TAG_TEST_SPLIT_SHA256,
+    artifact_uri,
+    check_tracking_server,
+    comparison_figure,
+    comparison_metric_keys,
+    comparison_params,
+    evaluation_metric_keys,
+    evaluation_params,
+    interval_label,
+    log_artifacts_dir,
+    log_comparison_figure,
+    log_comparison_run,
+    log_evaluation_run,
+    log_example_table,
+    log_json_artifact,
+    log_metrics_batch,
+    log_params,
+    log_test_split_input,
+    log_text_artifact,
+    redact,
+    redact_value,
+    set_sommelier_tags,
+    tracking_errors,
+)
+
+__all__ = [
+    "ARTIFACT_DIR",
+    "COMPARISON_FIGURE",
+    "EVALUATOR_REPORT_SCHEMA",
+    "EXAMPLES_TABLE",
+    "MAX_METRICS_PER_BATCH",
+    "PredictionScores",
+    "REDACTED",
+    "TAG_MODEL_KIND",
+    "TAG_PARSER_VERSION",
+    "TAG_TEST_SPLIT_SHA256",
+    "artifact_uri",
+    "check_tracking_server",
+    "comparison_figure",
+    "comparison_metric_keys",
+    "comparison_params",
+    "evaluation_metric_keys",
+    "evaluation_params",
+    "interval_label",
+    "log_artifacts_dir",
+    "log_comparison_figure",
+    "log_comparison_run",
+    "log_evaluation_run",
+    "log_example_table",
+    "log_json_artifact",
+    "log_metrics_batch",
+    "log_params",
+    "log_test_split_input",
+    "log_text_artifact",
+    "redact",
+    "redact_value",
+    "score_predictions",
+    "set_sommelier_tags",
+    "tracking_errors",
+]

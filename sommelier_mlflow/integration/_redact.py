@@ -1,0 +1,137 @@
+"""Scrub secrets from everything that leaves the process for MLflow.
+
+Params, tags, artifacts and error messages end up on a tracking server that a
+whole team (or the public, for a shared demo) can read, and they are kept
+forever. A Hugging Face token passed as ``hf_token`` or exported as
+``HF_TOKEN``, or a tracking URI written as ``https://user:password@host``, must
+therefore never be logged. Redaction is applied at the last moment, on the
+strings actually sent, so a secret that slipped into a path, a report field
+or an exception message is caught as well.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+__all__ = ["REDACTED", "is_secret_key", "redact", "redact_value"]
+
+REDACTED: Final = "**********"
+
+#: Environment variables whose values are always treated as secrets.
+_SECRET_ENV_NAMES: Final = frozenset(
+    {
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "HUGGINGFACE_HUB_TOKEN",
+        "HF_API_TOKEN",
+        "MLFLOW_TRACKING_TOKEN",
+        "MLFLOW_TRACKING_PASSWORD",
+    }
+)
+#: Any other variable or mapping key whose name ends in ``token`` or contains one of
+#: these holds a secret (``max_new_tokens`` and ``tokenizer`` do not).
+_SECRET_HINTS: Final = (
+    "password",
+    "passwd",
+    "secret",
+    "api_key",
+    "apikey",
+    "access_key",
+    "credential",
+)
+#: Short values (``"1"``, ``"true"``) of secret-looking variables are flags, not
+#: secrets; replacing them everywhere would mangle unrelated text.
+_MIN_SECRET_LENGTH: Final = 6
+_URI_USERINFO: Final = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^/?#@\s\"']+@")
+_HF_TOKEN: Final = re.compile(r"\bhf_[A-Za-z0-9]{16,}\b")
+_ASSIGNED_SECRET: Final = re.compile(
+    r"(?P<key>\b(?:hf_token|token|access_token|api[_-]?key|apikey|password|passwd|secret))"
+    r"(?P<sep>=)(?P<value>[^&\s#\"',;]+)",
+    re.IGNORECASE,
+)
+
+
+@functools.lru_cache(maxsize=1024)
+def is_secret_key(name: str) -> bool:
+    """Whether a parameter, field or variable name denotes a secret (``hf_token``, ``password``)."""
+    lowered = name.lower().replace("-", "_")
+    return lowered.endswith("token") or any(hint in lowered for hint in _SECRET_HINTS)
+
+
+def _environment_secrets() -> tuple[str, ...]:
+    # Read at call time: a token exported after import must still be caught.
+    values = {
+        value
+        for name, value in os.environ.items()
+        if (name.upper() in _SECRET_ENV_NAMES or is_secret_key(name))
+        and len(value) >= _MIN_SECRET_LENGTH
+    }
+    return tuple(sorted(values, key=len, reverse=True))  # longest first: no partial leftovers
+
+
+class _Redactor:
+    """One scan of the environment, applied to any number of strings.
+
+    A per-example table has tens of thousands of cells; scanning ``os.environ``
+    once per cell would cost more than everything else the evaluator does.
+    """
+
+    def __init__(self) -> None:
+        self._secrets = _environment_secrets()
+
+    def text(self, value: str) -> str:
+        text = value
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        # The cheap membership tests skip the regexes for the common clean string.
+        if "@" in text:
+            text = _URI_USERINFO.sub(lambda match: f"{match.group('scheme')}{REDACTED}@", text)
+        if "hf_" in text:
+            text = _HF_TOKEN.sub(REDACTED, text)
+        if "=" in text:
+            text = _ASSIGNED_SECRET.sub(
+                lambda match: f"{match.group('key')}{match.group('sep')}{REDACTED}", text
+            )
+        return text
+
+    def value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, Mapping):
+            return {
+                key: (
+                    REDACTED
+                    if isinstance(key, str) and is_secret_key(key) and value[key] not in (None, "")
+                    else self.value(value[key])
+                )
+                for key in value
+            }
+        if isinstance(value, (list, tuple)):
+            return [self.value(item) for item in value]
+        return value
+
+
+def redact(value: str) -> str:
+    """Return ``value`` with every recognisable secret replaced by :data:`REDACTED`.
+
+    Replaced are: the values of secret environment variables (``HF_TOKEN``,
+    ``MLFLOW_TRACKING_PASSWORD``, any ``*TOKEN``/``*PASSWORD*``/``*SECRET*``
+    variable of 6+ characters), Hugging Face tokens (``hf_...``), the
+    ``user:password@`` part of URIs, and ``token=...``-style assignments.
+    """
+    return _Redactor().text(value)
+
+
+def redact_value(value: Any) -> Any:
+    """Redact a JSON-like value recursively; values under secret-looking keys are masked whole.
+
+    Mappings come back as dicts and sequences (other than strings) as lists,
+    which is what a JSON artifact or an MLflow param needs anyway. The
+    environment is scanned once for the whole value.
+    """
+    return _Redactor().value(value)

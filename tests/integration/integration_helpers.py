@@ -1,0 +1,115 @@
+"""Data and builders shared by the integration tests (imported as a plain module)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sommelier_mlflow._json import sha256_text
+from sommelier_mlflow.data import GenerationRecord, ModelIdentity, TestExample, TestSplit
+from sommelier_mlflow.evaluation import ScoredRun
+from sommelier_mlflow.toolcalls import parse_tool_call
+
+TOOLS = [
+    {
+        "name": "get_weather",
+        "description": "Current weather in a city.",
+        "parameters": {
+            "city": {"type": "str", "description": "City name."},
+            "units": {"type": "str", "description": "celsius or fahrenheit."},
+        },
+    },
+    {"name": "fetch_weather", "description": "Legacy weather tool.", "parameters": {}},
+]
+
+
+def weather(city: str, units: str = "celsius", name: str = "get_weather") -> dict[str, Any]:
+    return {"name": name, "arguments": {"city": city, "units": units}}
+
+
+def text(call: dict[str, Any]) -> str:
+    return json.dumps(call)
+
+
+# The worked example of the metrics spec (rows e1..e4) plus two French translations.
+GOLD = {
+    "e1": weather("Paris"),
+    "e2": weather("Paris"),
+    "e3": weather("Oslo"),
+    "e4": weather("Rome"),
+    "f1": weather("Paris"),
+    "f3": weather("Oslo"),
+}
+ROOTS = {"f1": "e1", "f3": "e3"}
+BASE_OUTPUTS = {
+    "e1": text(weather("Paris")),
+    "e2": text(weather("Paris", "kelvin")),
+    "e3": text(weather("Oslo", name="fetch_weather")),
+    "e4": "The weather in Rome is sunny.",
+    "f1": "Il fait beau à Paris.",
+    "f3": text(weather("Oslo")),
+}
+ADAPTER_OUTPUTS = {example_id: text(call) for example_id, call in GOLD.items()}
+ADAPTER_SHA = "ab" * 32
+DECODING = {"temperature": 0.0, "do_sample": False, "max_new_tokens": 64, "batch_size": 2}
+IDENTITY = ModelIdentity("tiny/base-model", "rev-1", "tiny/base-model", "rev-1")
+
+
+def examples() -> list[TestExample]:
+    examples = []
+    for example_id, gold in GOLD.items():
+        prompt = f"prompt for {example_id}"
+        examples.append(
+            TestExample(
+                example_id=example_id,
+                language="fr" if example_id.startswith("f") else "en",
+                query=f"query {example_id}",
+                tools=TOOLS,
+                gold_call=gold,
+                source_example_id=ROOTS.get(example_id),
+                prompt_text=prompt,
+                prompt_sha256=sha256_text(prompt),
+            )
+        )
+    return examples
+
+
+def records(split: TestSplit, outputs: dict[str, str], kind: str) -> list[GenerationRecord]:
+    records = []
+    for example in split.examples:
+        raw = outputs[example.example_id]
+        parsed = parse_tool_call(raw)
+        assert example.prompt_sha256 is not None
+        records.append(
+            GenerationRecord(
+                example_id=example.example_id,
+                model_kind=kind,  # type: ignore[arg-type]
+                language=example.language,
+                prompt_sha256=example.prompt_sha256,
+                raw_text=raw,
+                parse_status=parsed.status,
+                parsed_call=parsed.call,
+                decoding=dict(DECODING),
+            )
+        )
+    return records
+
+
+@dataclass(frozen=True)
+class Arms:
+    split_path: Path
+    split: TestSplit
+    base: ScoredRun
+    adapter: ScoredRun
+    base_report: dict[str, Any]
+    adapter_report: dict[str, Any]
+    comparison: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Store:
+    uri: str
+    experiment_id: str
+    artifact_root: Path

@@ -1,0 +1,1 @@
+"""Deterministic test fixtures shared across test packages (tiny models, tokenizers)."""
