@@ -18,9 +18,21 @@ def files(tmp_path: Path) -> dict[str, Path]:
 
 def _score(files: dict[str, Path], out: Path, kind: str, *extra: str) -> int:
     args = [
-        "score", "--test-split", str(files["split"]), "--generations", str(files[kind]),
-        "--model-kind", kind, "--model", "tiny/model", "--revision", "abc123",
-        "--out", str(out), "--resamples", "200",
+        "score",
+        "--test-split",
+        str(files["split"]),
+        "--generations",
+        str(files[kind]),
+        "--model-kind",
+        kind,
+        "--model",
+        "tiny/model",
+        "--revision",
+        "abc123",
+        "--out",
+        str(out),
+        "--resamples",
+        "200",
     ]
     if kind == "adapter":
         args += ["--adapter", str(files["adapter_dir"])]
@@ -40,13 +52,23 @@ def test_score_and_compare_write_exact_reports(
         assert metrics["argument_f1"] == {"value": 10 / 14, "numerator": 10, "denominator": 14}
         assert metrics["full_call_exact_match"]["numerator"] == 1
     assert base["metrics"]["full_call_exact_match"] == {
-        "value": 0.25, "numerator": 2, "denominator": 8,
+        "value": 0.25,
+        "numerator": 2,
+        "denominator": 8,
     }
-    code = main([
-        "compare", "--base-report", str(tmp_path / "base" / "evaluation_report.json"),
-        "--adapter-report", str(tmp_path / "adapter" / "evaluation_report.json"),
-        "--out", str(tmp_path / "cmp"), "--resamples", "200",
-    ])
+    code = main(
+        [
+            "compare",
+            "--base-report",
+            str(tmp_path / "base" / "evaluation_report.json"),
+            "--adapter-report",
+            str(tmp_path / "adapter" / "evaluation_report.json"),
+            "--out",
+            str(tmp_path / "cmp"),
+            "--resamples",
+            "200",
+        ]
+    )
     assert code == 0
     report = json.loads((tmp_path / "cmp" / "comparison" / "comparison_report.json").read_text())
     overall = report["slices"]["overall"]
@@ -61,10 +83,19 @@ def test_bad_input_is_exit_2_without_traceback(
 ) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"schema_version": "nope"}\n')
-    code = main([
-        "score", "--test-split", str(bad), "--generations", str(tmp_path),
-        "--model-kind", "base", "--model", "m",
-    ])
+    code = main(
+        [
+            "score",
+            "--test-split",
+            str(bad),
+            "--generations",
+            str(tmp_path),
+            "--model-kind",
+            "base",
+            "--model",
+            "m",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith("error: ") and str(bad) in err and "Traceback" not in err
@@ -74,18 +105,42 @@ def test_refused_comparison_is_exit_4_and_writes_nothing(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert _score(files, tmp_path / "base", "base") == 0
-    assert main([
-        "score", "--test-split", str(files["split"]), "--generations", str(files["adapter"]),
-        "--model-kind", "adapter", "--model", "another/model", "--revision", "abc123",
-        "--adapter", str(files["adapter_dir"]), "--out", str(tmp_path / "adapter"),
-        "--resamples", "200",
-    ]) == 0
+    assert (
+        main(
+            [
+                "score",
+                "--test-split",
+                str(files["split"]),
+                "--generations",
+                str(files["adapter"]),
+                "--model-kind",
+                "adapter",
+                "--model",
+                "another/model",
+                "--revision",
+                "abc123",
+                "--adapter",
+                str(files["adapter_dir"]),
+                "--out",
+                str(tmp_path / "adapter"),
+                "--resamples",
+                "200",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    code = main([
-        "compare", "--base-report", str(tmp_path / "base" / "evaluation_report.json"),
-        "--adapter-report", str(tmp_path / "adapter" / "evaluation_report.json"),
-        "--out", str(tmp_path / "cmp"),
-    ])
+    code = main(
+        [
+            "compare",
+            "--base-report",
+            str(tmp_path / "base" / "evaluation_report.json"),
+            "--adapter-report",
+            str(tmp_path / "adapter" / "evaluation_report.json"),
+            "--out",
+            str(tmp_path / "cmp"),
+        ]
+    )
     assert code == 4
     assert "model_identity.base_model" in capsys.readouterr().err
     assert not (tmp_path / "cmp" / "comparison" / "comparison_report.json").exists()
@@ -101,18 +156,36 @@ def test_prompt_digest_mismatch_is_exit_5(files: dict[str, Path], tmp_path: Path
 
 
 def test_missing_model_is_exit_3(files: dict[str, Path], tmp_path: Path) -> None:
-    code = main([
-        "evaluate", "--test-split", str(files["split"]), "--model", str(tmp_path / "nowhere"),
-        "--model-kind", "base", "--out", str(tmp_path / "out"),
-    ])
+    code = main(
+        [
+            "evaluate",
+            "--test-split",
+            str(files["split"]),
+            "--model",
+            str(tmp_path / "nowhere"),
+            "--model-kind",
+            "base",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     assert code == 3
 
 
 def test_unknown_identity_is_refused(files: dict[str, Path], tmp_path: Path) -> None:
-    code = main([
-        "score", "--test-split", str(files["split"]), "--generations", str(files["base"]),
-        "--model-kind", "base", "--out", str(tmp_path / "o"),
-    ])
+    code = main(
+        [
+            "score",
+            "--test-split",
+            str(files["split"]),
+            "--generations",
+            str(files["base"]),
+            "--model-kind",
+            "base",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     assert code == 2
 
 
@@ -126,9 +199,21 @@ def test_every_command_has_help() -> None:
 
 def test_console_module_runs_as_a_process(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "sommelier_mlflow.cli", "compare", "--base-report", "x.json",
-         "--adapter-report", str(tmp_path / "missing.json"), "--out", str(tmp_path)],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "sommelier_mlflow.cli",
+            "compare",
+            "--base-report",
+            "x.json",
+            "--adapter-report",
+            str(tmp_path / "missing.json"),
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 2
     assert "error:" in result.stderr and "Traceback" not in result.stderr

@@ -5,13 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,49 +15,6 @@ from tests.cli.cli_helpers import write_fixture
 
 PROJECT = Path(__file__).resolve().parents[2]
 MLFLOW = str(Path(sys.executable).with_name("mlflow"))
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("server")
-    port = _free_port()
-    log = (root / "server.log").open("wb")
-    process = subprocess.Popen(
-        [
-            MLFLOW, "server", "--host", "127.0.0.1", "--port", str(port),
-            "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-            "--artifacts-destination", str(root / "artifacts"), "--workers", "1",
-        ],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError((root / "server.log").read_text()[-3000:])
-            time.sleep(0.5)
-        yield url
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        log.close()
 
 
 def _mlflow_run(url: str, cwd: Path, entry: str, **params: str) -> str:
@@ -89,16 +41,34 @@ def test_score_and_compare_through_mlflow_run(server: str, tmp_path: Path) -> No
     # Relative paths are resolved from where the user runs `mlflow run`.
     rel = {key: os.path.relpath(path, tmp_path) for key, path in files.items()}
     base_id = _mlflow_run(
-        server, tmp_path, "score", test_split=rel["split"], generations=rel["base"],
-        model_kind="base", model="tiny/model", revision="abc123", resamples="200",
+        server,
+        tmp_path,
+        "score",
+        test_split=rel["split"],
+        generations=rel["base"],
+        model_kind="base",
+        model="tiny/model",
+        revision="abc123",
+        resamples="200",
     )
     adapter_id = _mlflow_run(
-        server, tmp_path, "score", test_split=rel["split"], generations=rel["adapter"],
-        model_kind="adapter", model="tiny/model", revision="abc123",
-        adapter=str(files["adapter_dir"]), resamples="200",
+        server,
+        tmp_path,
+        "score",
+        test_split=rel["split"],
+        generations=rel["adapter"],
+        model_kind="adapter",
+        model="tiny/model",
+        revision="abc123",
+        adapter=str(files["adapter_dir"]),
+        resamples="200",
     )
     compare_id = _mlflow_run(
-        server, tmp_path, "compare", base_run_id=base_id, adapter_run_id=adapter_id,
+        server,
+        tmp_path,
+        "compare",
+        base_run_id=base_id,
+        adapter_run_id=adapter_id,
         resamples="200",
     )
     client = MlflowClient(tracking_uri=server)
@@ -158,19 +128,47 @@ def test_refused_comparison_logs_nothing_as_passed(server: str, tmp_path: Path) 
 
     files = write_fixture(tmp_path / "in")
     base_id = _mlflow_run(
-        server, tmp_path, "score", test_split=str(files["split"]),
-        generations=str(files["base"]), model_kind="base", model="tiny/model", resamples="100",
+        server,
+        tmp_path,
+        "score",
+        test_split=str(files["split"]),
+        generations=str(files["base"]),
+        model_kind="base",
+        model="tiny/model",
+        resamples="100",
     )
     other_id = _mlflow_run(
-        server, tmp_path, "score", test_split=str(files["split"]),
-        generations=str(files["adapter"]), model_kind="adapter", model="other/model",
-        adapter=str(files["adapter_dir"]), resamples="100",
+        server,
+        tmp_path,
+        "score",
+        test_split=str(files["split"]),
+        generations=str(files["adapter"]),
+        model_kind="adapter",
+        model="other/model",
+        adapter=str(files["adapter_dir"]),
+        resamples="100",
     )
     env = {**os.environ, "MLFLOW_TRACKING_URI": server}
     result = subprocess.run(
-        [MLFLOW, "run", str(PROJECT), "-e", "compare", "--env-manager", "local",
-         "-P", f"base_run_id={base_id}", "-P", f"adapter_run_id={other_id}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+        [
+            MLFLOW,
+            "run",
+            str(PROJECT),
+            "-e",
+            "compare",
+            "--env-manager",
+            "local",
+            "-P",
+            f"base_run_id={base_id}",
+            "-P",
+            f"adapter_run_id={other_id}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert result.returncode != 0
     assert "model_identity.base_model" in result.stdout + result.stderr

@@ -1,0 +1,190 @@
+"""The MLflow UI, checked in a real headless Chromium against a real `mlflow server`.
+
+Deselect with ``-m 'not browser'``; skipped when Chromium is not installed
+(``.ci/run`` installs Debian's chromium so CI always runs it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli.cli_helpers import write_fixture
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Chromium is not installed"),
+]
+
+
+@pytest.fixture(scope="module")
+def demo_runs(server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A reduced demo in the store: a parent comparison run with base and adapter children."""
+    import mlflow
+
+    from sommelier_mlflow.cli._app import _log_arm
+    from sommelier_mlflow.cli._pipeline import compare_report_files, score_generations
+    from sommelier_mlflow.cli._runs import child_run, top_run
+    from sommelier_mlflow.integration import log_comparison_run
+
+    root = tmp_path_factory.mktemp("ui")
+    files = write_fixture(root / "in")
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(server)
+    os.environ["MLFLOW_TRACKING_URI"] = server
+    ids: dict[str, str] = {}
+    try:
+        with top_run("sommelier-main") as parent:
+            ids["parent"] = parent
+            arms = {}
+            for kind in ("base", "adapter"):
+                with child_run(parent, kind) as run_id:
+                    ids[kind] = run_id
+                    arms[kind] = score_generations(
+                        test_split=files["split"],
+                        generations=files[kind],
+                        model_kind=kind,
+                        out_dir=root / kind,
+                        model="demo/tiny-llama",
+                        revision="demo",
+                        adapter=str(files["adapter_dir"]) if kind == "adapter" else None,
+                        resamples=500,
+                    )
+                    _log_arm(arms[kind], run_id, {})
+            comparison = compare_report_files(
+                arms["base"].report_path,
+                arms["adapter"].report_path,
+                root / "cmp",
+                resamples=500,
+            )
+            log_comparison_run(comparison.report, run_id=parent)
+        ids["experiment"] = mlflow.get_run(ids["parent"]).info.experiment_id
+    finally:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+        mlflow.set_tracking_uri(previous)
+    return ids
+
+
+@pytest.fixture(scope="module")
+def browser(demo_runs: dict[str, str]) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh page per test: the UI is a single-page app that keeps state across hashes."""
+    context = browser.new_context(viewport={"width": 1600, "height": 1000})
+    yield context.new_page()
+    context.close()
+
+
+def _shot(page: Any, name: str) -> None:
+    DOCS.mkdir(exist_ok=True)
+    page.screenshot(path=str(DOCS / name), full_page=False)
+
+
+def test_experiment_page_lists_the_runs(
+    server: str,
+    demo_runs: dict[str, str],
+    page: Any,
+) -> None:
+    page.goto(f"{server}/#/experiments/{demo_runs['experiment']}/runs")
+    page.get_by_text("sommelier-main").first.wait_for(timeout=60_000)
+    _shot(page, "ui-experiment.png")
+    assert "3 matching runs" in page.inner_text("body")
+
+
+def _metric_window(page: Any) -> tuple[list[str], str]:
+    """Metric names rendered in the compare page's (virtualised) metrics table, and its text."""
+    text = page.inner_text("body")
+    section = text.split("Metrics\nShow diff only\n", 1)[1].split("\nArtifacts", 1)[0]
+    lines = [line.strip() for line in section.splitlines() if line.strip()]
+    return [line for line in lines if "/" in line], section
+
+
+def test_compare_page_shows_both_runs_values(
+    server: str,
+    demo_runs: dict[str, str],
+    page: Any,
+) -> None:
+    runs = json.dumps([demo_runs["base"], demo_runs["adapter"]])
+    experiments = json.dumps([demo_runs["experiment"]])
+    page.goto(f"{server}/#/compare-runs?runs={runs}&experiments={experiments}")
+    anchor = page.locator("a", has_text="en/argument_exact_match").first
+    anchor.wait_for(timeout=60_000)
+    anchor.scroll_into_view_if_needed()
+    box = anchor.evaluate_handle(
+        """e => { let x = e;
+          while (x && !(x.scrollHeight > x.clientHeight + 4 &&
+                        getComputedStyle(x).overflowY !== 'visible')) x = x.parentElement;
+          return x; }"""
+    )
+    seen: set[str] = set()
+    for _ in range(60):  # the table renders only the rows in view: scroll it
+        names, section = _metric_window(page)
+        seen.update(names)
+        if "overall/full_call_exact_match" in names:
+            break
+        box.evaluate("c => { c.scrollTop = c.scrollTop + 200; }")
+        page.wait_for_timeout(200)
+    _shot(page, "ui-compare-runs.png")
+    assert "fr/full_call_exact_match" in seen  # a language slice
+    assert "overall/full_call_exact_match" in names
+    values = section.split()
+    assert "0.25" in values and "1" in values  # base 2/8 overall, adapter 8/8
+    body = page.inner_text("body")
+    assert demo_runs["base"] in body and demo_runs["adapter"] in body
+
+
+@pytest.mark.parametrize(
+    ("artifact", "shot"),
+    [("comparison.png", "ui-comparison-chart.png"), ("comparison_report.md", "ui-report.png")],
+)
+def test_parent_run_artifacts_render(
+    server: str,
+    demo_runs: dict[str, str],
+    page: Any,
+    artifact: str,
+    shot: str,
+) -> None:
+    base = f"{server}/#/experiments/{demo_runs['experiment']}/runs/{demo_runs['parent']}"
+    page.goto(f"{base}/artifacts/sommelier/{artifact}")
+    page.get_by_text(artifact).first.wait_for(timeout=60_000)
+    if artifact.endswith(".png"):
+        page.locator("img").last.wait_for(timeout=60_000)
+        assert page.locator("img").last.evaluate("img => img.naturalWidth") > 100
+    else:  # the Markdown preview may render in a frame of its own
+        for _ in range(60):
+            texts = [frame.locator("body").inner_text() for frame in page.frames]
+            if any("McNemar" in text and "full_call_exact_match" in text for text in texts):
+                break
+            page.wait_for_timeout(500)
+        else:
+            pytest.fail("comparison_report.md did not render its numbers")
+    _shot(page, shot)
