@@ -281,27 +281,18 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     print(f"            {artifacts.markdown_path}")
     if _wants_mlflow(args):
         from sommelier_mlflow.cli._runs import top_run
-        from sommelier_mlflow.integration import log_comparison_run
+        from sommelier_mlflow.integration import log_comparison_run, set_sommelier_tags
 
         with top_run("compare") as run_id:
             links: dict[str, object] = {}
             if args.base_run_id:
                 links = {"base_run_id": args.base_run_id, "adapter_run_id": args.adapter_run_id}
-                _tag_links(run_id, links)
+                set_sommelier_tags(
+                    run_id, extra={f"sommelier.{key}": str(value) for key, value in links.items()}
+                )
             log_comparison_run(artifacts.report, run_id=run_id, params=_unlogged(run_id, links))
             print(f"logged to MLflow run {run_id}")
     return 0
-
-
-def _tag_links(run_id: str, links: dict[str, object]) -> None:
-    from mlflow.tracking import MlflowClient
-
-    from sommelier_mlflow.integration import tracking_errors
-
-    with tracking_errors("tag the comparison run"):
-        client = MlflowClient()
-        for key, value in links.items():
-            client.set_tag(run_id, f"sommelier.{key}", str(value))
 
 
 def _unlogged(run_id: str, params: dict[str, object]) -> dict[str, object]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sommelier_mlflow.errors import DataError, InputError
-from sommelier_mlflow.integration import tracking_errors
+from sommelier_mlflow.integration import check_tracking_server, tracking_errors
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -51,6 +51,7 @@ def top_run(run_name: str) -> Iterator[str]:
     if existing:
         yield existing
         return
+    check_tracking_server()  # one quick probe instead of MLflow's minutes of retries
     with tracking_errors("create a run"):
         client = _client()
         run = client.create_run(_experiment_id(client), run_name=run_name)

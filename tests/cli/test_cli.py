@@ -217,3 +217,21 @@ def test_console_module_runs_as_a_process(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "error:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_unreachable_tracking_server_is_exit_3_and_keeps_local_reports(
+    files: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    assert _score(files, tmp_path / "base", "base", "--mlflow") == 3
+    assert "error:" in capsys.readouterr().err
+    assert (tmp_path / "base" / "evaluation_report.json").is_file()
