@@ -163,6 +163,15 @@ def _log_arm(arm: Any, run_id: str, extra_params: dict[str, object]) -> None:
     )
 
 
+def _log_arm_run(arm: Any, run_name: str, extra_params: dict[str, object]) -> None:
+    """Log one arm into ``mlflow run``'s run, or a new run named ``run_name``."""
+    from sommelier_mlflow.cli._runs import top_run
+
+    with top_run(run_name) as run_id:
+        _log_arm(arm, run_id, extra_params)
+        print(f"logged to MLflow run {run_id}")
+
+
 def _print_arm(arm: Any) -> None:
     metrics = arm.report["metrics"]
     print(f"{arm.report['identity']['model_kind']} arm: {arm.report_path}")
@@ -208,11 +217,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     )
     _print_arm(arm)
     if _wants_mlflow(args):
-        from sommelier_mlflow.cli._runs import top_run
-
-        with top_run(args.model_kind) as run_id:
-            _log_arm(arm, run_id, {"max_examples_requested": args.max_examples})
-            print(f"logged to MLflow run {run_id}")
+        _log_arm_run(arm, args.model_kind, {"max_examples_requested": args.max_examples})
     return 0
 
 
@@ -240,11 +245,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     )
     _print_arm(arm)
     if _wants_mlflow(args):
-        from sommelier_mlflow.cli._runs import top_run
-
-        with top_run(f"score-{args.model_kind}") as run_id:
-            _log_arm(arm, run_id, {})
-            print(f"logged to MLflow run {run_id}")
+        _log_arm_run(arm, f"score-{args.model_kind}", {})
     return 0
 
 

@@ -55,7 +55,13 @@ def top_run(run_name: str) -> Iterator[str]:
     with tracking_errors("create a run"):
         client = _client()
         run = client.create_run(_experiment_id(client), run_name=run_name)
-    run_id = str(run.info.run_id)
+    with _ended(client, str(run.info.run_id)) as run_id:
+        yield run_id
+
+
+@contextmanager
+def _ended(client: Any, run_id: str) -> Iterator[str]:
+    """End a run we created: FINISHED if the block succeeds, FAILED if it raises."""
     status = "FAILED"
     try:
         yield run_id
@@ -76,14 +82,8 @@ def child_run(parent_run_id: str, run_name: str) -> Iterator[str]:
             run_name=run_name,
             tags={"mlflow.parentRunId": parent_run_id},
         )
-    run_id = str(run.info.run_id)
-    status = "FAILED"
-    try:
+    with _ended(client, str(run.info.run_id)) as run_id:
         yield run_id
-        status = "FINISHED"
-    finally:
-        with tracking_errors("end a child run"):
-            client.set_terminated(run_id, status=status)
 
 
 def download_evaluation_report(run_id: str, dest: Path) -> Path:

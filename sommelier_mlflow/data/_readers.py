@@ -51,6 +51,7 @@ from sommelier_mlflow._json import JSONDecodeError, atomic_write_jsonl, canonica
 from sommelier_mlflow._json import sha256_text as _sha256_text
 from sommelier_mlflow.data._jsonl import JsonlReader, iter_jsonl_objects
 from sommelier_mlflow.data._schemas import (
+    GENERATION_FIELDS,
     GENERATION_SCHEMA,
     MODEL_KINDS,
     TEST_EXAMPLE_SCHEMA,
@@ -124,19 +125,6 @@ _SPLIT_NAMES: Final = frozenset({"train", "validation", "test"})
 # compact JSON of the tools; a JSON string cannot contain a raw newline, so
 # the last occurrence is always the real separator.
 _FORMATTED_TOOLS_MARKER: Final = "\nAvailable tools:\n"
-_GENERATION_FIELDS: Final = frozenset(
-    {
-        "schema_version",
-        "example_id",
-        "model_kind",
-        "language",
-        "prompt_sha256",
-        "raw_text",
-        "parse_status",
-        "parsed_call",
-        "decoding",
-    }
-)
 _PRECOMPUTED_REQUIRED: Final = frozenset({"example_id", "raw_text"})
 _PRECOMPUTED_OPTIONAL: Final = frozenset({"language"})
 _HEX64: Final = re.compile(r"[0-9a-f]{64}")
@@ -512,7 +500,7 @@ def write_test_split(path: str | os.PathLike[str], examples: Iterable[TestExampl
 
 def _generation(src: _Line) -> GenerationRecord:
     _schema_of(src, (GENERATION_SCHEMA,))
-    src.exact_fields(_GENERATION_FIELDS, frozenset())
+    src.exact_fields(GENERATION_FIELDS, frozenset())
     model_kind = src.row["model_kind"]
     if model_kind not in MODEL_KINDS:
         raise src.error(f"model_kind must be 'base' or 'adapter', got {model_kind!r}")

@@ -19,6 +19,7 @@ __all__ = [
     "DROP_SUMMARY_SCHEMA",
     "Decoding",
     "EVALUATION_REPORT_SCHEMA",
+    "GENERATION_FIELDS",
     "GENERATION_SCHEMA",
     "GenerationRecord",
     "MODEL_KINDS",
@@ -178,6 +179,23 @@ class Decoding:
             "max_new_tokens": self.max_new_tokens,
             "batch_size": self.batch_size,
         }
+
+
+#: The exact keys of a generation JSONL record: readers and the resuming
+#: writer both refuse a line with any other set.
+GENERATION_FIELDS: Final = frozenset(
+    {
+        "schema_version",
+        "example_id",
+        "model_kind",
+        "language",
+        "prompt_sha256",
+        "raw_text",
+        "parse_status",
+        "parsed_call",
+        "decoding",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

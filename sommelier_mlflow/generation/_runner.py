@@ -32,6 +32,7 @@ from sommelier_mlflow._json import (
     sha256_text,
 )
 from sommelier_mlflow.data import (
+    GENERATION_FIELDS,
     GENERATION_SCHEMA,
     MODEL_KINDS,
     Decoding,
@@ -59,19 +60,6 @@ GENERATIONS_DIR: Final = "generations"
 MANIFEST_NAME: Final = "generation_manifest.json"
 MANIFEST_SCHEMA: Final = schema_version("generation_manifest")
 
-_RECORD_KEYS: Final = frozenset(
-    (
-        "schema_version",
-        "example_id",
-        "model_kind",
-        "language",
-        "prompt_sha256",
-        "raw_text",
-        "parse_status",
-        "parsed_call",
-        "decoding",
-    )
-)
 _FRESH_DIR: Final = "use a fresh output directory (or delete the existing one) to start over"
 
 
@@ -237,7 +225,7 @@ def _read_slice(
             raise DataError(
                 f"not a JSON line ({exc}); {_FRESH_DIR}", path=str(path), line=number
             ) from exc
-        if not isinstance(row, dict) or set(row) != _RECORD_KEYS:
+        if not isinstance(row, dict) or set(row) != GENERATION_FIELDS:
             found = sorted(row) if isinstance(row, dict) else type(row).__name__
             raise DataError(
                 f"not a generation record (fields {found}); {_FRESH_DIR}",
