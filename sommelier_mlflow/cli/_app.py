@@ -83,7 +83,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     score = sub.add_parser("score", help="re-score existing generations, no model needed")
     score.add_argument("--test-split", required=True, help="the formatted test split")
-    score.add_argument("--generations", required=True, help="generations/ folder or one file")
+    given = score.add_mutually_exclusive_group(required=True)
+    given.add_argument("--generations", help="generations/ folder or one file")
+    given.add_argument(
+        "--precomputed",
+        help="JSONL of {example_id, raw_text} produced elsewhere (needs --model and the "
+        "decoding it used: --max-new-tokens, --batch-size)",
+    )
+    score.add_argument("--max-new-tokens", type=int, default=None)
+    score.add_argument("--batch-size", type=int, default=None)
     score.add_argument("--model-kind", required=True, choices=["base", "adapter"])
     _add_model(score, required=False)
     score.add_argument("--out", default=None)
@@ -222,27 +230,52 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    from sommelier_mlflow.cli._pipeline import score_generations
+    from sommelier_mlflow.cli._pipeline import replay_precomputed, score_generations
+    from sommelier_mlflow.errors import ConfigError
 
+    source = Path(args.generations or args.precomputed).resolve()
     out = _out(
         args,
         f"score-{args.model_kind}",
         split=Path(args.test_split).resolve(),
-        generations=Path(args.generations).resolve(),
+        generations=source,
         model=args.model,
+        max_new_tokens=args.max_new_tokens,
+        batch_size=args.batch_size,
     )
-    arm = score_generations(
-        test_split=args.test_split,
-        generations=args.generations,
-        model_kind=args.model_kind,
-        out_dir=out,
-        model=args.model,
-        revision=args.revision,
-        tokenizer=args.tokenizer,
-        adapter=args.adapter,
-        seed=args.seed,
-        resamples=args.resamples,
-    )
+    if args.precomputed:
+        if not args.model or args.max_new_tokens is None or args.batch_size is None:
+            raise ConfigError(
+                "--precomputed needs --model and the decoding the outputs were made with "
+                "(--max-new-tokens, --batch-size): they are recorded and checked by the gate"
+            )
+        arm = replay_precomputed(
+            test_split=args.test_split,
+            precomputed=args.precomputed,
+            model_kind=args.model_kind,
+            model=args.model,
+            revision=args.revision,
+            tokenizer=args.tokenizer,
+            adapter=args.adapter,
+            out_dir=out,
+            max_new_tokens=args.max_new_tokens,
+            batch_size=args.batch_size,
+            seed=args.seed,
+            resamples=args.resamples,
+        )
+    else:
+        arm = score_generations(
+            test_split=args.test_split,
+            generations=args.generations,
+            model_kind=args.model_kind,
+            out_dir=out,
+            model=args.model,
+            revision=args.revision,
+            tokenizer=args.tokenizer,
+            adapter=args.adapter,
+            seed=args.seed,
+            resamples=args.resamples,
+        )
     _print_arm(arm)
     if _wants_mlflow(args):
         _log_arm_run(arm, f"score-{args.model_kind}", {})

@@ -31,10 +31,17 @@ from sommelier_mlflow.data import (
     TestSplit,
     format_examples,
     read_generations,
+    read_precomputed,
     read_test_split,
     write_test_split,
 )
-from sommelier_mlflow.errors import ConfigError, DataError, DependencyError, InputError
+from sommelier_mlflow.errors import (
+    ConfigError,
+    DataError,
+    DependencyError,
+    InputError,
+    InvariantViolationError,
+)
 from sommelier_mlflow.evaluation import (
     EVALUATION_REPORT_FILENAME,
     ComparisonArtifacts,
@@ -52,6 +59,7 @@ __all__ = [
     "compare_report_files",
     "default_out_dir",
     "evaluate_arm",
+    "replay_precomputed",
     "score_generations",
     "select_examples",
 ]
@@ -311,6 +319,80 @@ def score_generations(
         identity=identity,
         adapter=adapter_info,
         decoding=None,
+        seed=seed,
+        resamples=resamples,
+    )
+
+
+def replay_precomputed(
+    *,
+    test_split: str | os.PathLike[str],
+    precomputed: str | os.PathLike[str],
+    model_kind: str,
+    model: str,
+    max_new_tokens: int,
+    batch_size: int,
+    out_dir: str | os.PathLike[str],
+    revision: str | None = None,
+    tokenizer: str | None = None,
+    adapter: str | None = None,
+    seed: int = 0,
+    resamples: int = 2000,
+) -> ArmOutput:
+    """Score completions produced elsewhere (``example_id`` + ``raw_text`` rows).
+
+    They go through the same runner as live generation (a replay backend keyed
+    by each example's stored prompt), so the records, the digests and the
+    resume guarantees are identical. The producer's decoding cannot be read
+    from the file, so it is declared here and recorded as declared.
+
+    Raises:
+        InputError: A row names an example the split does not have, or an
+            example has no completion.
+        InvariantViolationError: A row's language disagrees with its example.
+    """
+    from sommelier_mlflow.generation import ReplayGenerator, run_generation
+
+    kind = _check_kind(model_kind, adapter)
+    decoding = Decoding(max_new_tokens=max_new_tokens, batch_size=batch_size)
+    split = read_test_split(test_split)
+    by_id = split.by_id()
+    outputs: dict[str, str] = {}
+    for row in read_precomputed(precomputed):
+        example = by_id.get(row.example_id)
+        if example is None:
+            raise InputError(f"{precomputed}: example_id {row.example_id!r} is not in the split")
+        if row.language is not None and row.language != example.language:
+            raise InvariantViolationError(
+                f"{precomputed}: {row.example_id!r} claims language {row.language!r} but the "
+                f"split says {example.language!r}"
+            )
+        if example.prompt_text is None:
+            raise InputError(f"{test_split} is not formatted: score needs the formatted split")
+        outputs[example.prompt_text] = row.raw_text
+    target = Path(out_dir)
+    paths = run_generation(
+        split.examples,
+        ReplayGenerator(outputs, name=Path(precomputed).name),
+        decoding=decoding,
+        model_kind=kind,
+        out_dir=target,
+        progress=False,
+    )
+    identity = ModelIdentity(
+        base_model=model,
+        base_revision=revision or None,
+        tokenizer=tokenizer or model,
+        tokenizer_revision=None if tokenizer else revision or None,
+    )
+    return _finish_arm(
+        target,
+        split,
+        [record for path in paths.values() for record in read_generations(path)],
+        model_kind=kind,
+        identity=identity,
+        adapter=_adapter_info(adapter) if adapter else None,
+        decoding=decoding,
         seed=seed,
         resamples=resamples,
     )

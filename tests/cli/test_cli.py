@@ -235,3 +235,51 @@ def test_unreachable_tracking_server_is_exit_3_and_keeps_local_reports(
     assert _score(files, tmp_path / "base", "base", "--mlflow") == 3
     assert "error:" in capsys.readouterr().err
     assert (tmp_path / "base" / "evaluation_report.json").is_file()
+
+
+def test_precomputed_outputs_replay_through_the_runner(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    from tests.cli.cli_helpers import BASE_OUTPUTS, examples
+
+    rows = [
+        {"example_id": ex.example_id, "raw_text": BASE_OUTPUTS[int(ex.example_id.split("-")[1])]}
+        for ex in examples()
+    ]
+    precomputed = tmp_path / "outputs.jsonl"
+    precomputed.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    common = [
+        "score",
+        "--test-split",
+        str(files["split"]),
+        "--model-kind",
+        "base",
+        "--model",
+        "tiny/model",
+        "--revision",
+        "abc123",
+        "--resamples",
+        "200",
+    ]
+    # The producer's decoding must be declared.
+    assert main([*common, "--precomputed", str(precomputed), "--out", str(tmp_path / "x")]) == 2
+    declared = ["--max-new-tokens", "32", "--batch-size", "2"]
+    code = main(
+        [*common, "--precomputed", str(precomputed), *declared, "--out", str(tmp_path / "p")]
+    )
+    assert code == 0
+    assert main([*common, "--generations", str(files["base"]), "--out", str(tmp_path / "g")]) == 0
+    replayed = json.loads((tmp_path / "p" / "evaluation_report.json").read_text())
+    scored = json.loads((tmp_path / "g" / "evaluation_report.json").read_text())
+    # Same completions, same declared decoding: the same report, byte for byte in every number.
+    assert replayed["metrics"] == scored["metrics"]
+    assert replayed["identity"] == scored["identity"]
+    assert (tmp_path / "p" / "generations" / "fr.jsonl").read_bytes() == (
+        files["base"] / "fr.jsonl"
+    ).read_bytes()
+    rows[0]["example_id"] = "nope"
+    precomputed.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert (
+        main([*common, "--precomputed", str(precomputed), *declared, "--out", str(tmp_path / "q")])
+        == 2
+    )
