@@ -49,6 +49,7 @@ def _add_model(parser: argparse.ArgumentParser, *, required: bool) -> None:
     )
     parser.add_argument("--revision", default=None, help="pinned hub revision of the model")
     parser.add_argument("--tokenizer", default=None, help="tokenizer (default: the model's)")
+    parser.add_argument("--tokenizer-revision", default=None, help="pinned hub revision of it")
     parser.add_argument("--adapter", default=None, help="peft LoRA adapter directory")
 
 
@@ -77,6 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--batch-size", type=int, default=8)
     evaluate.add_argument("--max-examples", type=_nonneg_int, default=0, help="0 = all roots")
     evaluate.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: auto)")
+    evaluate.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="run code shipped with the model repository (off unless you ask)",
+    )
     evaluate.add_argument("--out", default=None, help="output folder (default: derived, resumable)")
     _add_stats(evaluate)
     _add_mlflow_flag(evaluate)
@@ -215,6 +221,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         adapter=args.adapter,
         revision=args.revision,
         tokenizer=args.tokenizer,
+        tokenizer_revision=args.tokenizer_revision,
+        trust_remote_code=args.trust_remote_code,
         max_new_tokens=args.max_new_tokens,
         batch_size=args.batch_size,
         max_examples=args.max_examples,
@@ -256,6 +264,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
             model=args.model,
             revision=args.revision,
             tokenizer=args.tokenizer,
+            tokenizer_revision=args.tokenizer_revision,
             adapter=args.adapter,
             out_dir=out,
             max_new_tokens=args.max_new_tokens,
@@ -272,6 +281,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
             model=args.model,
             revision=args.revision,
             tokenizer=args.tokenizer,
+            tokenizer_revision=args.tokenizer_revision,
             adapter=args.adapter,
             seed=args.seed,
             resamples=args.resamples,

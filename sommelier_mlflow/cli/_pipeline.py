@@ -178,6 +178,8 @@ def evaluate_arm(
     adapter: str | None = None,
     revision: str | None = None,
     tokenizer: str | None = None,
+    tokenizer_revision: str | None = None,
+    trust_remote_code: bool = False,
     max_new_tokens: int = 96,
     batch_size: int = 8,
     max_examples: int = 0,
@@ -202,8 +204,10 @@ def evaluate_arm(
         model,
         revision=revision or None,
         tokenizer=tokenizer or None,
+        tokenizer_revision=tokenizer_revision or None,
         adapter=adapter if kind == "adapter" else None,
         device=device,
+        trust_remote_code=trust_remote_code,
         hf_token=os.environ.get("HF_TOKEN") or None,
     )
     formatted = format_examples(examples, generator.tokenizer)
@@ -296,12 +300,7 @@ def score_generations(
             atomic_write_bytes(copy, path.read_bytes())
     adapter_info: dict[str, str] | None
     if model:
-        identity = ModelIdentity(
-            base_model=model,
-            base_revision=revision or None,
-            tokenizer=tokenizer or model,
-            tokenizer_revision=tokenizer_revision or (None if tokenizer else revision or None),
-        )
+        identity = _declared_identity(model, revision, tokenizer, tokenizer_revision)
         adapter_info = _adapter_info(adapter) if adapter else None
     else:
         recorded = _identity_from_manifest(source)
@@ -335,6 +334,7 @@ def replay_precomputed(
     out_dir: str | os.PathLike[str],
     revision: str | None = None,
     tokenizer: str | None = None,
+    tokenizer_revision: str | None = None,
     adapter: str | None = None,
     seed: int = 0,
     resamples: int = 2000,
@@ -379,12 +379,7 @@ def replay_precomputed(
         out_dir=target,
         progress=False,
     )
-    identity = ModelIdentity(
-        base_model=model,
-        base_revision=revision or None,
-        tokenizer=tokenizer or model,
-        tokenizer_revision=None if tokenizer else revision or None,
-    )
+    identity = _declared_identity(model, revision, tokenizer, tokenizer_revision)
     return _finish_arm(
         target,
         split,
@@ -395,6 +390,22 @@ def replay_precomputed(
         decoding=decoding,
         seed=seed,
         resamples=resamples,
+    )
+
+
+def _declared_identity(
+    model: str, revision: str | None, tokenizer: str | None, tokenizer_revision: str | None
+) -> ModelIdentity:
+    """The identity a user declares for outputs this process did not generate.
+
+    The tokenizer defaults to the model's, at the model's revision, exactly as
+    :class:`~sommelier_mlflow.generation.HFGenerator` resolves it.
+    """
+    return ModelIdentity(
+        base_model=model,
+        base_revision=revision or None,
+        tokenizer=tokenizer or model,
+        tokenizer_revision=tokenizer_revision or (None if tokenizer else revision or None),
     )
 
 
