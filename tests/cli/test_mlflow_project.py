@@ -176,3 +176,54 @@ def test_refused_comparison_logs_nothing_as_passed(server: str, tmp_path: Path) 
     runs = client.search_runs(["0"], filter_string="tags.`sommelier.model_kind` = 'comparison'")
     for run in runs:
         assert run.data.tags.get("sommelier.base_run_id") != base_id
+
+
+@pytest.mark.slow
+def test_main_entry_point_runs_both_arms_and_the_comparison(server: str, tmp_path: Path) -> None:
+    """`mlflow run .` with a real tiny model and LoRA adapter: parent + base/adapter children."""
+    from dataclasses import replace
+
+    from mlflow.tracking import MlflowClient
+
+    from sommelier_mlflow._json import canonical_json
+    from sommelier_mlflow.data import write_test_split
+    from tests.cli.cli_helpers import TOOLS, examples
+    from tests.support.tiny_models import build_lora_adapter, build_tiny_llama, build_tokenizer
+
+    rows = [replace(ex, prompt_text=None, prompt_sha256=None) for ex in examples()]
+    split = write_test_split(tmp_path / "test.jsonl", rows)
+    texts = [canonical_json(TOOLS), *(row.query for row in rows)]
+    texts += [canonical_json(row.gold_call) for row in rows]
+    tokenizer = build_tokenizer(tmp_path / "tokenizer", texts)
+    model = build_tiny_llama(tmp_path / "model", tokenizer, seed=0)
+    adapter = build_lora_adapter(model, tmp_path / "adapter", seed=1)
+
+    parent_id = _mlflow_run(
+        server,
+        tmp_path,
+        "main",
+        test_split=str(split),
+        model=str(model),
+        adapter=str(adapter),
+        max_new_tokens="8",
+        batch_size="4",
+        resamples="200",
+    )
+    client = MlflowClient(tracking_uri=server)
+    parent = client.get_run(parent_id)
+    assert parent.data.tags["sommelier.model_kind"] == "comparison"
+    assert "delta/overall/full_call_exact_match" in parent.data.metrics
+    assert "mcnemar/fr/p_value" in parent.data.metrics
+    children = client.search_runs(
+        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'"
+    )
+    by_name = {run.info.run_name: run for run in children}
+    assert set(by_name) == {"base", "adapter"}
+    for kind, run in by_name.items():
+        assert run.info.status == "FINISHED"
+        assert run.data.tags["sommelier.model_kind"] == kind
+        assert run.data.metrics["overall/counts/valid_json_rate.denominator"] == len(rows)
+        assert run.data.params["decoding.max_new_tokens"] == "8"
+    assert by_name["adapter"].data.params["adapter_sha256"] != "None"
+    artifacts = {a.path for a in client.list_artifacts(parent_id, "sommelier")}
+    assert "sommelier/comparison.png" in artifacts
