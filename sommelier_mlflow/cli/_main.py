@@ -144,13 +144,13 @@ def run_main(args: argparse.Namespace) -> int:
                     run_id=parent_id,
                 )
         print(format_summary(comparison.report))
-        print(f"\nreports: {out}")
+        print(f"\nreports: {out.resolve()}")
         if parent_id is not None:
             import mlflow
 
             print(f"MLflow parent run: {parent_id}")
             for kind, arm in arms.items():
-                print(f"  {kind} arm report: {arm.report_path}")
+                print(f"  {kind} arm report: {arm.report_path.resolve()}")
             print(f"open the UI: mlflow ui --backend-store-uri {mlflow.get_tracking_uri()}")
     sys.stdout.flush()
     return 0
