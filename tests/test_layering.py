@@ -30,7 +30,10 @@ def test_core_imports_none_of_the_heavy_dependencies() -> None:
         "print(','.join(loaded))\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
         cwd=PACKAGE.parent,
     )
     assert result.stdout.strip() == ""
@@ -38,8 +41,16 @@ def test_core_imports_none_of_the_heavy_dependencies() -> None:
 
 # Lower layers may not import higher ones (DESIGN.md: dependencies point down).
 _LAYER = {
-    "errors": 0, "_json": 0, "data": 1, "toolcalls": 1, "metrics": 2, "evaluation": 3,
-    "generation": 4, "integration": 5, "scorers": 5, "cli": 6,
+    "errors": 0,
+    "_json": 0,
+    "data": 1,
+    "toolcalls": 1,
+    "metrics": 2,
+    "evaluation": 3,
+    "generation": 4,
+    "integration": 5,
+    "scorers": 5,
+    "cli": 6,
 }
 
 

@@ -163,26 +163,12 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _log_arm(arm: Any, run_id: str, extra_params: dict[str, object]) -> None:
-    from sommelier_mlflow.integration import log_evaluation_run
-
-    log_evaluation_run(
-        arm.report,
-        run_id=run_id,
-        artifacts_dir=arm.out_dir,
-        test_split_path=arm.split_path,
-        split=arm.split,
-        table_rows=arm.scored.table_rows(),
-        params=extra_params,
-    )
-
-
 def _log_arm_run(arm: Any, run_name: str, extra_params: dict[str, object]) -> None:
     """Log one arm into ``mlflow run``'s run, or a new run named ``run_name``."""
-    from sommelier_mlflow.cli._runs import top_run
+    from sommelier_mlflow.cli._runs import log_arm, top_run
 
     with top_run(run_name) as run_id:
-        _log_arm(arm, run_id, extra_params)
+        log_arm(arm, run_id, extra_params)
         print(f"logged to MLflow run {run_id}")
 
 

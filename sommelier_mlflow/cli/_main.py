@@ -21,6 +21,7 @@ from sommelier_mlflow.cli._pipeline import (
     default_out_dir,
     evaluate_arm,
 )
+from sommelier_mlflow.cli._runs import child_run, log_arm, top_run
 from sommelier_mlflow.errors import ConfigError
 
 __all__ = ["format_summary", "run_main"]
@@ -107,23 +108,19 @@ def run_main(args: argparse.Namespace) -> int:
     log = bool(args.mlflow or os.environ.get("MLFLOW_RUN_ID"))
     parent: AbstractContextManager[str | None] = nullcontext(None)
     if log:
-        from sommelier_mlflow.cli._runs import top_run
-
         parent = top_run("sommelier-main")
     with parent as parent_id:
         arms: dict[str, ArmOutput] = {}
+        child_ids: dict[str, str] = {}
         for kind in ("base", "adapter"):
             child: AbstractContextManager[str | None] = nullcontext(None)
             if parent_id is not None:
-                from sommelier_mlflow.cli._runs import child_run
-
                 child = child_run(parent_id, kind)
             with child as run_id:
                 arms[kind] = _arm(args, out, kind, model, adapter, split)
                 if run_id is not None:
-                    from sommelier_mlflow.cli._app import _log_arm
-
-                    _log_arm(arms[kind], run_id, {"max_examples_requested": args.max_examples})
+                    child_ids[kind] = run_id
+                    log_arm(arms[kind], run_id, {"max_examples_requested": args.max_examples})
         comparison = compare_report_files(
             arms["base"].report_path,
             arms["adapter"].report_path,
@@ -150,7 +147,7 @@ def run_main(args: argparse.Namespace) -> int:
 
             print(f"MLflow parent run: {parent_id}")
             for kind, arm in arms.items():
-                print(f"  {kind} arm report: {arm.report_path.resolve()}")
+                print(f"  {kind} run: {child_ids[kind]}  report: {arm.report_path.resolve()}")
             print(f"open the UI: mlflow ui --backend-store-uri {mlflow.get_tracking_uri()}")
     sys.stdout.flush()
     return 0

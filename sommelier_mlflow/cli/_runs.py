@@ -13,12 +13,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sommelier_mlflow.errors import DataError, InputError
-from sommelier_mlflow.integration import check_tracking_server, tracking_errors
+from sommelier_mlflow.integration import (
+    check_tracking_server,
+    log_evaluation_run,
+    tracking_errors,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["DEFAULT_EXPERIMENT", "child_run", "download_evaluation_report", "top_run"]
+    from sommelier_mlflow.cli._pipeline import ArmOutput
+
+__all__ = [
+    "DEFAULT_EXPERIMENT",
+    "child_run",
+    "download_evaluation_report",
+    "log_arm",
+    "top_run",
+]
 
 DEFAULT_EXPERIMENT = "sommelier"
 
@@ -111,3 +123,16 @@ def download_evaluation_report(run_id: str, dest: Path) -> Path:
             run_id=run_id, artifact_path="sommelier/evaluation_report.json", dst_path=str(dest)
         )
     return Path(local)
+
+
+def log_arm(arm: ArmOutput, run_id: str, extra_params: dict[str, object]) -> None:
+    """Log one arm's report, generations, split, table and params into ``run_id``."""
+    log_evaluation_run(
+        arm.report,
+        run_id=run_id,
+        artifacts_dir=arm.out_dir,
+        test_split_path=arm.split_path,
+        split=arm.split,
+        table_rows=arm.scored.table_rows(),
+        params=extra_params,
+    )

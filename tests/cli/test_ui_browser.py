@@ -32,9 +32,8 @@ def demo_runs(server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     """A reduced demo in the store: a parent comparison run with base and adapter children."""
     import mlflow
 
-    from sommelier_mlflow.cli._app import _log_arm
     from sommelier_mlflow.cli._pipeline import compare_report_files, score_generations
-    from sommelier_mlflow.cli._runs import child_run, top_run
+    from sommelier_mlflow.cli._runs import child_run, log_arm, top_run
     from sommelier_mlflow.integration import log_comparison_run
 
     root = tmp_path_factory.mktemp("ui")
@@ -60,7 +59,7 @@ def demo_runs(server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
                         adapter=str(files["adapter_dir"]) if kind == "adapter" else None,
                         resamples=500,
                     )
-                    _log_arm(arms[kind], run_id, {})
+                    log_arm(arms[kind], run_id, {})
             comparison = compare_report_files(
                 arms["base"].report_path,
                 arms["adapter"].report_path,

@@ -88,8 +88,14 @@ def test_file_is_small_and_rows_have_the_raw_shape() -> None:
     ids = [row["example_id"] for row in rows]
     assert len(ids) == len(set(ids))
     for row in rows:
-        assert set(row) == {"example_id", "language", "source_example_id", "query", "tools",
-                            "answers"}
+        assert set(row) == {
+            "example_id",
+            "language",
+            "source_example_id",
+            "query",
+            "tools",
+            "answers",
+        }
         assert row["language"] in {"en", "fr"}
         assert row["example_id"].startswith(row["language"] + "-")
         assert isinstance(row["tools"], str) and isinstance(row["answers"], str)
@@ -138,8 +144,9 @@ def test_every_translation_joins_its_root_byte_for_byte() -> None:
         assert row["tools"] == root["tools"]
         assert row["answers"] == root["answers"]
         assert _norm(row["query"]) != _norm(root["query"])
-    assert all(row["source_example_id"] is None for row in by_id.values()
-               if row["language"] == "en")
+    assert all(
+        row["source_example_id"] is None for row in by_id.values() if row["language"] == "en"
+    )
 
 
 def test_answers_call_offered_tools_with_declared_well_typed_arguments() -> None:
