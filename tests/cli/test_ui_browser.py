@@ -127,7 +127,7 @@ def _metric_window(page: Any) -> tuple[list[str], str]:
     return [line for line in lines if "/" in line], section
 
 
-def test_compare_page_shows_both_runs_values(
+def test_compare_page_lists_both_runs_and_the_slice_metrics(
     server: str,
     demo_runs: dict[str, str],
     page: Any,
@@ -138,27 +138,48 @@ def test_compare_page_shows_both_runs_values(
     anchor = page.locator("a", has_text="en/argument_exact_match").first
     anchor.wait_for(timeout=60_000)
     anchor.scroll_into_view_if_needed()
-    box = anchor.evaluate_handle(
-        """e => { let x = e;
-          while (x && !(x.scrollHeight > x.clientHeight + 4 &&
-                        getComputedStyle(x).overflowY !== 'visible')) x = x.parentElement;
-          return x; }"""
-    )
-    seen: set[str] = set()
-    for _ in range(60):  # the table renders only the rows in view: scroll it
-        names, section = _metric_window(page)
-        seen.update(names)
-        if "overall/full_call_exact_match" in names:
-            break
-        box.evaluate("c => { c.scrollTop = c.scrollTop + 200; }")
-        page.wait_for_timeout(200)
+    page.wait_for_timeout(1000)
     _shot(page, "ui-compare-runs.png")
-    assert "fr/full_call_exact_match" in seen  # a language slice
-    assert "overall/full_call_exact_match" in names
-    values = section.split()
-    assert "0.25" in values and "1" in values  # base 2/8 overall, adapter 8/8
+    # The table renders only the rows in view and overall/* sort last: scroll it
+    # as a user would, with the wheel over the values.
+    cell = anchor.bounding_box()
+    assert cell is not None
+    page.mouse.move(cell["x"] + 500, cell["y"] + cell["height"] / 2)
+    seen: set[str] = set()
+    for _ in range(200):
+        seen.update(_metric_window(page)[0])
+        if "overall/full_call_exact_match" in seen:
+            break
+        page.mouse.wheel(0, 60)
+        page.wait_for_timeout(60)
+    assert {"overall/full_call_exact_match", "fr/full_call_exact_match"} <= seen
     body = page.inner_text("body")
     assert demo_runs["base"] in body and demo_runs["adapter"] in body
+
+
+def _run_metrics(page: Any, server: str, experiment: str, run_id: str) -> dict[str, str]:
+    """The metric table of a run's overview page, as the user reads it."""
+    page.goto(f"{server}/#/experiments/{experiment}/runs/{run_id}")
+    page.get_by_text("overall/full_call_exact_match").first.wait_for(timeout=60_000)
+    text = page.inner_text("body")
+    lines = [line.strip() for line in text.split("Metric\nValue\n", 1)[1].splitlines()]
+    return dict(zip(lines[0::2], lines[1::2], strict=False))
+
+
+def test_run_pages_show_both_runs_values(
+    server: str,
+    demo_runs: dict[str, str],
+    page: Any,
+) -> None:
+    base = _run_metrics(page, server, demo_runs["experiment"], demo_runs["base"])
+    _shot(page, "ui-run-metrics.png")
+    adapter = _run_metrics(page, server, demo_runs["experiment"], demo_runs["adapter"])
+    # Base: 2 of 8 full calls overall, 1 of 4 in French; the adapter gets all of them.
+    assert base["overall/full_call_exact_match"] == "0.25"
+    assert base["overall/counts/full_call_exact_match.numerator"] == "2"
+    assert base["fr/full_call_exact_match"] == "0.25"
+    assert adapter["overall/full_call_exact_match"] == "1"
+    assert adapter["fr/full_call_exact_match"] == "1"
 
 
 @pytest.mark.parametrize(
