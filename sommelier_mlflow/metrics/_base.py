@@ -329,8 +329,15 @@ class BaseMetric(Generic[T]):
 
         Returns:
             ``{result_key: value}``; see :meth:`result`.
+
+        Raises:
+            MetricTypeError: Always, here: class creation already refuses a
+                concrete metric without its own ``evaluate``, so reaching this
+                means an abstract metric was called directly.
         """
-        raise NotImplementedError
+        raise MetricTypeError(
+            f"{type(self).__name__} is abstract: subclass it and implement evaluate(text)"
+        )
 
     def score(self, text: str, *, reference: Any = None) -> dict[str, T]:
         """Evaluate ``text`` and check the output, passing ``reference`` if accepted.
