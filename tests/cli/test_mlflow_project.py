@@ -17,8 +17,15 @@ PROJECT = Path(__file__).resolve().parents[2]
 MLFLOW = str(Path(sys.executable).with_name("mlflow"))
 
 
-def _mlflow_run(url: str, cwd: Path, entry: str, **params: str) -> str:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": url, "MLFLOW_DISABLE_TELEMETRY": "true"}
+def _mlflow_run(
+    url: str, cwd: Path, entry: str, extra_env: dict[str, str] | None = None, **params: str
+) -> str:
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": url,
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        **(extra_env or {}),
+    }
     env.pop("MLFLOW_RUN_ID", None)
     command = [MLFLOW, "run", str(PROJECT), "-e", entry, "--env-manager", "local"]
     for key, value in params.items():
@@ -198,10 +205,12 @@ def test_main_entry_point_runs_both_arms_and_the_comparison(server: str, tmp_pat
     model = build_tiny_llama(tmp_path / "model", tokenizer, seed=0)
     adapter = build_lora_adapter(model, tmp_path / "adapter", seed=1)
 
+    planted = "hf_PlantedSecretToken1234567890"
     parent_id = _mlflow_run(
         server,
         tmp_path,
         "main",
+        extra_env={"HF_TOKEN": planted},
         test_split=str(split),
         model=str(model),
         adapter=str(adapter),
@@ -227,3 +236,13 @@ def test_main_entry_point_runs_both_arms_and_the_comparison(server: str, tmp_pat
     assert by_name["adapter"].data.params["adapter_sha256"] != "None"
     artifacts = {a.path for a in client.list_artifacts(parent_id, "sommelier")}
     assert "sommelier/comparison.png" in artifacts
+    # The Hub token the user exported never reaches anything logged.
+    for run in (parent, *children):
+        logged = json.dumps([run.data.params, run.data.tags, run.data.metrics])
+        assert planted not in logged
+        local = Path(
+            client.download_artifacts(run.info.run_id, "", str(tmp_path / run.info.run_id))
+        )
+        for path in local.rglob("*"):
+            if path.is_file():
+                assert planted.encode() not in path.read_bytes(), path
