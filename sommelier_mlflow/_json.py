@@ -93,7 +93,7 @@ def canonical_json(value: Any) -> str:
     r"""Return the one spelling of a JSON value used for equality and digests.
 
     Keys are sorted, separators compact and every non-ASCII character is
-    escaped as ``\\uXXXX`` (surrogate pairs above the BMP), so the result is
+    escaped as ``\\u`` plus four hex digits (surrogate pairs above the BMP), so the result is
     pure ASCII and byte-stable across platforms.
 
     Raises:
