@@ -8,43 +8,40 @@ it when called, the evaluator class is built on first access
 
 from __future__ import annotations
 
+from sommelier_mlflow.integration._figure import comparison_figure
+from sommelier_mlflow.integration._keys import (
+    comparison_metric_keys,
+    evaluation_metric_keys,
+    interval_label,
+)
+from sommelier_mlflow.integration._params import comparison_params, evaluation_params
 from sommelier_mlflow.integration._predictions import (
     EVALUATOR_REPORT_SCHEMA,
     PredictionScores,
     score_predictions,
 )
-from sommelier_mlflow.integration._tracking import (
+from sommelier_mlflow.integration._primitives import (
     ARTIFACT_DIR,
     COMPARISON_FIGURE,
     EXAMPLES_TABLE,
     MAX_METRICS_PER_BATCH,
-    REDACTED,
     TAG_MODEL_KIND,
     TAG_PARSER_VERSION,
     TAG_TEST_SPLIT_SHA256,
     artifact_uri,
-    check_tracking_server,
-    comparison_figure,
-    comparison_metric_keys,
-    comparison_params,
-    evaluation_metric_keys,
-    evaluation_params,
-    interval_label,
     log_artifacts_dir,
     log_comparison_figure,
-    log_comparison_run,
-    log_evaluation_run,
     log_example_table,
     log_json_artifact,
     log_metrics_batch,
     log_params,
     log_test_split_input,
     log_text_artifact,
-    redact,
-    redact_value,
     set_sommelier_tags,
-    tracking_errors,
 )
+from sommelier_mlflow.integration._redact import REDACTED, redact, redact_value
+from sommelier_mlflow.integration._store_errors import check_tracking_server, tracking_errors
+from sommelier_mlflow.integration._tracking import log_comparison_run, log_evaluation_run
 
 __all__ = [
     "ARTIFACT_DIR",

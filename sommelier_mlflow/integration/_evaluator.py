@@ -54,16 +54,16 @@ from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
 from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
 from sommelier_mlflow.integration._predictions import PredictionScores, score_predictions
-from sommelier_mlflow.integration._tracking import (
+from sommelier_mlflow.integration._primitives import (
     ARTIFACT_DIR,
     EXAMPLES_TABLE,
     artifact_uri,
     log_example_table,
     log_json_artifact,
     log_metrics_batch,
-    redact_value,
     set_sommelier_tags,
 )
+from sommelier_mlflow.integration._redact import redact_value
 from sommelier_mlflow.metrics import MetricSpec
 from sommelier_mlflow.toolcalls import PARSER_VERSION
 

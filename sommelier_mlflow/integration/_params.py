@@ -1,0 +1,86 @@
+"""The MLflow params of an arm run and of a comparison run, derived from their reports.
+
+Params are what the MLflow UI filters and compares runs by, so they are taken
+from the report (the single source of what was measured), never from the
+command line, which may name the same model in several spellings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sommelier_mlflow.errors import DataError
+
+__all__ = ["comparison_params", "evaluation_params", "report_field"]
+
+
+def report_field(mapping: Mapping[str, Any], *path: str) -> Any:
+    """The value at ``path`` in a report, or a :class:`DataError` naming what is missing."""
+    current: Any = mapping
+    for part in path:
+        if not isinstance(current, Mapping) or part not in current:
+            raise DataError(f"report lacks {'.'.join(path)}; cannot derive the run's params")
+        current = current[part]
+    return current
+
+
+def _identity_params(
+    model_identity: Mapping[str, Any], decoding: Mapping[str, Any], parser_version: object
+) -> dict[str, object]:
+    return {
+        "base_model": model_identity.get("base_model"),
+        "base_revision": model_identity.get("base_revision"),
+        "tokenizer": model_identity.get("tokenizer"),
+        "tokenizer_revision": model_identity.get("tokenizer_revision"),
+        "parser_version": parser_version,
+        **{f"decoding.{key}": decoding[key] for key in sorted(decoding)},
+    }
+
+
+def _bootstrap_params(settings: object) -> dict[str, object]:
+    if not isinstance(settings, Mapping):
+        return {}
+    return {
+        f"bootstrap.{key}": settings[key]
+        for key in ("seed", "resamples", "confidence", "method")
+        if key in settings
+    }
+
+
+def evaluation_params(report: Mapping[str, Any]) -> dict[str, object]:
+    """The params of an arm's run, derived from its evaluation report.
+
+    Model and tokenizer ids and revisions, the adapter's source and digest
+    (``None`` for base), the parser version, every decoding field (batch size
+    included) and the bootstrap seed and resamples. Names avoid the MLproject
+    parameter names (``model``, ``adapter``, ``batch_size``...), which MLflow
+    logs itself and would refuse to see re-logged with a resolved value.
+    """
+    identity = report_field(report, "identity")
+    adapter = identity.get("adapter")
+    params = _identity_params(
+        report_field(identity, "model_identity"),
+        report_field(identity, "decoding"),
+        identity.get("parser_version"),
+    )
+    params["adapter_source"] = adapter.get("source") if isinstance(adapter, Mapping) else None
+    params["adapter_sha256"] = adapter.get("sha256") if isinstance(adapter, Mapping) else None
+    params.update(_bootstrap_params(report.get("bootstrap")))
+    return params
+
+
+def comparison_params(report: Mapping[str, Any]) -> dict[str, object]:
+    """The params of a comparison run: shared identity, the adapter, bootstrap settings."""
+    identity = report_field(report, "identity")
+    params = _identity_params(
+        report_field(identity, "model_identity"),
+        report_field(identity, "decoding"),
+        identity.get("parser_version"),
+    )
+    runs = report.get("runs")
+    adapter = report_field(runs, "adapter", "adapter") if isinstance(runs, Mapping) else None
+    params["adapter_source"] = adapter.get("source") if isinstance(adapter, Mapping) else None
+    params["adapter_sha256"] = adapter.get("sha256") if isinstance(adapter, Mapping) else None
+    params.update(_bootstrap_params(report.get("bootstrap")))
+    return params

@@ -1,0 +1,407 @@
+"""The single MLflow calls sommelier_mlflow makes: metrics, params, tags, artifacts, inputs.
+
+Each function does one kind of write and keeps the rules every write obeys:
+
+* Metrics are logged with as few ``log_batch`` calls as MLflow allows (one per
+  1,000 keys, the server's batch limit), never one request per key.
+* Every string that leaves the process passes through :func:`redact`.
+* Errors are translated by :func:`tracking_errors` (exit 3 unreachable, exit 2
+  refused).
+
+MLflow is imported inside the functions, so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from sommelier_mlflow._json import canonical_json, dumps_pretty
+from sommelier_mlflow.errors import ConfigError
+from sommelier_mlflow.integration._figure import comparison_figure
+from sommelier_mlflow.integration._redact import REDACTED, is_secret_key, redact, redact_value
+from sommelier_mlflow.integration._store_errors import tracking_errors
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+    from sommelier_mlflow.data import TestSplit
+
+__all__ = [
+    "ARTIFACT_DIR",
+    "COMPARISON_FIGURE",
+    "COMPARISON_MARKDOWN_ARTIFACT",
+    "COMPARISON_REPORT_ARTIFACT",
+    "EVALUATION_REPORT_ARTIFACT",
+    "EXAMPLES_TABLE",
+    "MAX_METRICS_PER_BATCH",
+    "TAG_MODEL_KIND",
+    "TAG_PARSER_VERSION",
+    "TAG_TEST_SPLIT_SHA256",
+    "artifact_uri",
+    "client_uri",
+    "log_artifacts_dir",
+    "log_comparison_figure",
+    "log_example_table",
+    "log_json_artifact",
+    "log_metrics_batch",
+    "log_params",
+    "log_test_split_input",
+    "log_text_artifact",
+    "resolve_client",
+    "set_sommelier_tags",
+]
+
+ARTIFACT_DIR: Final = "sommelier"
+EXAMPLES_TABLE: Final = f"{ARTIFACT_DIR}/examples.json"
+COMPARISON_FIGURE: Final = f"{ARTIFACT_DIR}/comparison.png"
+EVALUATION_REPORT_ARTIFACT: Final = f"{ARTIFACT_DIR}/evaluation_report.json"
+COMPARISON_REPORT_ARTIFACT: Final = f"{ARTIFACT_DIR}/comparison_report.json"
+COMPARISON_MARKDOWN_ARTIFACT: Final = f"{ARTIFACT_DIR}/comparison_report.md"
+TAG_MODEL_KIND: Final = "sommelier.model_kind"
+TAG_PARSER_VERSION: Final = "sommelier.parser_version"
+TAG_TEST_SPLIT_SHA256: Final = "sommelier.test_split_sha256"
+#: MLflow's server-side limits per ``log_batch`` request.
+MAX_METRICS_PER_BATCH: Final = 1000
+_MAX_PARAMS_PER_BATCH: Final = 100
+#: The dataset digest column of MLflow's stores holds at most 36 characters.
+_DATASET_DIGEST_LENGTH: Final = 16
+#: Copied byte for byte; every other file is scrubbed if it decodes as UTF-8 text.
+_BINARY_SUFFIXES: Final = frozenset(
+    {".png", ".jpg", ".jpeg", ".webp", ".gif", ".pdf", ".parquet", ".safetensors", ".bin", ".pt"}
+)
+
+
+def client_uri(client: MlflowClient) -> str | None:
+    uri = getattr(client, "tracking_uri", None)
+    return str(uri) if uri else None
+
+
+def resolve_client(client: MlflowClient | None) -> MlflowClient:
+    if client is not None:
+        return client
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient()
+
+
+def log_metrics_batch(
+    run_id: str,
+    metrics: Mapping[str, float],
+    *,
+    client: MlflowClient | None = None,
+    step: int = 0,
+) -> int:
+    """Log metric keys with one ``log_batch`` request per 1,000 keys.
+
+    One request keeps a run's metrics consistent (all or nothing, in practice)
+    and fast against a remote server. MLflow refuses batches of more than
+    1,000 metrics, so a larger mapping is sent as consecutive full batches in
+    key order; every key carries the same timestamp and ``step``.
+
+    Returns:
+        The number of ``log_batch`` requests made (0 for an empty mapping).
+
+    Raises:
+        TrackingError: The tracking store is unreachable (exit 3).
+        ConfigError: MLflow refused a key or value (exit 2).
+    """
+    from mlflow.entities import Metric
+
+    timestamp = int(time.time() * 1000)
+    entities = [Metric(key, float(value), timestamp, step) for key, value in metrics.items()]
+    tracker = resolve_client(client)
+    calls = 0
+    with tracking_errors("log metrics", client_uri(tracker)):
+        for start in range(0, len(entities), MAX_METRICS_PER_BATCH):
+            tracker.log_batch(run_id, metrics=entities[start : start + MAX_METRICS_PER_BATCH])
+            calls += 1
+    return calls
+
+
+def _flatten(prefix: str, value: object, out: dict[str, object]) -> None:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else str(key), item, out)
+    else:
+        out[prefix] = value
+
+
+def _param_text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return canonical_json(list(value))
+    return str(value)
+
+
+def log_params(
+    run_id: str, params: Mapping[str, object], *, client: MlflowClient | None = None
+) -> dict[str, str]:
+    """Log params (nested mappings flattened with ``.``), redacted, in batches of 100.
+
+    A key that names a secret (``hf_token``, ``*_password``, ...) is logged as
+    :data:`REDACTED`; every other value goes through :func:`redact`.
+
+    Returns:
+        The params exactly as logged.
+
+    Raises:
+        TrackingError: The tracking store is unreachable (exit 3).
+        ConfigError: A param already logged in this run with another value (exit 2).
+    """
+    from mlflow.entities import Param
+
+    flat: dict[str, object] = {}
+    _flatten("", params, flat)
+    logged = {
+        key: REDACTED if is_secret_key(key.rsplit(".", 1)[-1]) else redact(_param_text(value))
+        for key, value in flat.items()
+    }
+    entities = [Param(key, value) for key, value in logged.items()]
+    tracker = resolve_client(client)
+    with tracking_errors("log params", client_uri(tracker)):
+        for start in range(0, len(entities), _MAX_PARAMS_PER_BATCH):
+            tracker.log_batch(run_id, params=entities[start : start + _MAX_PARAMS_PER_BATCH])
+    return logged
+
+
+def set_sommelier_tags(
+    run_id: str,
+    *,
+    model_kind: str | None = None,
+    parser_version: str | None = None,
+    test_split_sha256: str | None = None,
+    extra: Mapping[str, str] | None = None,
+    client: MlflowClient | None = None,
+) -> dict[str, str]:
+    """Set the ``sommelier.*`` tags (those given) plus ``extra`` tags, redacted, in one request.
+
+    Returns:
+        The tags exactly as set.
+    """
+    from mlflow.entities import RunTag
+
+    tags: dict[str, str] = {}
+    for key, value in (
+        (TAG_MODEL_KIND, model_kind),
+        (TAG_PARSER_VERSION, parser_version),
+        (TAG_TEST_SPLIT_SHA256, test_split_sha256),
+    ):
+        if value is not None:
+            tags[key] = redact(value)
+    for key, value in (extra or {}).items():
+        tags[key] = REDACTED if is_secret_key(key) else redact(str(value))
+    if tags:
+        tracker = resolve_client(client)
+        with tracking_errors("set tags", client_uri(tracker)):
+            tracker.log_batch(run_id, tags=[RunTag(key, value) for key, value in tags.items()])
+    return tags
+
+
+def artifact_uri(run_id: str, artifact_path: str) -> str:
+    """The full URI of a run's artifact (for ``EvaluationArtifact`` and messages)."""
+    from mlflow.tracking.artifact_utils import get_artifact_uri
+
+    with tracking_errors("resolve an artifact URI"):
+        uri = get_artifact_uri(  # type: ignore[no-untyped-call]
+            run_id=run_id, artifact_path=artifact_path
+        )
+    return str(uri)
+
+
+def _split_artifact_file(artifact_file: str) -> tuple[str | None, str]:
+    directory, _, name = artifact_file.rpartition("/")
+    if not name:
+        raise ConfigError(f"artifact file {artifact_file!r} must name a file")
+    return (directory or None), name
+
+
+def log_json_artifact(
+    document: Any, artifact_file: str, *, run_id: str, client: MlflowClient | None = None
+) -> str:
+    """Log a JSON document (redacted, pretty, sorted keys) as ``artifact_file``.
+
+    Returns:
+        The artifact's URI.
+    """
+    directory, name = _split_artifact_file(artifact_file)
+    data = dumps_pretty(redact_value(document))
+    with tempfile.TemporaryDirectory(prefix="sommelier-") as tmp:
+        path = Path(tmp) / name
+        path.write_bytes(data)
+        tracker = resolve_client(client)
+        with tracking_errors(f"log artifact {artifact_file}", client_uri(tracker)):
+            tracker.log_artifact(run_id, str(path), directory)
+    return artifact_uri(run_id, artifact_file)
+
+
+def log_text_artifact(
+    text: str, artifact_file: str, *, run_id: str, client: MlflowClient | None = None
+) -> None:
+    """Log a text file (redacted) as ``artifact_file``."""
+    tracker = resolve_client(client)
+    with tracking_errors(f"log artifact {artifact_file}", client_uri(tracker)):
+        tracker.log_text(run_id, redact(text), artifact_file)
+
+
+def _copy_redacted(source: Path, target: Path) -> None:
+    for path in sorted(source.rglob("*")):
+        destination = target / path.relative_to(source)
+        if path.is_dir():
+            destination.mkdir(parents=True, exist_ok=True)
+            continue
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix.lower() in _BINARY_SUFFIXES:
+            shutil.copyfile(path, destination)
+            continue
+        raw = path.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            destination.write_bytes(raw)
+            continue
+        cleaned = redact(text)
+        destination.write_bytes(raw if cleaned == text else cleaned.encode("utf-8"))
+
+
+def log_artifacts_dir(
+    local_dir: str | os.PathLike[str],
+    artifact_path: str = ARTIFACT_DIR,
+    *,
+    run_id: str,
+    client: MlflowClient | None = None,
+) -> None:
+    """Log a directory tree under ``artifact_path``, text files redacted on the way.
+
+    The files are copied (text ones scrubbed) to a temporary directory first,
+    so the local outputs stay byte-exact while the logged copies carry no
+    secrets.
+
+    Raises:
+        ConfigError: ``local_dir`` is not a directory (exit 2).
+        TrackingError: The artifact store is unreachable (exit 3).
+    """
+    source = Path(local_dir)
+    if not source.is_dir():
+        raise ConfigError(f"cannot log artifacts from {os.fspath(local_dir)!r}: not a directory")
+    with tempfile.TemporaryDirectory(prefix="sommelier-") as tmp:
+        _copy_redacted(source, Path(tmp))
+        tracker = resolve_client(client)
+        with tracking_errors(f"log artifacts to {artifact_path}", client_uri(tracker)):
+            tracker.log_artifacts(run_id, tmp, artifact_path)
+
+
+def log_example_table(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    run_id: str,
+    artifact_file: str = EXAMPLES_TABLE,
+    client: MlflowClient | None = None,
+) -> None:
+    """Log the per-example table with ``log_table`` (shown in the UI's artifact view).
+
+    Columns are the union of the rows' keys in first-seen order; strings are
+    redacted. Columns are kept as ``object`` dtype so the values are written
+    exactly as given (booleans stay booleans, ints stay ints).
+    """
+    import pandas as pd
+
+    columns: dict[str, None] = {}
+    for row in rows:
+        columns.update(dict.fromkeys(row))
+    cleaned = redact_value([dict(row) for row in rows])
+    frame = pd.DataFrame(
+        {
+            column: pd.Series([row.get(column) for row in cleaned], dtype=object)
+            for column in columns
+        }
+    )
+    tracker = resolve_client(client)
+    with tracking_errors(f"log table {artifact_file}", client_uri(tracker)):
+        tracker.log_table(run_id, data=frame, artifact_file=artifact_file)
+
+
+def log_test_split_input(
+    split_path: str | os.PathLike[str],
+    *,
+    run_id: str,
+    split: TestSplit | None = None,
+    name: str | None = None,
+    client: MlflowClient | None = None,
+) -> str:
+    """Log the test split as the run's dataset input with context ``test``.
+
+    MLflow stores the dataset's schema, profile, digest and source (the local
+    path), not its rows. The digest is the start of the split file's SHA-256,
+    so the UI shows the same identity the comparison gate checks.
+
+    Args:
+        split_path: The test-split file.
+        run_id: The run to attach it to.
+        split: The already-read split (read from ``split_path`` if omitted).
+        name: Dataset name (default: the file name).
+        client: Tracking client (default: a new one).
+
+    Returns:
+        The dataset digest logged.
+    """
+    import pandas as pd
+    from mlflow.data.dataset_source_registry import get_dataset_source_from_json
+    from mlflow.data.pandas_dataset import from_pandas
+    from mlflow.entities import DatasetInput, InputTag
+    from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+    from sommelier_mlflow.data import read_test_split
+
+    path = Path(split_path).resolve()
+    split = split if split is not None else read_test_split(path)
+    frame = pd.DataFrame(
+        {
+            "example_id": pd.Series([e.example_id for e in split.examples], dtype=object),
+            "language": pd.Series([e.language for e in split.examples], dtype=object),
+            "source_example_id": pd.Series(
+                [e.source_example_id or "" for e in split.examples], dtype=object
+            ),
+            "query": pd.Series([e.query for e in split.examples], dtype=object),
+            "gold_call": pd.Series(
+                [canonical_json(e.gold_call) for e in split.examples], dtype=object
+            ),
+        }
+    )
+    digest = split.sha256[:_DATASET_DIGEST_LENGTH]
+    tracker = resolve_client(client)
+    with tracking_errors("log the test split as a dataset input", client_uri(tracker)):
+        # An explicit source and digest: MLflow would otherwise guess the source
+        # type (with a warning) and hash the frame itself.
+        source = get_dataset_source_from_json(canonical_json({"uri": redact(str(path))}), "local")
+        dataset = from_pandas(frame, source=source, name=redact(name or path.name), digest=digest)
+        tracker.log_inputs(
+            run_id,
+            [
+                DatasetInput(
+                    dataset=dataset._to_mlflow_entity(),
+                    tags=[InputTag(key=MLFLOW_DATASET_CONTEXT, value="test")],
+                )
+            ],
+        )
+    return digest
+
+
+def log_comparison_figure(
+    comparison_report: Mapping[str, Any],
+    *,
+    run_id: str,
+    artifact_file: str = COMPARISON_FIGURE,
+    client: MlflowClient | None = None,
+) -> None:
+    """Draw :func:`comparison_figure` and log it as ``sommelier/comparison.png``."""
+    figure = comparison_figure(comparison_report)
+    tracker = resolve_client(client)
+    with tracking_errors(f"log figure {artifact_file}", client_uri(tracker)):
+        tracker.log_figure(run_id, figure, artifact_file)
