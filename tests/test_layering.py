@@ -12,6 +12,7 @@ HEAVY = ("mlflow", "torch", "transformers", "peft")
 CORE = (
     "sommelier_mlflow",
     "sommelier_mlflow.errors",
+    "sommelier_mlflow._redact",
     "sommelier_mlflow.data",
     "sommelier_mlflow.toolcalls",
     "sommelier_mlflow.metrics",
@@ -43,6 +44,7 @@ def test_core_imports_none_of_the_heavy_dependencies() -> None:
 _LAYER = {
     "errors": 0,
     "_json": 0,
+    "_redact": 0,
     "data": 1,
     "toolcalls": 1,
     "metrics": 2,

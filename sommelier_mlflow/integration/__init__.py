@@ -8,6 +8,7 @@ it when called, the evaluator class is built on first access
 
 from __future__ import annotations
 
+from sommelier_mlflow._redact import REDACTED, redact, redact_value
 from sommelier_mlflow.integration._figure import comparison_figure
 from sommelier_mlflow.integration._keys import (
     comparison_metric_keys,
@@ -39,7 +40,6 @@ from sommelier_mlflow.integration._primitives import (
     log_text_artifact,
     set_sommelier_tags,
 )
-from sommelier_mlflow.integration._redact import REDACTED, redact, redact_value
 from sommelier_mlflow.integration._store_errors import check_tracking_server, tracking_errors
 from sommelier_mlflow.integration._tracking import log_comparison_run, log_evaluation_run
 

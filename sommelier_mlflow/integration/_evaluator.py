@@ -52,6 +52,7 @@ from mlflow.models.evaluation import EvaluationResult, ModelEvaluator
 from mlflow.models.evaluation.artifacts import JsonEvaluationArtifact
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
+from sommelier_mlflow._redact import redact_value
 from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
 from sommelier_mlflow.integration._predictions import PredictionScores, score_predictions
 from sommelier_mlflow.integration._primitives import (
@@ -63,7 +64,6 @@ from sommelier_mlflow.integration._primitives import (
     log_metrics_batch,
     set_sommelier_tags,
 )
-from sommelier_mlflow.integration._redact import redact_value
 from sommelier_mlflow.metrics import MetricSpec
 from sommelier_mlflow.toolcalls import PARSER_VERSION
 

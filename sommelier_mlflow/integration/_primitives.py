@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from sommelier_mlflow._json import canonical_json, dumps_pretty
+from sommelier_mlflow._redact import REDACTED, is_secret_key, redact, redact_value
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.integration._figure import comparison_figure
-from sommelier_mlflow.integration._redact import REDACTED, is_secret_key, redact, redact_value
 from sommelier_mlflow.integration._store_errors import tracking_errors
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
 
+from sommelier_mlflow._redact import redact
 from sommelier_mlflow.errors import ConfigError, SommelierError, TrackingError
-from sommelier_mlflow.integration._redact import redact
 
 __all__ = ["check_tracking_server", "tracking_errors"]
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from sommelier_mlflow._redact import is_secret_key, redact_value
 from sommelier_mlflow.errors import MetricConfigError, MetricTypeError, UnknownMetricError
 from sommelier_mlflow.metrics._base import BaseMetric
 from sommelier_mlflow.metrics._catalog import get_metric
@@ -29,13 +30,6 @@ __all__ = [
     "count_tokens",
     "evaluate_metrics",
 ]
-
-_SECRET_HINTS = ("secret", "password", "api_key", "apikey")
-
-
-def _looks_secret(key: str) -> bool:
-    lowered = key.lower()
-    return lowered.endswith("token") or any(hint in lowered for hint in _SECRET_HINTS)
 
 
 class MetricSpec(BaseModel):
@@ -67,7 +61,7 @@ class MetricSpec(BaseModel):
         return metric
 
     def _secret_keys(self) -> set[str]:
-        keys = {key for key in self.config if _looks_secret(key)}
+        keys = {key for key in self.config if is_secret_key(key)}
         with contextlib.suppress(UnknownMetricError):
             keys |= secret_fields(get_metric(self.name).config_schema)
         return keys
@@ -75,8 +69,10 @@ class MetricSpec(BaseModel):
     def redacted(self) -> dict[str, Any]:
         """The spec as plain data with secrets masked, for logs and MLflow params."""
         secrets = self._secret_keys()
+        # The same rules as every MLflow param: a URL's user-info or a token
+        # under an innocent key is scrubbed too, not only secret-named fields.
         config = {
-            key: MASK if key in secrets and value is not None else value
+            key: MASK if key in secrets and value is not None else redact_value(value)
             for key, value in self.config.items()
         }
         return {"name": self.name, "config": config, "result_key": self.result_key}

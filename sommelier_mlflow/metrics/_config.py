@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, SecretBytes, SecretStr, ValidationError
 
+from sommelier_mlflow._redact import REDACTED
 from sommelier_mlflow.errors import MetricTypeError
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ __all__ = [
     "secret_fields",
 ]
 
-MASK = "**********"
+MASK = REDACTED
 """What a secret looks like wherever a configuration is shown to a person."""
 
 _STRICT: dict[str, Any] = {"extra": "forbid", "frozen": True, "strict": True}

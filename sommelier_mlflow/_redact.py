@@ -1,12 +1,19 @@
-"""Scrub secrets from everything that leaves the process for MLflow.
+"""The one place that decides what a secret looks like, and scrubs it.
 
-Params, tags, artifacts and error messages end up on a tracking server that a
-whole team (or the public, for a shared demo) can read, and they are kept
-forever. A Hugging Face token passed as ``hf_token`` or exported as
-``HF_TOKEN``, or a tracking URI written as ``https://user:password@host``, must
-therefore never be logged. Redaction is applied at the last moment, on the
-strings actually sent, so a secret that slipped into a path, a report field
-or an exception message is caught as well.
+Params, tags, artifacts, printed commands and error messages end up on a
+tracking server or a terminal that a whole team (or the public, for a shared
+demo) can read, and MLflow keeps them forever. A Hugging Face token passed as
+``hf_token`` or exported as ``HF_TOKEN``, an API key, or a URI written as
+``https://user:password@host`` must therefore never leave the process.
+
+Every layer uses this module (the metric framework masks secret config fields
+with it, the MLflow integration scrubs whatever it sends, the commands scrub
+what they print), so there is exactly one list of secret-looking names and one
+set of patterns: a name masked in one place is masked in all of them.
+Redaction is applied at the last moment, on the strings actually sent, so a
+secret that slipped into a path, a report field or an exception message is
+caught as well. The module imports only the standard library, so the core
+layers may use it.
 """
 
 from __future__ import annotations
@@ -14,12 +21,19 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-__all__ = ["REDACTED", "is_secret_key", "redact", "redact_value"]
+__all__ = [
+    "REDACTED",
+    "contains_secret",
+    "is_secret_key",
+    "redact",
+    "redact_value",
+]
 
 REDACTED: Final = "**********"
+"""What a secret looks like wherever it would otherwise have been shown."""
 
 #: Environment variables whose values are always treated as secrets.
 _SECRET_ENV_NAMES: Final = frozenset(
@@ -32,8 +46,8 @@ _SECRET_ENV_NAMES: Final = frozenset(
         "MLFLOW_TRACKING_PASSWORD",
     }
 )
-#: Any other variable or mapping key whose name ends in ``token`` or contains one of
-#: these holds a secret (``max_new_tokens`` and ``tokenizer`` do not).
+#: Any other variable, parameter or mapping key whose name ends in ``token`` or
+#: contains one of these holds a secret (``max_new_tokens`` and ``tokenizer`` do not).
 _SECRET_HINTS: Final = (
     "password",
     "passwd",
@@ -47,7 +61,13 @@ _SECRET_HINTS: Final = (
 #: secrets; replacing them everywhere would mangle unrelated text.
 _MIN_SECRET_LENGTH: Final = 6
 _URI_USERINFO: Final = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^/?#@\s\"']+@")
-_HF_TOKEN: Final = re.compile(r"\bhf_[A-Za-z0-9]{16,}\b")
+#: Access tokens recognisable by their issuer's prefix: Hugging Face (``hf_``),
+#: OpenAI-style API keys (``sk-``), GitHub (``ghp_``, ``github_pat_`` ...).
+_TOKEN_SHAPES: Final = re.compile(
+    r"\b(?:hf_[A-Za-z0-9]{16,}|sk-[A-Za-z0-9_\-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}"
+    r"|github_pat_[A-Za-z0-9_]{20,})\b"
+)
+_TOKEN_PREFIXES: Final = ("hf_", "sk-", "gh", "github_pat_")
 _ASSIGNED_SECRET: Final = re.compile(
     r"(?P<key>\b(?:hf_token|token|access_token|api[_-]?key|apikey|password|passwd|secret))"
     r"(?P<sep>=)(?P<value>[^&\s#\"',;]+)",
@@ -57,7 +77,12 @@ _ASSIGNED_SECRET: Final = re.compile(
 
 @functools.lru_cache(maxsize=1024)
 def is_secret_key(name: str) -> bool:
-    """Whether a parameter, field or variable name denotes a secret (``hf_token``, ``password``)."""
+    """Whether a parameter, field or variable name denotes a secret (``hf_token``, ``password``).
+
+    This is the single rule behind every mask in the package: MLflow params and
+    tags, JSON artifacts, and :meth:`MetricSpec.redacted
+    <sommelier_mlflow.metrics.MetricSpec.redacted>`.
+    """
     lowered = name.lower().replace("-", "_")
     return lowered.endswith("token") or any(hint in lowered for hint in _SECRET_HINTS)
 
@@ -70,7 +95,7 @@ def _environment_secrets() -> tuple[str, ...]:
         if (name.upper() in _SECRET_ENV_NAMES or is_secret_key(name))
         and len(value) >= _MIN_SECRET_LENGTH
     }
-    return tuple(sorted(values, key=len, reverse=True))  # longest first: no partial leftovers
+    return tuple(values)
 
 
 class _Redactor:
@@ -80,8 +105,11 @@ class _Redactor:
     once per cell would cost more than everything else the evaluator does.
     """
 
-    def __init__(self) -> None:
-        self._secrets = _environment_secrets()
+    def __init__(self, extra: Iterable[str | None] = ()) -> None:
+        found = set(_environment_secrets())
+        found.update(value for value in extra if value)
+        # Longest first, so a secret that contains another leaves no partial leftover.
+        self._secrets = tuple(sorted(found, key=len, reverse=True))
 
     def text(self, value: str) -> str:
         text = value
@@ -91,8 +119,8 @@ class _Redactor:
         # The cheap membership tests skip the regexes for the common clean string.
         if "@" in text:
             text = _URI_USERINFO.sub(lambda match: f"{match.group('scheme')}{REDACTED}@", text)
-        if "hf_" in text:
-            text = _HF_TOKEN.sub(REDACTED, text)
+        if any(prefix in text for prefix in _TOKEN_PREFIXES):
+            text = _TOKEN_SHAPES.sub(REDACTED, text)
         if "=" in text:
             text = _ASSIGNED_SECRET.sub(
                 lambda match: f"{match.group('key')}{match.group('sep')}{REDACTED}", text
@@ -116,22 +144,33 @@ class _Redactor:
         return value
 
 
-def redact(value: str) -> str:
+def redact(value: str, *, secrets: Iterable[str | None] = ()) -> str:
     """Return ``value`` with every recognisable secret replaced by :data:`REDACTED`.
 
     Replaced are: the values of secret environment variables (``HF_TOKEN``,
     ``MLFLOW_TRACKING_PASSWORD``, any ``*TOKEN``/``*PASSWORD*``/``*SECRET*``
-    variable of 6+ characters), Hugging Face tokens (``hf_...``), the
-    ``user:password@`` part of URIs, and ``token=...``-style assignments.
+    variable of 6+ characters), access tokens recognisable by their prefix
+    (``hf_...``, ``sk-...``, ``ghp_...``), the ``user:password@`` part of URIs,
+    ``token=...``-style assignments, and the explicit ``secrets`` given (for a
+    token the caller holds but did not export, such as one passed as an argument).
     """
-    return _Redactor().text(value)
+    return _Redactor(secrets).text(value)
 
 
-def redact_value(value: Any) -> Any:
+def redact_value(value: Any, *, secrets: Iterable[str | None] = ()) -> Any:
     """Redact a JSON-like value recursively; values under secret-looking keys are masked whole.
 
     Mappings come back as dicts and sequences (other than strings) as lists,
     which is what a JSON artifact or an MLflow param needs anyway. The
     environment is scanned once for the whole value.
     """
-    return _Redactor().value(value)
+    return _Redactor(secrets).value(value)
+
+
+def contains_secret(value: str) -> bool:
+    """Whether :func:`redact` would change ``value``: it carries a credential.
+
+    Used where scrubbing is too late, e.g. a value MLflow has already stored,
+    which must then be deleted rather than shown.
+    """
+    return redact(value) != value
