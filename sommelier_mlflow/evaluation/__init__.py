@@ -2,12 +2,26 @@
 
 The flow is ``score_run`` (one arm: split + generations -> ``ScoredRun`` ->
 ``evaluation_report.json``), then ``compare_reports`` / ``run_comparison``
-(two reports -> gate -> ``comparison_report.json`` + ``.md``). Nothing here
-imports MLflow or torch.
+(two reports -> gate -> ``comparison_report.json`` + ``.md``), and
+``read_claims`` / ``decide_claims`` (preregistered claims -> a verdict from the
+comparison's own bootstrap draws). Nothing here imports MLflow or torch.
 """
 
 from __future__ import annotations
 
+from sommelier_mlflow.evaluation._claims import (
+    CLAIMS_SCHEMA,
+    Claim,
+    ClaimDecision,
+    ClaimsSpec,
+    Verdict,
+    bootstrap_p_value,
+    check_claims,
+    decide_claims,
+    holm_adjust,
+    parse_claims,
+    read_claims,
+)
 from sommelier_mlflow.evaluation._compare import (
     COMPARISON_MARKDOWN_FILENAME,
     COMPARISON_REPORT_FILENAME,
@@ -43,19 +57,26 @@ from sommelier_mlflow.evaluation._stats import (
     BOOTSTRAP_METHOD,
     MCNEMAR_METHOD,
     QUANTILE_METHOD,
+    BootstrapDraws,
     McNemarResult,
     MetricInterval,
     PairedBootstrapResult,
     mcnemar_exact,
     mcnemar_from_outcomes,
     paired_bootstrap,
+    paired_bootstrap_draws,
 )
 
 __all__ = [
     "BOOTSTRAP_METHOD",
+    "BootstrapDraws",
     "BootstrapSettings",
+    "CLAIMS_SCHEMA",
     "COMPARISON_MARKDOWN_FILENAME",
     "COMPARISON_REPORT_FILENAME",
+    "Claim",
+    "ClaimDecision",
+    "ClaimsSpec",
     "ComparisonArtifacts",
     "EVALUATION_REPORT_FILENAME",
     "ExampleResult",
@@ -71,15 +92,23 @@ __all__ = [
     "QUANTILE_METHOD",
     "ScoredRun",
     "SliceResult",
+    "Verdict",
+    "bootstrap_p_value",
+    "check_claims",
     "check_comparable",
     "compare_reports",
+    "decide_claims",
     "derive_seed",
+    "holm_adjust",
     "mcnemar_exact",
     "mcnemar_from_outcomes",
     "metrics_from_components",
     "pair_set_digest",
     "paired_bootstrap",
+    "paired_bootstrap_draws",
+    "parse_claims",
     "prompt_set_digest",
+    "read_claims",
     "read_evaluation_report",
     "render_comparison_markdown",
     "run_comparison",

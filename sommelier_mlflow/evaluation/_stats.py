@@ -31,12 +31,14 @@ __all__ = [
     "BOOTSTRAP_METHOD",
     "MCNEMAR_METHOD",
     "QUANTILE_METHOD",
+    "BootstrapDraws",
     "McNemarResult",
     "MetricInterval",
     "PairedBootstrapResult",
     "mcnemar_exact",
     "mcnemar_from_outcomes",
     "paired_bootstrap",
+    "paired_bootstrap_draws",
 ]
 
 BOOTSTRAP_METHOD: Final = "paired_percentile_bootstrap"
@@ -139,6 +141,37 @@ class PairedBootstrapResult:
             "n": self.n,
             "metrics": {interval.metric: interval.to_dict() for interval in self.intervals},
         }
+
+
+@dataclass(frozen=True, eq=False)
+class BootstrapDraws:
+    """A bootstrap result together with the resampled differences behind it.
+
+    Decisions about preregistered claims must come from the very draws that
+    produced the published intervals, not from a second resampling that could
+    disagree with them; this object hands those draws out once, read-only.
+
+    Attributes:
+        result: The intervals and their provenance, exactly as
+            :func:`paired_bootstrap` returns them.
+        differences: Read-only float64 array of shape ``(resamples, m)``; row
+            ``r`` holds every metric's ``value_b - value_a`` in resample ``r``,
+            columns in the order of ``result.metric_names``.
+    """
+
+    result: PairedBootstrapResult
+    differences: NDArray[np.float64]
+
+    def column(self, metric: str) -> NDArray[np.float64]:
+        """Return one metric's resampled differences (a read-only view).
+
+        Raises:
+            KeyError: If no metric of that name was bootstrapped.
+        """
+        names = self.result.metric_names
+        if metric not in names:
+            raise KeyError(f"no bootstrap draws for metric {metric!r}; have {names}")
+        return self.differences[:, names.index(metric)]
 
 
 @dataclass(frozen=True)
@@ -286,7 +319,7 @@ def _resample_counts(rng: np.random.Generator, n: int, rows: int) -> NDArray[np.
     return counts.reshape(rows, n).astype(np.float64)
 
 
-def paired_bootstrap(
+def paired_bootstrap_draws(
     num_a: ArrayLike,
     den_a: ArrayLike,
     num_b: ArrayLike,
@@ -297,8 +330,8 @@ def paired_bootstrap(
     confidence: float = 0.95,
     metric_names: Sequence[str],
     _chunk_cells: int = _DEFAULT_CHUNK_CELLS,
-) -> PairedBootstrapResult:
-    """Percentile bootstrap interval of ``value_b - value_a`` for each metric.
+) -> BootstrapDraws:
+    """Percentile bootstrap intervals of ``value_b - value_a`` and the draws behind them.
 
     Row ``i`` of every array must describe the same example identity (or the
     same matched pair), because the bootstrap draws the *same* row indices for
@@ -332,7 +365,8 @@ def paired_bootstrap(
             matrix); results do not depend on it.
 
     Returns:
-        The point estimates, intervals and the settings that produced them.
+        The point estimates, intervals and the settings that produced them,
+        with the ``(resamples, m)`` matrix of resampled differences.
 
     Raises:
         ConfigError: Bad ``resamples``, ``seed``, ``confidence`` or names.
@@ -405,7 +439,7 @@ def paired_bootstrap(
         )
         for j in range(m)
     )
-    return PairedBootstrapResult(
+    result = PairedBootstrapResult(
         method=BOOTSTRAP_METHOD,
         quantile_method=QUANTILE_METHOD,
         seed=seed,
@@ -414,6 +448,39 @@ def paired_bootstrap(
         n=n,
         intervals=intervals,
     )
+    diffs.flags.writeable = False
+    return BootstrapDraws(result=result, differences=diffs)
+
+
+def paired_bootstrap(
+    num_a: ArrayLike,
+    den_a: ArrayLike,
+    num_b: ArrayLike,
+    den_b: ArrayLike,
+    *,
+    resamples: int = 2000,
+    seed: int,
+    confidence: float = 0.95,
+    metric_names: Sequence[str],
+    _chunk_cells: int = _DEFAULT_CHUNK_CELLS,
+) -> PairedBootstrapResult:
+    """Percentile bootstrap interval of ``value_b - value_a`` for each metric.
+
+    The same computation as :func:`paired_bootstrap_draws` (see it for the
+    method, the documented random stream and the errors), for callers that
+    need only the intervals and not the draws.
+    """
+    return paired_bootstrap_draws(
+        num_a,
+        den_a,
+        num_b,
+        den_b,
+        resamples=resamples,
+        seed=seed,
+        confidence=confidence,
+        metric_names=metric_names,
+        _chunk_cells=_chunk_cells,
+    ).result
 
 
 def _count(label: str, value: int) -> int:
