@@ -1,0 +1,57 @@
+"""The calibration benchmark, run on a reduced size: intervals cover, Holm controls the FWER."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_calibration.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_calibration", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_joint_cells_have_the_requested_marginals_and_correlation() -> None:
+    bench = _load()
+    cells = bench.joint_cells(0.5, 0.65, 0.6)
+    both, a_only, b_only, neither = cells
+    assert cells.sum() == pytest.approx(1.0)
+    assert both + a_only == pytest.approx(0.5)
+    assert both + b_only == pytest.approx(0.65)
+    covariance = both - 0.5 * 0.65
+    assert covariance / ((0.5 * 0.5 * 0.65 * 0.35) ** 0.5) == pytest.approx(0.6)
+    with pytest.raises(ValueError):
+        bench.joint_cells(0.9, 0.1, 0.9)
+
+
+@pytest.mark.slow
+def test_reduced_calibration_run() -> None:
+    bench = _load()
+    trials = 200
+    results = bench.run(sizes=[400], trials=trials, resamples=1000, seed=1)
+    assert len(results["coverage"]) == len(bench.COVERAGE_SCENARIOS)
+    for row in results["coverage"]:
+        # 200 trials: a calibrated 95% interval lands in [0.90, 0.99] with
+        # overwhelming probability; a 90% or a 99% interval would not.
+        assert 0.90 <= row["coverage"] <= 0.99, row
+        assert row["truth_below_interval"] + row["truth_above_interval"] == pytest.approx(
+            1 - row["coverage"]
+        )
+    (fwer,) = results["fwer"]
+    # Four true nulls at the boundary: unadjusted testing makes false claims
+    # far more often than alpha; Holm keeps the family at alpha (within the
+    # Monte Carlo uncertainty of 200 trials).
+    assert fwer["fwer_unadjusted"] > 0.10
+    assert fwer["fwer_holm"] < fwer["fwer_unadjusted"]
+    assert fwer["fwer_holm_mc95"][0] <= 0.05
+    assert fwer["fwer_holm"] <= 0.08
