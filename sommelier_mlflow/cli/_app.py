@@ -53,6 +53,25 @@ def _add_model(parser: argparse.ArgumentParser, *, required: bool) -> None:
     parser.add_argument("--adapter", default=None, help="peft LoRA adapter directory")
 
 
+def _add_backend(parser: argparse.ArgumentParser) -> None:
+    from sommelier_mlflow.generation import backend_names
+
+    parser.add_argument(
+        "--backend",
+        default="hf",
+        choices=backend_names(),
+        help="generation backend (default hf: transformers, plus peft for the adapter); "
+        "recorded in the decoding, so both arms of a comparison must use the same one",
+    )
+    parser.add_argument(
+        "--num-threads",
+        type=_nonneg_int,
+        default=0,
+        help="CPU threads for the hf backend (default 0: this machine's physical cores); "
+        "logged as the num_threads param",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; exposed so the docs and tests can read its help."""
     parser = argparse.ArgumentParser(
@@ -78,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--batch-size", type=int, default=8)
     evaluate.add_argument("--max-examples", type=_nonneg_int, default=0, help="0 = all roots")
     evaluate.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: auto)")
+    _add_backend(evaluate)
     evaluate.add_argument(
         "--trust-remote-code",
         action="store_true",
@@ -124,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--max-new-tokens", type=int, default=96)
     demo.add_argument("--batch-size", type=int, default=16)
     demo.add_argument("--max-examples", type=_nonneg_int, default=0)
+    _add_backend(demo)
     demo.add_argument("--out", default=None)
     _add_stats(demo)
     _add_mlflow_flag(demo)
@@ -180,7 +201,11 @@ def _print_arm(arm: Any) -> None:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from sommelier_mlflow.cli._pipeline import build_demo_assets, evaluate_arm
+    from sommelier_mlflow.cli._pipeline import (
+        build_demo_assets,
+        evaluate_arm,
+        resolve_num_threads,
+    )
 
     if "demo" in (args.model, args.adapter):
         demo = build_demo_assets()
@@ -199,7 +224,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens,
         batch_size=args.batch_size,
         max_examples=args.max_examples,
+        backend=args.backend,
     )
+    num_threads = resolve_num_threads(args.num_threads)
     arm = evaluate_arm(
         test_split=args.test_split,
         model=args.model,
@@ -216,10 +243,16 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         seed=args.seed,
         resamples=args.resamples,
         device=args.device,
+        backend=args.backend,
+        num_threads=num_threads,
     )
     _print_arm(arm)
     if _wants_mlflow(args):
-        _log_arm_run(arm, args.model_kind, {"max_examples_requested": args.max_examples})
+        _log_arm_run(
+            arm,
+            args.model_kind,
+            {"max_examples_requested": args.max_examples, "num_threads": num_threads},
+        )
     return 0
 
 

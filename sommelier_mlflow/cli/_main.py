@@ -20,6 +20,7 @@ from sommelier_mlflow.cli._pipeline import (
     compare_report_files,
     default_out_dir,
     evaluate_arm,
+    resolve_num_threads,
 )
 from sommelier_mlflow.cli._runs import child_run, log_arm, top_run
 from sommelier_mlflow.errors import ConfigError
@@ -60,6 +61,8 @@ def _arm(
         out_dir=out / kind,
         seed=args.seed,
         resamples=args.resamples,
+        backend=args.backend,
+        num_threads=resolve_num_threads(args.num_threads),
     )
 
 
@@ -103,6 +106,7 @@ def run_main(args: argparse.Namespace) -> int:
             max_new_tokens=args.max_new_tokens,
             batch_size=args.batch_size,
             max_examples=args.max_examples,
+            backend=args.backend,
         )
     )
     log = bool(args.mlflow or os.environ.get("MLFLOW_RUN_ID"))
@@ -120,7 +124,14 @@ def run_main(args: argparse.Namespace) -> int:
                 arms[kind] = _arm(args, out, kind, model, adapter, split)
                 if run_id is not None:
                     child_ids[kind] = run_id
-                    log_arm(arms[kind], run_id, {"max_examples_requested": args.max_examples})
+                    log_arm(
+                        arms[kind],
+                        run_id,
+                        {
+                            "max_examples_requested": args.max_examples,
+                            "num_threads": resolve_num_threads(args.num_threads),
+                        },
+                    )
         comparison = compare_report_files(
             arms["base"].report_path,
             arms["adapter"].report_path,

@@ -134,13 +134,18 @@ class Decoding:
 
     ``batch_size`` is part of the identity because batched and unbatched
     greedy decoding can differ numerically (padding), so base and adapter
-    must have used the same one to be comparable.
+    must have used the same one to be comparable. ``backend`` (the registered
+    generation backend's name, such as ``hf``) is part of it for the same
+    reason: two engines decoding "greedily" need not produce the same tokens.
+    It is optional so that generations and reports written before backends
+    had names still read and rewrite unchanged; it is recorded only when set.
     """
 
     max_new_tokens: int
     batch_size: int
     temperature: float = 0.0
     do_sample: bool = False
+    backend: str | None = None
 
     def __post_init__(self) -> None:
         if type(self.temperature) is not float or self.temperature != 0.0:
@@ -153,6 +158,12 @@ class Decoding:
             value = getattr(self, name)
             if type(value) is not int or value <= 0:
                 raise ConfigError(f"decoding.{name} must be a positive integer, got {value!r}")
+        if self.backend is not None and (
+            not isinstance(self.backend, str) or not self.backend.strip()
+        ):
+            raise ConfigError(
+                f"decoding.backend must be a backend name such as 'hf', got {self.backend!r}"
+            )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Decoding:
@@ -160,25 +171,31 @@ class Decoding:
         if not isinstance(data, Mapping):
             raise ConfigError(f"decoding must be an object, got {data!r}")
         expected = {"temperature", "do_sample", "max_new_tokens", "batch_size"}
-        if set(data) != expected:
+        if set(data) - {"backend"} != expected:
             missing = sorted(expected - set(data))
-            extra = sorted(set(data) - expected)
+            extra = sorted(set(data) - expected - {"backend"})
             raise ConfigError(f"decoding fields wrong: missing {missing}, unexpected {extra}")
+        if "backend" in data and data["backend"] is None:
+            raise ConfigError("decoding.backend is recorded only when known; drop the null")
         return cls(
             max_new_tokens=data["max_new_tokens"],
             batch_size=data["batch_size"],
             temperature=data["temperature"],
             do_sample=data["do_sample"],
+            backend=data.get("backend"),
         )
 
     def to_dict(self) -> dict[str, Any]:
         """The decoding dict recorded on every generation and in reports."""
-        return {
+        decoding: dict[str, Any] = {
             "temperature": self.temperature,
             "do_sample": self.do_sample,
             "max_new_tokens": self.max_new_tokens,
             "batch_size": self.batch_size,
         }
+        if self.backend is not None:
+            decoding["backend"] = self.backend
+        return decoding
 
 
 #: The exact keys of a generation JSONL record: readers and the resuming

@@ -1,35 +1,62 @@
-"""Greedy generation: backends behind one protocol, and a resumable runner.
+"""Greedy generation: named backends behind one protocol, and a resumable runner.
 
 Importing this package is cheap: torch, transformers and peft are imported
-only when an :class:`HFGenerator` is built.
+only when the ``hf`` backend is built. Importing it also registers the
+built-in backends (``hf``, ``replay``), so :func:`create_backend` knows them
+whichever module a caller reaches first.
 """
 
 from __future__ import annotations
 
-from sommelier_mlflow.generation._hf import DTYPES, HFGenerator, adapter_digest
+from sommelier_mlflow.generation._hf import DTYPES, HFGenerator, physical_cores
+from sommelier_mlflow.generation._identity import (
+    adapter_digest,
+    declared_adapter,
+    declared_identity,
+)
+from sommelier_mlflow.generation._manifest import (
+    MANIFEST_NAME,
+    MANIFEST_SCHEMA,
+    RecordedIdentity,
+    find_recorded_identity,
+)
 from sommelier_mlflow.generation._protocol import (
-    ReplayGenerator,
+    BackendRequest,
+    GenerationBackend,
     SupportsFingerprint,
     SupportsPromptLengths,
     TextGenerator,
 )
-from sommelier_mlflow.generation._runner import (
-    GENERATIONS_DIR,
-    MANIFEST_NAME,
-    MANIFEST_SCHEMA,
-    run_generation,
+from sommelier_mlflow.generation._registry import (
+    BackendFactory,
+    backend_names,
+    create_backend,
+    register_backend,
 )
+from sommelier_mlflow.generation._replay import ReplayGenerator
+from sommelier_mlflow.generation._runner import GENERATIONS_DIR, run_generation
 
 __all__ = [
+    "BackendFactory",
+    "BackendRequest",
     "DTYPES",
     "GENERATIONS_DIR",
+    "GenerationBackend",
     "HFGenerator",
     "MANIFEST_NAME",
     "MANIFEST_SCHEMA",
+    "RecordedIdentity",
     "ReplayGenerator",
     "SupportsFingerprint",
     "SupportsPromptLengths",
     "TextGenerator",
     "adapter_digest",
+    "backend_names",
+    "create_backend",
+    "declared_adapter",
+    "declared_identity",
+    "find_recorded_identity",
+    "physical_cores",
+    "register_backend",
     "run_generation",
 ]

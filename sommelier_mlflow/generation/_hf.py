@@ -1,4 +1,4 @@
-"""Greedy batched generation with Hugging Face transformers and an optional peft adapter.
+"""The ``hf`` backend: greedy batched generation with transformers and an optional peft adapter.
 
 torch, transformers and peft are imported inside the functions that need
 them: importing :mod:`sommelier_mlflow.generation` must stay cheap and must
@@ -8,7 +8,6 @@ work on machines that only score existing generations.
 from __future__ import annotations
 
 import copy
-import hashlib
 import os
 import re
 import warnings
@@ -18,47 +17,20 @@ from typing import Any, Final
 
 from sommelier_mlflow.data import ModelIdentity
 from sommelier_mlflow.errors import ConfigError, DependencyError
+from sommelier_mlflow.generation._identity import adapter_digest
+from sommelier_mlflow.generation._protocol import BackendRequest
+from sommelier_mlflow.generation._registry import register_backend
 
-__all__ = ["DTYPES", "HFGenerator", "adapter_digest"]
+__all__ = ["DTYPES", "HFGenerator", "hf_backend", "physical_cores"]
 
 #: Accepted ``dtype`` names; anything else would be a silent precision change.
 DTYPES: Final = ("float32", "bfloat16", "float16")
 
 _ADAPTER_WEIGHTS: Final = "adapter_model.safetensors"
 _ADAPTER_CONFIG: Final = "adapter_config.json"
-_CHUNK: Final = 1 << 20
 # Hub ids look like ``name`` or ``org/name``; anything else that does not exist
 # on disk is reported as a missing path rather than sent to the Hub.
 _HUB_ID: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
-
-
-def adapter_digest(directory: str | os.PathLike[str]) -> str:
-    """SHA-256 over every file of an adapter directory, names and bytes.
-
-    Files are visited in sorted order of their ``/``-separated path relative to
-    ``directory``; each contributes its path (UTF-8) and its content, each
-    prefixed by its length as 8 big-endian bytes, so no two different
-    directories can produce the same byte stream.
-
-    Raises:
-        DependencyError: If the directory does not exist.
-    """
-    root = Path(directory)
-    if not root.is_dir():
-        raise DependencyError(f"adapter directory {str(root)!r} does not exist")
-    files = sorted(
-        (path.relative_to(root).as_posix(), path) for path in root.rglob("*") if path.is_file()
-    )
-    digest = hashlib.sha256()
-    for relative, path in files:
-        name = relative.encode("utf-8")
-        digest.update(len(name).to_bytes(8, "big"))
-        digest.update(name)
-        digest.update(path.stat().st_size.to_bytes(8, "big"))
-        with path.open("rb") as handle:
-            while chunk := handle.read(_CHUNK):
-                digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _redact(text: str, secret: str | None) -> str:
@@ -482,3 +454,59 @@ class HFGenerator:
                 )
             )
         return completions
+
+
+def _linux_physical_cores() -> int | None:
+    """Distinct (package, core) pairs in /proc/cpuinfo; ``None`` where unavailable."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    cores: set[tuple[str, str]] = set()
+    package = core = ""
+    for line in [*text.splitlines(), ""]:
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "physical id":
+            package = value.strip()
+        elif key == "core id":
+            core = value.strip()
+        elif not key:
+            if core:
+                cores.add((package, core))
+            package = core = ""
+    return len(cores) or None
+
+
+def physical_cores() -> int:
+    """Physical CPU cores this process may use: the default ``--num-threads``.
+
+    torch's own default is the physical core count of the whole machine; in a
+    container or under ``taskset`` the affinity mask is the tighter bound, and
+    hyper-threads rarely speed up small-model decoding.
+    """
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    candidates = [n for n in (_linux_physical_cores(), allowed, os.cpu_count()) if n]
+    return max(1, min(candidates)) if candidates else 1
+
+
+@register_backend("hf")
+def hf_backend(request: BackendRequest) -> HFGenerator:
+    """Build the ``hf`` backend; the Hub token comes from ``HF_TOKEN``, if set.
+
+    Raises:
+        ConfigError: Options given (this backend takes none), or a bad setting.
+        DependencyError: Missing package, model, tokenizer or adapter.
+    """
+    request.refuse_options("hf")
+    return HFGenerator(
+        request.model,
+        revision=request.revision or None,
+        tokenizer=request.tokenizer or None,
+        tokenizer_revision=request.tokenizer_revision or None,
+        adapter=request.adapter or None,
+        device=request.device,
+        trust_remote_code=request.trust_remote_code,
+        hf_token=os.environ.get("HF_TOKEN") or None,
+        num_threads=request.num_threads,
+    )

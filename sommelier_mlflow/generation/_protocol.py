@@ -1,22 +1,31 @@
-"""The backend-neutral interface that generation runs against.
+"""The backend-neutral interfaces that generation runs against.
 
 Scoring and the resumable runner only ever see :class:`TextGenerator`, so a
 Hugging Face model, an OpenAI-compatible server or a file of precomputed
 outputs are interchangeable without touching either. Two optional protocols
-let a backend opt into better batching (:class:`SupportsPromptLengths`) and into
-resume safety checks (:class:`SupportsFingerprint`).
+let a generator opt into better batching (:class:`SupportsPromptLengths`) and
+into resume safety checks (:class:`SupportsFingerprint`).
+
+:class:`GenerationBackend` is what the command line builds by name (see
+:mod:`sommelier_mlflow.generation._registry`): a text generator that also
+says which model it is (for the comparison gate) and which tokenizer renders
+its prompts (for formatting). :class:`BackendRequest` is the one set of
+inputs every backend factory receives.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from sommelier_mlflow._json import canonical_json, sha256_text
-from sommelier_mlflow.errors import ConfigError, InputError
+from sommelier_mlflow.data import ModelIdentity
+from sommelier_mlflow.errors import ConfigError
+from sommelier_mlflow.generation._identity import declared_adapter, declared_identity
 
 __all__ = [
-    "ReplayGenerator",
+    "BackendRequest",
+    "GenerationBackend",
     "SupportsFingerprint",
     "SupportsPromptLengths",
     "TextGenerator",
@@ -64,56 +73,100 @@ class SupportsFingerprint(Protocol):
         ...
 
 
-class ReplayGenerator:
-    """Replays precomputed completions keyed by exact prompt text.
+@runtime_checkable
+class GenerationBackend(TextGenerator, SupportsFingerprint, Protocol):
+    """A named generation backend: completions plus everything recorded about them.
 
-    This is a real backend, not a test double: it lets outputs produced
-    elsewhere (another machine, a hosted API, an earlier run) go through the
-    same runner, records and scoring as live generation. ``max_new_tokens`` is
-    accepted for interface compatibility and ignored, because the outputs were
-    already produced under whatever limit the producer used.
+    Beyond :meth:`generate` (required) and ``prompt_lengths`` (optional, see
+    :class:`SupportsPromptLengths`), a backend answers three questions:
+
+    * which model it is: :meth:`model_identity` and :meth:`adapter_info` are
+      what the comparison gate holds equal (identity) or records per arm
+      (adapter);
+    * what determines its outputs: :meth:`fingerprint` guards resumed runs
+      and is stored in ``generation_manifest.json``. It must contain
+      ``"model_identity"`` (``model_identity().to_dict()``) and ``"adapter"``
+      (``adapter_info()``) so that the generations can be re-scored later
+      without the model; :func:`~sommelier_mlflow.generation.create_backend`
+      checks this;
+    * how prompts are rendered: :attr:`tokenizer` is the chat-template
+      tokenizer that formats unformatted examples, or ``None`` when the
+      backend cannot render (then the split must already carry its prompts).
     """
 
-    def __init__(self, outputs: Mapping[str, str], *, name: str = "replay") -> None:
-        """Store a copy of ``prompt -> completion``.
+    @property
+    def tokenizer(self) -> Any:
+        """The chat-template tokenizer used for formatting, or ``None``."""
+        ...
+
+    def model_identity(self) -> ModelIdentity:
+        """Base model and tokenizer sources with their revisions."""
+        ...
+
+    def adapter_info(self) -> dict[str, str] | None:
+        """``{"source", "sha256"}`` of the adapter in use, or ``None`` for a base model."""
+        ...
+
+
+@dataclass(frozen=True)
+class BackendRequest:
+    """What the user asked for, in the one shape every backend factory receives.
+
+    The common fields mean the same for every backend; a backend uses those
+    that apply and must refuse (``ConfigError``) a field it cannot honour
+    rather than ignore it. Backend-specific settings travel in ``options``
+    (a backend refuses keys it does not know). Secrets never travel here: a
+    backend reads them from the environment where it uses them, so a request
+    can be printed or logged safely.
+
+    Attributes:
+        model: A local model directory or a Hub id (the base model).
+        revision: Pinned revision of a Hub model.
+        tokenizer: Tokenizer directory or Hub id; defaults to the model's.
+        tokenizer_revision: Pinned revision of a separately given tokenizer.
+        adapter: A peft adapter directory, or ``None`` for the base model.
+        device: Accelerator to run on (``"cpu"``, ``"cuda:1"``...); local backends only.
+        trust_remote_code: Whether code shipped with the model may run.
+        num_threads: CPU threads for a local backend; ``None`` leaves the default.
+        options: Backend-specific settings.
+    """
+
+    model: str
+    revision: str | None = None
+    tokenizer: str | None = None
+    tokenizer_revision: str | None = None
+    adapter: str | None = None
+    device: str | None = None
+    trust_remote_code: bool = False
+    num_threads: int | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ConfigError(f"model must be a Hub id or a local directory, got {self.model!r}")
+        if self.num_threads is not None and (
+            type(self.num_threads) is not int or self.num_threads <= 0
+        ):
+            raise ConfigError(f"num_threads must be a positive integer, got {self.num_threads!r}")
+
+    def declared_identity(self) -> ModelIdentity:
+        """The identity as declared, for backends that do not load the model themselves."""
+        return declared_identity(self.model, self.revision, self.tokenizer, self.tokenizer_revision)
+
+    def declared_adapter(self) -> dict[str, str] | None:
+        """The declared adapter directory's source and digest, or ``None``."""
+        return declared_adapter(self.adapter)
+
+    def refuse_options(self, backend: str, known: frozenset[str] = frozenset()) -> None:
+        """Raise if ``options`` holds a key the backend does not understand.
 
         Raises:
-            ConfigError: If a key or value is not a string.
+            ConfigError: Naming the unknown keys and the accepted ones.
         """
-        for prompt, completion in outputs.items():
-            if not isinstance(prompt, str) or not isinstance(completion, str):
-                raise ConfigError(
-                    "replay outputs must map prompt text (str) to completion text (str); got "
-                    f"{type(prompt).__name__} -> {type(completion).__name__}"
-                )
-        self._outputs = dict(outputs)
-        self._name = name
-
-    def __repr__(self) -> str:
-        return f"ReplayGenerator(name={self._name!r}, prompts={len(self._outputs)})"
-
-    def generate(self, prompts: Sequence[str], *, max_new_tokens: int) -> list[str]:
-        """Look every prompt up; a prompt with no stored output is an input error.
-
-        Raises:
-            InputError: If any prompt has no stored completion; the message
-                gives its SHA-256 so the missing row can be found.
-        """
-        completions = []
-        for prompt in prompts:
-            try:
-                completions.append(self._outputs[prompt])
-            except KeyError:
-                raise InputError(
-                    f"replay generator {self._name!r} has no output for the prompt with "
-                    f"sha256 {sha256_text(prompt)}; supply outputs for every prompt in the split"
-                ) from None
-        return completions
-
-    def fingerprint(self) -> dict[str, Any]:
-        """Identify the replayed outputs by a digest of the whole mapping."""
-        return {
-            "backend": "replay",
-            "name": self._name,
-            "outputs_sha256": sha256_text(canonical_json(self._outputs)),
-        }
+        unknown = sorted(set(self.options) - known)
+        if unknown:
+            accepted = ", ".join(sorted(known)) or "none"
+            raise ConfigError(
+                f"the {backend} backend does not take the option(s) {', '.join(unknown)} "
+                f"(accepted: {accepted})"
+            )

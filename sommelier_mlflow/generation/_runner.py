@@ -39,7 +39,6 @@ from sommelier_mlflow.data import (
     GenerationRecord,
     ModelKind,
     TestExample,
-    schema_version,
 )
 from sommelier_mlflow.errors import (
     ConfigError,
@@ -47,6 +46,7 @@ from sommelier_mlflow.errors import (
     InputError,
     InvariantViolationError,
 )
+from sommelier_mlflow.generation._manifest import MANIFEST_NAME, MANIFEST_SCHEMA
 from sommelier_mlflow.generation._protocol import (
     SupportsFingerprint,
     SupportsPromptLengths,
@@ -54,11 +54,9 @@ from sommelier_mlflow.generation._protocol import (
 )
 from sommelier_mlflow.toolcalls import PARSER_VERSION, parse_tool_call
 
-__all__ = ["GENERATIONS_DIR", "MANIFEST_NAME", "MANIFEST_SCHEMA", "run_generation"]
+__all__ = ["GENERATIONS_DIR", "run_generation"]
 
 GENERATIONS_DIR: Final = "generations"
-MANIFEST_NAME: Final = "generation_manifest.json"
-MANIFEST_SCHEMA: Final = schema_version("generation_manifest")
 
 _FRESH_DIR: Final = "use a fresh output directory (or delete the existing one) to start over"
 

@@ -10,6 +10,7 @@ from data_helpers import WriteLines
 
 from sommelier_mlflow._json import dumps_line, sha256_text
 from sommelier_mlflow.data import (
+    Decoding,
     GenerationRecord,
     JsonlPrefix,
     JsonlReader,
@@ -18,7 +19,7 @@ from sommelier_mlflow.data import (
     read_generations,
     read_precomputed,
 )
-from sommelier_mlflow.errors import DataError, InvariantViolationError
+from sommelier_mlflow.errors import ConfigError, DataError, InvariantViolationError
 
 DECODING = {"temperature": 0.0, "do_sample": False, "max_new_tokens": 64, "batch_size": 4}
 
@@ -259,3 +260,19 @@ def test_reader_digest_needs_a_full_read_and_reads_once(write_lines: WriteLines)
     assert reader.lines == 1
     with pytest.raises(RuntimeError):
         list(reader)
+
+
+def test_decoding_records_a_backend_only_when_named() -> None:
+    plain = Decoding(max_new_tokens=4, batch_size=2)
+    assert "backend" not in plain.to_dict()  # reports written before backends read unchanged
+    assert Decoding.from_dict(plain.to_dict()) == plain
+    named = Decoding(max_new_tokens=4, batch_size=2, backend="hf")
+    assert named.to_dict()["backend"] == "hf"
+    assert Decoding.from_dict(named.to_dict()) == named
+    assert named != plain
+    with pytest.raises(ConfigError, match="backend"):
+        Decoding.from_dict({**plain.to_dict(), "backend": None})
+    with pytest.raises(ConfigError, match="backend"):
+        Decoding(max_new_tokens=4, batch_size=2, backend=" ")
+    with pytest.raises(ConfigError, match="unexpected"):
+        Decoding.from_dict({**plain.to_dict(), "engine": "hf"})

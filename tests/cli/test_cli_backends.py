@@ -1,0 +1,126 @@
+"""``--backend``: a backend registered by name generates an arm end to end through the CLI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sommelier_mlflow.cli import main
+from sommelier_mlflow.data import ModelIdentity
+from sommelier_mlflow.generation import BackendRequest, register_backend
+from tests.cli.cli_helpers import BASE_OUTPUTS, examples, write_fixture
+
+
+class FixtureBackend:
+    """Answers each fixture prompt with the base arm's hand-written output."""
+
+    def __init__(self, request: BackendRequest) -> None:
+        self._identity = request.declared_identity()
+        self._outputs = {
+            example.prompt_text: BASE_OUTPUTS[int(example.example_id.split("-")[1])]
+            for example in examples()
+        }
+
+    tokenizer = None
+
+    def model_identity(self) -> ModelIdentity:
+        return self._identity
+
+    def adapter_info(self) -> None:
+        return None
+
+    def generate(self, prompts: Sequence[str], *, max_new_tokens: int) -> list[str]:
+        return [self._outputs[prompt] for prompt in prompts]
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            "backend": "cli_fixture",
+            "model_identity": self._identity.to_dict(),
+            "adapter": None,
+        }
+
+
+register_backend("cli_fixture")(FixtureBackend)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    return write_fixture(tmp_path / "in")
+
+
+def _evaluate(files: dict[str, Path], out: Path, backend: str) -> int:
+    return main(
+        [
+            "evaluate",
+            "--test-split",
+            str(files["split"]),
+            "--model",
+            "tiny/model",
+            "--revision",
+            "abc123",
+            "--model-kind",
+            "base",
+            "--max-new-tokens",
+            "32",
+            "--batch-size",
+            "2",
+            "--backend",
+            backend,
+            "--num-threads",
+            "1",
+            "--resamples",
+            "200",
+            "--out",
+            str(out),
+        ]
+    )
+
+
+def test_a_named_backend_generates_an_arm_and_is_recorded_in_its_decoding(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    assert _evaluate(files, tmp_path / "arm", "cli_fixture") == 0
+    report = json.loads((tmp_path / "arm" / "evaluation_report.json").read_text())
+    assert report["identity"]["decoding"]["backend"] == "cli_fixture"
+    assert report["identity"]["model_identity"]["base_model"] == "tiny/model"
+    # Re-scoring the generations needs no model: the manifest gives the identity back.
+    rescored = tmp_path / "rescored"
+    code = main(
+        [
+            "score",
+            "--test-split",
+            str(files["split"]),
+            "--generations",
+            str(tmp_path / "arm" / "generations"),
+            "--model-kind",
+            "base",
+            "--resamples",
+            "200",
+            "--out",
+            str(rescored),
+        ]
+    )
+    assert code == 0
+    again = json.loads((rescored / "evaluation_report.json").read_text())
+    assert again["identity"] == report["identity"]
+    assert again["metrics"] == report["metrics"]
+    assert report["metrics"]["full_call_exact_match"]["numerator"] == 2
+
+
+def test_replay_is_not_a_generation_backend_for_evaluate(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _evaluate(files, tmp_path / "arm", "replay") == 2
+    assert "--precomputed" in capsys.readouterr().err
+
+
+def test_an_unregistered_backend_is_refused_by_the_parser(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        _evaluate(files, tmp_path / "arm", "nope")
+    assert exit_info.value.code == 2
