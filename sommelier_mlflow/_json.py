@@ -9,12 +9,13 @@ RFC 8259 JSON: no ``NaN``, no comments, no trailing commas.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -49,44 +50,143 @@ class _Raw(str):
     __slots__ = ()
 
 
-def _dumps_deep(value: Any) -> str:
-    """Sorted, compact JSON with an explicit stack instead of recursion."""
+#: orjson refuses integers outside these bounds; they are spelled exactly instead.
+_INT_MIN: Final = -(2**63)
+_UINT_MAX: Final = 2**64 - 1
+
+
+def _scalar(item: Any) -> str:
+    if type(item) is int and not _INT_MIN <= item <= _UINT_MAX:
+        return str(item)
+    return orjson.dumps(item).decode("utf-8")
+
+
+def _dumps_deep(value: Any, *, pretty: bool = False) -> str:
+    """Sorted JSON written with an explicit stack instead of recursion.
+
+    orjson writes at most 254 levels of nesting and no integer beyond 64 bits,
+    but strict parsing accepts both (1024 levels, any integer). Model output in
+    between must still be written and digested, so this writer produces the
+    same bytes orjson would (compact, or orjson's two-space indentation when
+    ``pretty``) with no depth or integer limit.
+    """
     parts: list[str] = []
-    stack: list[Any] = [value]
+    stack: list[tuple[Any, int]] = [(value, 0)]
+
+    def newline(depth: int) -> _Raw:
+        return _Raw("\n" + "  " * depth if pretty else "")
+
+    colon = ": " if pretty else ":"
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         if isinstance(item, _Raw):
             parts.append(item)
         elif isinstance(item, dict) and item:
-            pending: list[Any] = [_Raw("{")]
+            pending: list[tuple[Any, int]] = [(_Raw("{"), depth)]
             for index, key in enumerate(sorted(item)):
                 if not isinstance(key, str):
                     raise TypeError(f"JSON object keys must be strings, got {key!r}")
                 prefix = "," if index else ""
-                pending += [_Raw(prefix + orjson.dumps(key).decode("utf-8") + ":"), item[key]]
-            pending.append(_Raw("}"))
+                head = prefix + newline(depth + 1) + orjson.dumps(key).decode("utf-8") + colon
+                pending += [(_Raw(head), depth), (item[key], depth + 1)]
+            pending.append((_Raw(newline(depth) + "}"), depth))
             stack.extend(reversed(pending))
         elif isinstance(item, list) and item:
-            pending = [_Raw("[")]
+            pending = [(_Raw("["), depth)]
             for index, child in enumerate(item):
-                if index:
-                    pending.append(_Raw(","))
-                pending.append(child)
-            pending.append(_Raw("]"))
+                pending += [(_Raw(("," if index else "") + newline(depth + 1)), depth)]
+                pending.append((child, depth + 1))
+            pending.append((_Raw(newline(depth) + "]"), depth))
             stack.extend(reversed(pending))
         else:
-            parts.append(orjson.dumps(item).decode("utf-8"))
+            parts.append(_scalar(item))
     return "".join(parts)
 
 
-def loads(data: str | bytes) -> Any:
+def _dumps(value: Any, option: int, *, pretty: bool = False) -> bytes:
+    """Serialise with orjson for speed, with the stack writer for what orjson cannot spell."""
+    try:
+        return orjson.dumps(value, option=option)
+    except orjson.JSONEncodeError as exc:
+        message = str(exc).lower()
+        if "recursion" not in message and "64-bit" not in message:
+            raise
+    text = _dumps_deep(value, pretty=pretty)
+    if option & orjson.OPT_APPEND_NEWLINE:
+        text += "\n"
+    return text.encode("utf-8")
+
+
+#: A number literal long enough to lie outside 64 bits (orjson reads those as floats).
+_LONG_NUMBER_TEXT: Final = re.compile(r"\d{19,}")
+_LONG_NUMBER_BYTES: Final = re.compile(rb"\d{19,}")
+#: Every string token, and whether it is an object key (followed by a colon).
+_STRING_TOKEN: Final = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*(:)?')
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {key!r} in one object")
+            seen.add(key)
+    return value
+
+
+def _loads_exact(data: str | bytes, *, unique: bool) -> Any:
+    """The standard library's parser, made as strict as orjson, for the rare hard cases."""
+    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    try:
+        return json.loads(
+            text,
+            parse_constant=_refuse_constant,
+            object_pairs_hook=_unique_object if unique else None,
+        )
+    except (ValueError, RecursionError) as exc:
+        raise JSONDecodeError(str(exc), text, 0) from None
+
+
+def _may_repeat_a_key(data: str | bytes) -> bool:
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    if b'":' not in raw and b'" ' not in raw:
+        return False
+    keys = [match.group(1) for match in _STRING_TOKEN.finditer(raw) if match.group(2)]
+    # Escapes can spell one key two ways ("a" and "\u0061"): only then is the
+    # raw comparison not enough.
+    return len(keys) != len(set(keys)) or any(b"\\" in key for key in keys)
+
+
+def loads(data: str | bytes, *, reject_duplicate_keys: bool = False) -> Any:
     """Parse strict RFC 8259 JSON.
+
+    Integers of any size keep their exact value (orjson alone would turn one
+    beyond 64 bits into a float, making ``18446744073709551617`` equal to its
+    neighbour and to ``18446744073709551616.0``). Such numbers are rare, so they
+    are detected by the length of their digit run and only then re-parsed
+    with the standard library, as strictly.
+
+    Args:
+        data: The JSON text.
+        reject_duplicate_keys: Refuse an object that names a key twice, as
+            strict readers of input files do (otherwise the last one wins).
 
     Raises:
         orjson.JSONDecodeError: On anything that is not JSON, including lone
-            surrogates, ``NaN`` and integers beyond 64 bits.
+            surrogates, ``NaN`` and, when asked, duplicate keys.
     """
-    return orjson.loads(data)
+    value = orjson.loads(data)
+    search = _LONG_NUMBER_BYTES.search if isinstance(data, bytes) else _LONG_NUMBER_TEXT.search
+    if search(data) is not None:  # type: ignore[arg-type]
+        return _loads_exact(data, unique=reject_duplicate_keys)
+    if reject_duplicate_keys and _may_repeat_a_key(data):
+        _loads_exact(data, unique=True)
+    return value
 
 
 def canonical_json(value: Any) -> str:
@@ -94,33 +194,29 @@ def canonical_json(value: Any) -> str:
 
     Keys are sorted, separators compact and every non-ASCII character is
     escaped as ``\\u`` plus four hex digits (surrogate pairs above the BMP), so the result is
-    pure ASCII and byte-stable across platforms.
+    pure ASCII and byte-stable across platforms. Any nesting depth and any
+    integer size are spelled exactly.
 
     Raises:
         TypeError: If the value is not JSON-serialisable (orjson's error).
     """
-    try:
-        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode("utf-8")
-    except orjson.JSONEncodeError as exc:
-        if "recursion" not in str(exc).lower():
-            raise
-        # orjson serialises at most 254 levels but parses 1024; model output
-        # in between must still get its canonical spelling.
-        text = _dumps_deep(value)
+    text = _dumps(value, orjson.OPT_SORT_KEYS).decode("utf-8")
     if text.isascii():
         return text
     return _NON_ASCII.sub(_escape_char, text)
 
 
 def dumps_line(value: Any) -> bytes:
-    """Serialise one JSONL record (sorted keys, UTF-8, trailing newline)."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
+    """Serialise one JSONL record (sorted keys, UTF-8, trailing newline), at any depth."""
+    return _dumps(value, orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
 
 
 def dumps_pretty(value: Any) -> bytes:
-    """Serialise a report for humans and diffs (sorted keys, two-space indent)."""
-    return orjson.dumps(
-        value, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+    """Serialise a report for humans and diffs (sorted keys, two-space indent), at any depth."""
+    return _dumps(
+        value,
+        orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE,
+        pretty=True,
     )
 
 

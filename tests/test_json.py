@@ -1,8 +1,33 @@
-"""Atomic writes: readers see the old file or the whole new one, with normal permissions."""
+"""Strict JSON in, canonical JSON out: atomic writes, any nesting, exact big integers."""
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
+
+from sommelier_mlflow._json import (
+    JSONDecodeError,
+    atomic_write_jsonl,
+    canonical_json,
+    dumps_line,
+    dumps_pretty,
+    loads,
+)
+
+
+@contextmanager
+def _recursion_limit(limit: int) -> Iterator[None]:
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous)
 
 
 def test_atomic_writes_get_ordinary_file_permissions(tmp_path: Path) -> None:
@@ -15,3 +40,69 @@ def test_atomic_writes_get_ordinary_file_permissions(tmp_path: Path) -> None:
     plain.write_text("{}")
     assert os.stat(path).st_mode & 0o777 == os.stat(plain).st_mode & 0o777
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def _nested(depth: int) -> dict[str, object]:
+    value: dict[str, object] = {"leaf": "é"}
+    for level in range(depth - 1):
+        value = {f"k{level % 3}": value, "n": level}
+    return value
+
+
+@pytest.mark.parametrize("depth", [255, 300, 1000])
+def test_every_writer_serialises_deep_values_exactly(depth: int, tmp_path: Path) -> None:
+    value = _nested(depth)
+    # The reference spelling: the standard library, whose nesting is bounded only by recursion.
+    with _recursion_limit(10_000):
+        line = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        pretty = json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False)
+    assert dumps_line(value) == (line + "\n").encode("utf-8")
+    assert dumps_pretty(value) == (pretty + "\n").encode("utf-8")
+    assert canonical_json(loads(canonical_json(value))) == canonical_json(value)
+    atomic_write_jsonl(tmp_path / "deep.jsonl", [value])
+    assert (tmp_path / "deep.jsonl").read_bytes() == dumps_line(value)
+
+
+def test_pretty_fallback_matches_orjson_on_shallow_values() -> None:
+    from sommelier_mlflow._json import _dumps_deep
+
+    value = {"b": [], "a": {}, "c": [1, {"x": None, "y": [True, 1.5, "ü"]}], "d": {"e": [[]]}}
+    assert _dumps_deep(value, pretty=True) + "\n" == dumps_pretty(value).decode("utf-8")
+    assert _dumps_deep(value, pretty=False) + "\n" == dumps_line(value).decode("utf-8")
+
+
+BIG = ["18446744073709551617", "18446744073709551616", "-9223372036854775809"]
+
+
+@pytest.mark.parametrize("text", BIG)
+def test_integers_beyond_64_bits_keep_their_exact_spelling(text: str) -> None:
+    value = loads(f'{{"n":{text}}}')
+    assert value == {"n": int(text)}
+    assert isinstance(value["n"], int)
+    assert canonical_json(value) == f'{{"n":{text}}}'
+    assert dumps_line(value) == f'{{"n":{text}}}\n'.encode()
+    assert loads(text.encode()) == int(text)
+
+
+def test_big_integer_is_not_its_float_neighbour() -> None:
+    as_int = [
+        canonical_json(loads(text)) for text in ("18446744073709551617", "18446744073709551616")
+    ]
+    as_float = canonical_json(loads("18446744073709551616.0"))
+    assert len({*as_int, as_float}) == 3  # 1 != 1.0 holds beyond 64 bits as well
+    assert canonical_json(loads("1")) != canonical_json(loads("1.0"))
+
+
+@pytest.mark.parametrize("text", ['{"a":NaN,"n":123456789012345678901}', '{"n":1e999999}'])
+def test_exact_path_stays_strict(text: str) -> None:
+    with pytest.raises(JSONDecodeError):
+        loads(text)
+
+
+def test_duplicate_keys_are_rejected_on_request() -> None:
+    assert loads('{"a":1,"a":2}') == {"a": 2}  # orjson's rule where we did not ask
+    for text in ('{"a":1,"a":2}', '{"x":{"a":1,"\\u0061":2}}', '[{"k":1},{"k":2,"k":3}]'):
+        with pytest.raises(JSONDecodeError, match="duplicate key"):
+            loads(text, reject_duplicate_keys=True)
+    # The same key in different objects is fine.
+    assert loads('[{"k":1},{"k":2,"j":{"k":3}}]', reject_duplicate_keys=True)[1]["j"] == {"k": 3}

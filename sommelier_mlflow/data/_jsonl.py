@@ -49,10 +49,30 @@ def open_data_file(path: str | os.PathLike[str]) -> BinaryIO:
         raise DataError(f"cannot be read: {exc.strerror or exc}", path=name) from exc
 
 
+def _check_text(raw: bytes, *, path: str, line_no: int) -> None:
+    """Say plainly when a line is not text at all (orjson would blame "surrogates")."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"not UTF-8 text (gzip? decompress first): invalid byte at column {exc.start + 1}",
+            path=path,
+            line=line_no,
+        ) from None
+
+
 def _parse_object(raw: bytes, *, path: str, line_no: int) -> dict[str, Any]:
     try:
-        value = loads(raw)
+        # Input rows are read as strict readers do: a key named twice is an error,
+        # not "the last one wins".
+        value = loads(raw, reject_duplicate_keys=True)
     except (JSONDecodeError, RecursionError) as exc:
+        _check_text(raw, path=path, line_no=line_no)
+        reason = str(getattr(exc, "msg", exc))
+        if reason.startswith("duplicate key"):
+            raise DataError(
+                f"{reason}; strict JSON readers refuse it: keep one", path=path, line=line_no
+            ) from None
         raise DataError(
             f"line is not valid JSON ({exc}); every line must be one strict JSON object",
             path=path,
@@ -120,8 +140,9 @@ class JsonlReader:
                     )
                 if not terminated:
                     try:
-                        value = loads(raw)
+                        value = loads(raw, reject_duplicate_keys=True)
                     except (JSONDecodeError, RecursionError) as exc:
+                        _check_text(raw, path=self.path, line_no=line_no)
                         raise DataError(
                             "last line is cut off (no final newline and not valid JSON): "
                             "the file was truncated mid-write; regenerate or resume it, or "
