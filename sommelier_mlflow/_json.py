@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -120,46 +121,54 @@ def _dumps(value: Any, option: int, *, pretty: bool = False) -> bytes:
 #: A number literal long enough to lie outside 64 bits (orjson reads those as floats).
 _LONG_NUMBER_TEXT: Final = re.compile(r"\d{19,}")
 _LONG_NUMBER_BYTES: Final = re.compile(rb"\d{19,}")
-#: Every string token, and whether it is an object key (followed by a colon).
-_STRING_TOKEN: Final = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*(:)?')
+#: The tokens that matter for duplicate keys: strings (keys when a colon follows) and brackets.
+_KEY_TOKEN: Final = re.compile(rb'"(?:[^"\\]|\\.)*"\s*(:)?|[{}\[\]]')
+#: orjson has checked the nesting (at most 1024 levels) before the standard
+#: library re-reads a document; this much headroom lets it recurse that deep.
+_NESTING_HEADROOM: Final = 1100
 
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    value = dict(pairs)
-    if len(value) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise ValueError(f"duplicate key {key!r} in one object")
-            seen.add(key)
-    return value
-
-
-def _loads_exact(data: str | bytes, *, unique: bool) -> Any:
-    """The standard library's parser, made as strict as orjson, for the rare hard cases."""
+def _loads_exact(data: str | bytes) -> Any:
+    """The standard library's parser, made as strict as orjson, for integers beyond 64 bits."""
     text = data.decode("utf-8") if isinstance(data, bytes) else data
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + _NESTING_HEADROOM)
     try:
-        return json.loads(
-            text,
-            parse_constant=_refuse_constant,
-            object_pairs_hook=_unique_object if unique else None,
-        )
-    except (ValueError, RecursionError) as exc:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except ValueError as exc:
         raise JSONDecodeError(str(exc), text, 0) from None
+    finally:
+        sys.setrecursionlimit(limit)
 
 
-def _may_repeat_a_key(data: str | bytes) -> bool:
+def _duplicate_key(data: str | bytes) -> str | None:
+    """The first key some object of an already-valid document names twice, if any.
+
+    A scan of string and bracket tokens with an explicit stack of the keys seen
+    per open object: linear, and free of recursion at any nesting depth.
+    """
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    if b'":' not in raw and b'" ' not in raw:
-        return False
-    keys = [match.group(1) for match in _STRING_TOKEN.finditer(raw) if match.group(2)]
-    # Escapes can spell one key two ways ("a" and "\u0061"): only then is the
-    # raw comparison not enough.
-    return len(keys) != len(set(keys)) or any(b"\\" in key for key in keys)
+    if b":" not in raw:
+        return None
+    open_objects: list[set[str] | None] = []
+    for match in _KEY_TOKEN.finditer(raw):
+        token = match.group()
+        if token in (b"{", b"["):
+            open_objects.append(set() if token == b"{" else None)
+        elif token in (b"}", b"]"):
+            open_objects.pop()
+        elif match.group(1) is not None and open_objects:
+            key: str = orjson.loads(token[: token.rindex(b'"') + 1])
+            seen = open_objects[-1]
+            if seen is not None:
+                if key in seen:
+                    return key
+                seen.add(key)
+    return None
 
 
 def loads(data: str | bytes, *, reject_duplicate_keys: bool = False) -> Any:
@@ -181,11 +190,14 @@ def loads(data: str | bytes, *, reject_duplicate_keys: bool = False) -> Any:
             surrogates, ``NaN`` and, when asked, duplicate keys.
     """
     value = orjson.loads(data)
+    if reject_duplicate_keys:
+        key = _duplicate_key(data)
+        if key is not None:
+            text = data if isinstance(data, str) else data.decode("utf-8")
+            raise JSONDecodeError(f"duplicate key {key!r} in one object", text, 0)
     search = _LONG_NUMBER_BYTES.search if isinstance(data, bytes) else _LONG_NUMBER_TEXT.search
     if search(data) is not None:  # type: ignore[arg-type]
-        return _loads_exact(data, unique=reject_duplicate_keys)
-    if reject_duplicate_keys and _may_repeat_a_key(data):
-        _loads_exact(data, unique=True)
+        return _loads_exact(data)
     return value
 
 
