@@ -1,7 +1,8 @@
 """sommelier_mlflow: prove, in MLflow, whether a fine-tuned model calls tools better.
 
 The top level re-exports the scoring core (parser, flattening, the five
-strict metrics), the generic metric framework and the error tree. Importing
+strict metrics and the registry to add more), the generic metric framework
+and the error tree. Importing
 it loads neither MLflow nor torch; those are imported by the generation and
 integration layers only when used.
 """
@@ -35,17 +36,23 @@ from sommelier_mlflow.metrics import (
 from sommelier_mlflow.toolcalls import (
     METRIC_NAMES,
     PARSER_VERSION,
+    CallComparison,
     MetricValue,
     ParseResult,
+    ScoringMetric,
     compute_metrics,
     flatten_arguments,
     parse_tool_call,
+    register_scoring_metric,
+    scoring_metrics,
+    unregister_scoring_metric,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BaseMetric",
+    "CallComparison",
     "ComparisonRefusedError",
     "CompositeMetric",
     "ConfigError",
@@ -61,6 +68,7 @@ __all__ = [
     "MetricValue",
     "PARSER_VERSION",
     "ParseResult",
+    "ScoringMetric",
     "SommelierError",
     "TrackingError",
     "UnknownMetricError",
@@ -72,4 +80,7 @@ __all__ = [
     "get_metric",
     "parse_tool_call",
     "register_metric",
+    "register_scoring_metric",
+    "scoring_metrics",
+    "unregister_scoring_metric",
 ]

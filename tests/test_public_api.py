@@ -12,6 +12,7 @@ EXPECTED_TOP_LEVEL = {
     "METRIC_NAMES",
     "PARSER_VERSION",
     "BaseMetric",
+    "CallComparison",
     "ComparisonRefusedError",
     "CompositeMetric",
     "ConfigError",
@@ -25,6 +26,7 @@ EXPECTED_TOP_LEVEL = {
     "MetricSpec",
     "MetricValue",
     "ParseResult",
+    "ScoringMetric",
     "SommelierError",
     "TrackingError",
     "UnknownMetricError",
@@ -36,6 +38,9 @@ EXPECTED_TOP_LEVEL = {
     "get_metric",
     "parse_tool_call",
     "register_metric",
+    "register_scoring_metric",
+    "scoring_metrics",
+    "unregister_scoring_metric",
 }
 
 PACKAGES = [

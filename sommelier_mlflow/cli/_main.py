@@ -79,13 +79,15 @@ def format_summary(report: dict[str, Any]) -> str:
             lines.append(
                 f"{slice_name:<9}{metric:<24}{base:>8.3f}{tuned:>9.3f}  {_interval(delta)}"
             )
+    # The headline gap is on the metric the comparison tested with McNemar.
+    outcome = report["slices"]["overall"]["mcnemar"]["metric"]
     gaps = report.get("gaps", {})
     for kind in ("base", "adapter"):
         for language, paired in gaps.get(kind, {}).items():
-            gap = paired["gaps"]["full_call_exact_match"]
+            gap = paired["gaps"][outcome]
             lines.append(
                 f"matched-pair gap {language}-{paired['root_language']} ({kind}, "
-                f"full_call_exact_match, {paired['pairs']} pairs): {_interval(gap)}"
+                f"{outcome}, {paired['pairs']} pairs): {_interval(gap)}"
             )
     return "\n".join(lines)
 

@@ -24,7 +24,7 @@ from typing import Any, Final, NoReturn
 import numpy as np
 
 from sommelier_mlflow._json import atomic_write_bytes, canonical_json, dumps_pretty, sha256_text
-from sommelier_mlflow.data import COMPARISON_REPORT_SCHEMA
+from sommelier_mlflow.data import COMPARISON_REPORT_SCHEMA, OVERALL
 from sommelier_mlflow.errors import ComparisonRefusedError, InputError
 from sommelier_mlflow.evaluation._markdown import render_comparison_markdown
 from sommelier_mlflow.evaluation._report import (
@@ -42,7 +42,7 @@ from sommelier_mlflow.evaluation._scoring import (
 )
 from sommelier_mlflow.evaluation._seeds import derive_seed
 from sommelier_mlflow.evaluation._stats import mcnemar_from_outcomes, paired_bootstrap
-from sommelier_mlflow.toolcalls import MetricValue
+from sommelier_mlflow.toolcalls import MetricValue, mcnemar_metric
 
 __all__ = [
     "COMPARISON_MARKDOWN_FILENAME",
@@ -59,8 +59,9 @@ __all__ = [
 
 COMPARISON_REPORT_FILENAME: Final = "comparison_report.json"
 COMPARISON_MARKDOWN_FILENAME: Final = "comparison_report.md"
-OVERALL: Final = "overall"
 MCNEMAR_METRIC: Final = "full_call_exact_match"
+"""The spec's McNemar outcome; a comparison tests the first metric of the reports'
+``metric_names`` that the registry flags ``mcnemar=True`` (this one, for the spec's set)."""
 
 GATE_FIELDS: Final[tuple[str, ...]] = (
     "model_kind",
@@ -214,9 +215,10 @@ def _compare_slice(
     base: ArmReport,
     adapter: ArmReport,
     settings: BootstrapSettings,
+    outcome: str,
 ) -> dict[str, Any]:
     names = base.metric_names
-    full = names.index(MCNEMAR_METRIC)
+    full = names.index(outcome)
     base_num, base_den = base.numerators[rows], base.denominators[rows]
     adapter_num, adapter_den = adapter.numerators[rows], adapter.denominators[rows]
     result = paired_bootstrap(
@@ -236,7 +238,7 @@ def _compare_slice(
         "adapter": metrics_to_dict(metrics_from_components(adapter_num, adapter_den, names)),
         "delta": intervals_to_dict(result),
         "bootstrap": bootstrap_provenance(result),
-        "mcnemar": {"metric": MCNEMAR_METRIC, **mcnemar.to_dict()},
+        "mcnemar": {"metric": outcome, **mcnemar.to_dict()},
     }
 
 
@@ -277,18 +279,20 @@ def _run_summary(arm: ArmReport) -> dict[str, Any]:
 
 def _compare(base: ArmReport, adapter: ArmReport, settings: BootstrapSettings) -> dict[str, Any]:
     _gate(base, adapter)
-    if MCNEMAR_METRIC not in base.metric_names:
+    outcome = mcnemar_metric(base.metric_names)
+    if outcome is None:
         raise InputError(
-            f"the reports have no {MCNEMAR_METRIC!r} metric, which the McNemar test needs; "
-            "score both arms with this version of sommelier_mlflow"
+            f"none of the reports' metrics {list(base.metric_names)} is registered as a McNemar "
+            f"outcome (such as {MCNEMAR_METRIC!r}); score both arms with this version of "
+            "sommelier_mlflow"
         )
     identity = base.report["identity"]
     languages = sorted(base.report["slices"])
     language_of = np.array(base.languages)
-    slices = {OVERALL: _compare_slice(OVERALL, slice(None), base, adapter, settings)}
+    slices = {OVERALL: _compare_slice(OVERALL, slice(None), base, adapter, settings, outcome)}
     for language in languages:
         rows = np.flatnonzero(language_of == language)
-        slices[language] = _compare_slice(language, rows, base, adapter, settings)
+        slices[language] = _compare_slice(language, rows, base, adapter, settings, outcome)
     return {
         "schema_version": COMPARISON_REPORT_SCHEMA,
         "identity": {

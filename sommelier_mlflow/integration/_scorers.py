@@ -48,7 +48,17 @@ from mlflow.genai.scorers import Scorer, scorer
 
 from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads
 from sommelier_mlflow.errors import ConfigError, DataError
-from sommelier_mlflow.toolcalls import ExampleScore, GoldCall, parse_tool_call, score_example
+from sommelier_mlflow.toolcalls import (
+    ExampleScore,
+    GoldCall,
+    ScoringMetric,
+    completion_text,
+    gold_call_of,
+    parse_tool_call,
+    score_example,
+    scoring_metric_names,
+    scoring_metrics,
+)
 
 __all__ = [
     "F1_DENOMINATOR_METRIC",
@@ -75,57 +85,31 @@ F1_DENOMINATOR_METRIC: Final = "argument_f1_denominator/sum"
 _GOLD_KEYS: Final = ("gold_call", "gold_calls")
 
 
-def _gold_of(expectations: object) -> Any:
+def _gold_of(expectations: object) -> dict[str, Any]:
+    """Unwrap genai ``expectations`` to the gold call; the call itself follows the one rule."""
     if isinstance(expectations, str):
         try:
             expectations = loads(expectations)
         except JSONDecodeError as exc:
-            raise ConfigError(f"expectations is a string but not valid JSON ({exc})") from exc
+            raise DataError(f"expectations is a string but not valid JSON ({exc})") from exc
     if isinstance(expectations, Mapping):
         for key in _GOLD_KEYS:
             if key in expectations:
-                gold = expectations[key]
-                if isinstance(gold, str):
-                    try:
-                        gold = loads(gold)
-                    except JSONDecodeError as exc:
-                        raise ConfigError(
-                            f"expectations[{key!r}] is a string but not valid JSON ({exc})"
-                        ) from exc
-                if key == "gold_calls":
-                    if not isinstance(gold, list) or len(gold) != 1:
-                        raise ConfigError(
-                            "expectations['gold_calls'] must be a list of exactly one call"
-                        )
-                    gold = gold[0]
-                return gold
+                return gold_call_of(expectations[key], where=f"expectations[{key!r}]")
         if "name" in expectations and "arguments" in expectations:
-            return expectations
-    raise ConfigError(
+            return gold_call_of(expectations, where="expectations")
+    raise DataError(
         "expectations must hold the gold call: {'gold_call': {'name': ..., 'arguments': {...}}}, "
         "{'gold_calls': [call]} or the call itself; got "
         f"{type(expectations).__name__} {expectations!r:.200}"
     )
 
 
-def _output_text(outputs: object) -> str:
-    if outputs is None:
-        return ""
-    if isinstance(outputs, str):
-        return outputs
-    if isinstance(outputs, Mapping):
-        return canonical_json(dict(outputs))
-    if isinstance(outputs, (list, tuple)):
-        return canonical_json(list(outputs))
-    raise DataError(
-        f"outputs must be the raw output text (str) or a decoded call (dict), "
-        f"got {type(outputs).__name__}"
-    )
-
-
 @functools.lru_cache(maxsize=4096)
-def _score_texts(text: str, gold_json: str) -> ExampleScore:
-    # Seven scorers score the same row: parse and compare it once.
+def _score_texts(text: str, gold_json: str, metric_names: tuple[str, ...]) -> ExampleScore:
+    # Seven scorers score the same row: parse and compare it once. The metric
+    # names are part of the key so a newly registered metric is never missed.
+    del metric_names
     gold = GoldCall(loads(gold_json))
     parsed = parse_tool_call(text)
     return score_example(parsed.status, parsed.call, gold)
@@ -133,46 +117,7 @@ def _score_texts(text: str, gold_json: str) -> ExampleScore:
 
 def _score(outputs: object, expectations: object) -> ExampleScore:
     gold = _gold_of(expectations)
-    if isinstance(gold, Mapping) and not isinstance(gold, dict):
-        gold = dict(gold)
-    GoldCall(gold)  # validate with a clear message before caching by its JSON
-    return _score_texts(_output_text(outputs), canonical_json(gold))
-
-
-def _valid_json_rate(outputs: Any, expectations: Any) -> bool:
-    """Whether the output parsed into one well-formed tool call."""
-    return _score(outputs, expectations).numerators[0] == 1
-
-
-def _function_name_accuracy(outputs: Any, expectations: Any) -> bool:
-    """Whether the parsed call names the gold function."""
-    return _score(outputs, expectations).numerators[1] == 1
-
-
-def _argument_exact_match(outputs: Any, expectations: Any) -> bool:
-    """Whether the parsed arguments equal the gold arguments (canonical JSON)."""
-    return _score(outputs, expectations).numerators[2] == 1
-
-
-def _argument_f1(outputs: Any, expectations: Any) -> float:
-    """This row's argument F1; the mean over rows is macro F1 (see the module docstring)."""
-    score = _score(outputs, expectations)
-    return score.numerators[3] / score.denominators[3] if score.denominators[3] else 0.0
-
-
-def _argument_f1_numerator(outputs: Any, expectations: Any) -> int:
-    """``2 * matched`` argument pairs of this row; summed over rows for micro F1."""
-    return _score(outputs, expectations).numerators[3]
-
-
-def _argument_f1_denominator(outputs: Any, expectations: Any) -> int:
-    """Predicted plus gold argument pairs of this row; summed over rows for micro F1."""
-    return _score(outputs, expectations).denominators[3]
-
-
-def _full_call_exact_match(outputs: Any, expectations: Any) -> bool:
-    """Whether name and arguments both match the gold call."""
-    return _score(outputs, expectations).numerators[4] == 1
+    return _score_texts(completion_text(outputs), canonical_json(gold), scoring_metric_names())
 
 
 def _sum(values: list[float]) -> float:
@@ -182,61 +127,84 @@ def _sum(values: list[float]) -> float:
 
 _sum.__name__ = "sum"
 
-valid_json_rate: Final[Scorer] = scorer(
-    _valid_json_rate,
-    name="valid_json_rate",
-    description="Share of outputs that parse into exactly one well-formed tool call.",
-)
-function_name_accuracy: Final[Scorer] = scorer(
-    _function_name_accuracy,
-    name="function_name_accuracy",
-    description="Share of outputs whose parsed call names the gold function.",
-)
-argument_exact_match: Final[Scorer] = scorer(
-    _argument_exact_match,
-    name="argument_exact_match",
-    description="Share of outputs whose arguments equal the gold arguments exactly.",
-)
-argument_f1: Final[Scorer] = scorer(
-    _argument_f1,
-    name="argument_f1",
-    description=(
-        "Per-row argument F1 over flattened path/value pairs; its mean is macro F1. "
-        "Micro F1 = argument_f1_numerator/sum / argument_f1_denominator/sum."
-    ),
-)
-argument_f1_numerator: Final[Scorer] = scorer(
-    _argument_f1_numerator,
-    name="argument_f1_numerator",
-    description="2 x matched argument pairs per row; its sum is micro F1's numerator.",
-    aggregations=[_sum],
-)
-argument_f1_denominator: Final[Scorer] = scorer(
-    _argument_f1_denominator,
-    name="argument_f1_denominator",
-    description="Predicted + gold argument pairs per row; its sum is micro F1's denominator.",
-    aggregations=[_sum],
-)
-full_call_exact_match: Final[Scorer] = scorer(
-    _full_call_exact_match,
-    name="full_call_exact_match",
-    description="Share of outputs with the exact gold function name and arguments.",
-)
 
-_ALL: Final = (
-    valid_json_rate,
-    function_name_accuracy,
-    argument_exact_match,
-    argument_f1,
-    argument_f1_numerator,
-    argument_f1_denominator,
-    full_call_exact_match,
-)
+def _metric_scorers(metric: ScoringMetric[Any]) -> tuple[Scorer, ...]:
+    """The scorers of one registry metric.
+
+    A binary metric is one yes/no scorer, whose mean is the exact metric. Any
+    other metric gets its per-row ratio (whose mean is a *macro* average) and
+    two count scorers summed over rows, whose ratio is the exact corpus value.
+    """
+    name = metric.name
+    if metric.binary:
+
+        def outcome(outputs: Any, expectations: Any) -> bool:
+            return _score(outputs, expectations).correct(name)
+
+        return (scorer(outcome, name=name, description=metric.description),)
+
+    def ratio(outputs: Any, expectations: Any) -> float:
+        numerator, denominator = _score(outputs, expectations).component(name)
+        return numerator / denominator if denominator else 0.0
+
+    def numerator(outputs: Any, expectations: Any) -> int:
+        return _score(outputs, expectations).component(name)[0]
+
+    def denominator(outputs: Any, expectations: Any) -> int:
+        return _score(outputs, expectations).component(name)[1]
+
+    return (
+        scorer(
+            ratio,
+            name=name,
+            description=(
+                f"{metric.description} Per-row value: its mean is a macro average. The exact "
+                f"value is {name}_numerator/sum / {name}_denominator/sum."
+            ),
+        ),
+        scorer(
+            numerator,
+            name=f"{name}_numerator",
+            description=f"Per-row numerator of {name}; its sum is the exact numerator.",
+            aggregations=[_sum],
+        ),
+        scorer(
+            denominator,
+            name=f"{name}_denominator",
+            description=f"Per-row denominator of {name}; its sum is the exact denominator.",
+            aggregations=[_sum],
+        ),
+    )
+
+
+# Built once per definition: MLflow identifies scorers by object as well as name.
+_BUILT: dict[int, tuple[ScoringMetric[Any], tuple[Scorer, ...]]] = {}
+
+
+def _scorers_of(metric: ScoringMetric[Any]) -> tuple[Scorer, ...]:
+    built = _BUILT.get(id(metric))
+    if built is None or built[0] is not metric:
+        built = _BUILT[id(metric)] = (metric, _metric_scorers(metric))
+    return built[1]
 
 
 def sommelier_scorers() -> list[Scorer]:
-    """All seven scorers: the five metrics plus the two micro-F1 count scorers."""
-    return list(_ALL)
+    """One scorer per registered binary metric and three per other metric, in registry order.
+
+    For the spec's five that is seven scorers: four yes/no metrics plus
+    ``argument_f1`` with its two micro-F1 count scorers.
+    """
+    return [built for metric in scoring_metrics() for built in _scorers_of(metric)]
+
+
+_DEFAULT: Final = {built.name: built for built in sommelier_scorers()}
+valid_json_rate: Final[Scorer] = _DEFAULT["valid_json_rate"]
+function_name_accuracy: Final[Scorer] = _DEFAULT["function_name_accuracy"]
+argument_exact_match: Final[Scorer] = _DEFAULT["argument_exact_match"]
+argument_f1: Final[Scorer] = _DEFAULT["argument_f1"]
+argument_f1_numerator: Final[Scorer] = _DEFAULT["argument_f1_numerator"]
+argument_f1_denominator: Final[Scorer] = _DEFAULT["argument_f1_denominator"]
+full_call_exact_match: Final[Scorer] = _DEFAULT["full_call_exact_match"]
 
 
 def micro_argument_f1(metrics: Mapping[str, float]) -> float:

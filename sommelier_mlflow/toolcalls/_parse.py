@@ -123,6 +123,9 @@ def parse_tool_call(text: str) -> ParseResult:
         # exactly the first balanced span.
         value = orjson.loads(text[start:])
     except orjson.JSONDecodeError:
+        value = _last_closer_value(text, start)
+        if value is not None:
+            return _as_result(value)
         end = _balanced_span_end(text, start)
         if end is None:
             return _INVALID_JSON
@@ -130,6 +133,11 @@ def parse_tool_call(text: str) -> ParseResult:
             value = orjson.loads(text[start:end])
         except orjson.JSONDecodeError:
             return _INVALID_JSON
+    return _as_result(value)
+
+
+def _as_result(value: object) -> ParseResult:
+    """The status of a parsed span: one call (or a one-element list of one) is ``ok``."""
     if isinstance(value, list):
         if len(value) != 1:
             return _INVALID_SHAPE
@@ -137,3 +145,26 @@ def parse_tool_call(text: str) -> ParseResult:
     if not is_tool_call(value):
         return _INVALID_SHAPE
     return ParseResult("ok", value)
+
+
+def _last_closer_value(text: str, start: int) -> object | None:
+    """Parse the span from ``start`` to the last matching closer, if that is one JSON value.
+
+    A call wrapped in prose (``Sure! {...} Done.``) is the common reason the
+    whole-tail fast path fails. If ``text[start:end]`` is one valid JSON
+    value, its brackets nest properly, so the depth scan would also first
+    return to zero exactly at ``end``: the span found here *is* the first
+    balanced span, and the bracket scan can be skipped. Anything else (a
+    second closer later on, truncated JSON) returns ``None`` and the caller
+    scans, so the result never differs from the scan's.
+    """
+    closer = "}" if text[start] == "{" else "]"
+    end = text.rfind(closer) + 1
+    if end <= start:
+        return None
+    try:
+        value: object = orjson.loads(text[start:end])
+    except orjson.JSONDecodeError:
+        return None
+    # Only objects and arrays start with an opener, so a parsed value is never None here.
+    return value

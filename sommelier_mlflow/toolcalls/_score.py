@@ -1,40 +1,60 @@
-"""The five strict tool-call metrics as exact numerator/denominator pairs.
+"""The spec's five strict tool-call metrics, and the machinery that scores any registered set.
 
 Every example contributes additive integer components to each metric, so a
 corpus value, a slice value and every bootstrap resample are all ratios of
 sums of the same integers. Parse failures are never dropped: they add to the
 denominators and nothing to the numerators.
+
+The five metrics are defined once, below, as registry entries (see
+:mod:`~sommelier_mlflow.toolcalls._registry`); scoring iterates whatever the
+registry holds, so a plug-in metric is scored, summed and reported the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+import orjson
+
 from sommelier_mlflow._json import canonical_json
-from sommelier_mlflow.errors import InputError
+from sommelier_mlflow.errors import InputError, InvariantViolationError, UnknownMetricError
 from sommelier_mlflow.toolcalls._flatten import count_pairs, flatten_arguments
 from sommelier_mlflow.toolcalls._parse import PARSE_STATUSES, is_tool_call
+from sommelier_mlflow.toolcalls._registry import (
+    ScoringMetric,
+    register_scoring_metric,
+    scoring_metric_names,
+    scoring_metrics,
+)
 
 __all__ = [
+    "CallComparison",
     "ExampleScore",
     "GoldCall",
     "METRIC_NAMES",
     "MetricValue",
     "compute_metrics",
     "metrics_from_scores",
+    "score_components",
     "score_example",
     "score_records",
 ]
 
-METRIC_NAMES: Final[tuple[str, ...]] = (
-    "valid_json_rate",
-    "function_name_accuracy",
-    "argument_exact_match",
-    "argument_f1",
-    "full_call_exact_match",
-)
+
+def _arguments_key(arguments: Any) -> bytes:
+    """A byte string equal for two argument objects exactly when their canonical JSON is.
+
+    Sorted-key orjson output differs from :func:`canonical_json` only in not
+    escaping non-ASCII, which is a one-to-one respelling, so comparing it is
+    comparing canonical forms without paying for the escaping on every row.
+    """
+    try:
+        return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        # Deeper than orjson serialises: take the slow canonical spelling (still one-to-one).
+        return b"\x00" + canonical_json(arguments).encode("ascii")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +114,7 @@ class GoldCall:
     flattened pairs are derived once here rather than per metric.
     """
 
-    __slots__ = ("_pairs", "arguments", "canonical_arguments", "name", "pair_count")
+    __slots__ = ("_pairs", "arguments", "arguments_key", "name", "pair_count")
 
     def __init__(self, call: Mapping[str, Any]) -> None:
         checked = _as_dict(call)
@@ -105,7 +125,7 @@ class GoldCall:
             )
         self.name: str = checked["name"]
         self.arguments: dict[str, Any] = checked["arguments"]
-        self.canonical_arguments: str = canonical_json(self.arguments)
+        self.arguments_key: bytes = _arguments_key(self.arguments)
         self.pair_count: int = count_pairs(self.arguments)
         self._pairs: dict[str, str] | None = None
 
@@ -117,23 +137,229 @@ class GoldCall:
         return self._pairs
 
 
+class CallComparison:
+    """One parsed completion set against its gold call: what every metric reads.
+
+    The facts several metrics share (is the name right, are the arguments
+    canonically equal, how many argument pairs match) are computed once per
+    example here, the pair-level ones only when a metric asks for them and
+    the arguments are not an exact match.
+
+    Attributes:
+        status: The parser's status for the completion.
+        call: The parsed call (``None`` unless ``status == "ok"``).
+        gold: The gold call.
+        parsed: ``status == "ok"``.
+        name_correct: The parsed call names the gold function.
+        arguments_correct: The parsed arguments equal the gold's canonically.
+    """
+
+    __slots__ = ("_pairs", "arguments_correct", "call", "gold", "name_correct", "parsed", "status")
+
+    def __init__(
+        self, status: str, call: Mapping[str, Any] | None, gold: GoldCall | Mapping[str, Any]
+    ) -> None:
+        self.gold: GoldCall = gold if isinstance(gold, GoldCall) else GoldCall(gold)
+        self.status = status
+        self._pairs: tuple[int, int] | None = None
+        if status != "ok":
+            if status not in PARSE_STATUSES:
+                raise InputError(
+                    f"unknown parse_status {status!r}; expected one of {PARSE_STATUSES}"
+                )
+            self.call: dict[str, Any] | None = None
+            self.parsed = self.name_correct = self.arguments_correct = False
+            return
+        checked = _as_dict(call)
+        if not is_tool_call(checked):
+            raise InputError(f"parse_status is 'ok' but parsed_call is not a tool call: {call!r}")
+        self.call = checked
+        self.parsed = True
+        self.name_correct = checked["name"] == self.gold.name
+        self.arguments_correct = _arguments_key(checked["arguments"]) == self.gold.arguments_key
+
+    @property
+    def gold_pairs(self) -> int:
+        """Flattened argument pairs of the gold call."""
+        return self.gold.pair_count
+
+    def _pair_counts(self) -> tuple[int, int]:
+        if self._pairs is None:
+            if self.call is None:
+                self._pairs = (0, 0)
+            elif self.arguments_correct:
+                self._pairs = (self.gold.pair_count, self.gold.pair_count)
+            else:
+                pairs = flatten_arguments(self.call["arguments"])
+                gold = self.gold.pairs
+                matched = sum(1 for path, value in pairs.items() if gold.get(path) == value)
+                self._pairs = (len(pairs), matched)
+        return self._pairs
+
+    @property
+    def predicted_pairs(self) -> int:
+        """Flattened argument pairs of the prediction (0 when nothing parsed)."""
+        return self._pair_counts()[0]
+
+    @property
+    def matched_pairs(self) -> int:
+        """Predicted pairs whose path and canonical value both appear in the gold call."""
+        return self._pair_counts()[1]
+
+
+def _valid_json(comparison: CallComparison) -> tuple[int, int]:
+    return int(comparison.parsed), 1
+
+
+def _function_name(comparison: CallComparison) -> tuple[int, int]:
+    return int(comparison.name_correct), 1
+
+
+def _argument_exact(comparison: CallComparison) -> tuple[int, int]:
+    return int(comparison.arguments_correct), 1
+
+
+def _argument_f1(comparison: CallComparison) -> tuple[int, int]:
+    # Micro F1 = 2*matched / (predicted + gold): additive, so sums of rows stay exact.
+    return 2 * comparison.matched_pairs, comparison.predicted_pairs + comparison.gold_pairs
+
+
+def _full_call(comparison: CallComparison) -> tuple[int, int]:
+    return int(comparison.name_correct and comparison.arguments_correct), 1
+
+
+# The spec's five, in the spec's order: registration order is report column order.
+for _metric in (
+    ScoringMetric(
+        "valid_json_rate",
+        "Share of outputs that parse into exactly one well-formed tool call.",
+        _valid_json,
+        binary=True,
+        in_table=False,  # the table's parse_status column already says it
+    ),
+    ScoringMetric(
+        "function_name_accuracy",
+        "Share of outputs whose parsed call names the gold function.",
+        _function_name,
+        binary=True,
+        table_column="name_correct",
+    ),
+    ScoringMetric(
+        "argument_exact_match",
+        "Share of outputs whose arguments equal the gold arguments exactly.",
+        _argument_exact,
+        binary=True,
+        table_column="arguments_correct",
+    ),
+    ScoringMetric(
+        "argument_f1",
+        "Micro F1 over flattened argument path/value pairs.",
+        _argument_f1,
+    ),
+    ScoringMetric(
+        "full_call_exact_match",
+        "Share of outputs with the exact gold function name and arguments.",
+        _full_call,
+        binary=True,
+        mcnemar=True,
+        table_column="full_call_correct",
+    ),
+):
+    register_scoring_metric(_metric, builtin=True)
+
+METRIC_NAMES: Final[tuple[str, ...]] = scoring_metric_names()
+"""The spec's five metric names in the spec's order (the registry may hold more)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ExampleScore:
-    """One example's additive components, aligned with :data:`METRIC_NAMES`."""
+    """One example's additive components, one per metric of ``metric_names``."""
 
-    numerators: tuple[int, int, int, int, int]
-    denominators: tuple[int, int, int, int, int]
+    metric_names: tuple[str, ...]
+    numerators: tuple[int, ...]
+    denominators: tuple[int, ...]
+
+    def component(self, name: str) -> tuple[int, int]:
+        """``(numerator, denominator)`` of metric ``name``."""
+        try:
+            index = self.metric_names.index(name)
+        except ValueError:
+            raise UnknownMetricError(
+                f"no component for metric {name!r}; scored {list(self.metric_names)}"
+            ) from None
+        return self.numerators[index], self.denominators[index]
+
+    def correct(self, name: str) -> bool:
+        """Whether the example fully scores on ``name`` (``numerator == denominator > 0``)."""
+        numerator, denominator = self.component(name)
+        return denominator > 0 and numerator == denominator
 
     @property
     def full_call_correct(self) -> bool:
         """Whether the example is a full-call exact match (the McNemar outcome)."""
-        return self.numerators[-1] == 1
+        return self.correct("full_call_exact_match")
+
+
+def _checked_component(metric: ScoringMetric[Any], comparison: object) -> tuple[int, int]:
+    numerator, denominator = metric.component(comparison)
+    if (
+        type(numerator) is not int
+        or type(denominator) is not int
+        or not 0 <= numerator <= denominator
+    ):
+        raise InvariantViolationError(
+            f"metric {metric.name!r} returned components {numerator!r}/{denominator!r}; a "
+            "component must be integers with 0 <= numerator <= denominator"
+        )
+    return numerator, denominator
+
+
+def score_components(
+    comparisons: Iterable[CallComparison], metrics: Sequence[ScoringMetric[Any]] | None = None
+) -> tuple[list[int], list[int]]:
+    """Every metric's components for every comparison, flat and row-major.
+
+    Row ``i``'s components for metric ``j`` are at ``i * len(metrics) + j``;
+    the caller reshapes (the evaluation layer into ``(n, m)`` integer arrays).
+    Built-in components are trusted; a plug-in's are checked to be exact
+    counts, because one float would silently corrupt every sum downstream.
+
+    Args:
+        comparisons: The examples, compared with their gold calls.
+        metrics: The metrics, in column order (default: the ``single`` mode's).
+
+    Raises:
+        InvariantViolationError: A plug-in component that is not an exact count.
+    """
+    chosen = scoring_metrics() if metrics is None else tuple(metrics)
+    plain = [metric.component for metric in chosen if metric.component in _TRUSTED]
+    numerators: list[int] = []
+    denominators: list[int] = []
+    add_numerator, add_denominator = numerators.append, denominators.append
+    if len(plain) == len(chosen):
+        for comparison in comparisons:
+            for component in plain:
+                numerator, denominator = component(comparison)
+                add_numerator(numerator)
+                add_denominator(denominator)
+    else:
+        for comparison in comparisons:
+            for metric in chosen:
+                numerator, denominator = _checked_component(metric, comparison)
+                add_numerator(numerator)
+                add_denominator(denominator)
+    return numerators, denominators
+
+
+_TRUSTED: Final = frozenset(
+    metric.component for metric in scoring_metrics() if metric.name in METRIC_NAMES
+)
 
 
 def score_example(
     parse_status: str, parsed_call: Mapping[str, Any] | None, gold: GoldCall | Mapping[str, Any]
 ) -> ExampleScore:
-    """Score one parsed completion against its gold call.
+    """Score one parsed completion against its gold call on every registered metric.
 
     Args:
         parse_status: The parser's status for the completion.
@@ -144,66 +370,72 @@ def score_example(
         InputError: If the status is unknown, or ``ok`` without a valid call, or
             the gold call is malformed.
     """
-    gold_call = gold if isinstance(gold, GoldCall) else GoldCall(gold)
-    gold_pairs = gold_call.pair_count
-    if parse_status != "ok":
-        if parse_status not in PARSE_STATUSES:
-            raise InputError(
-                f"unknown parse_status {parse_status!r}; expected one of {PARSE_STATUSES}"
-            )
-        return ExampleScore((0, 0, 0, 0, 0), (1, 1, 1, gold_pairs, 1))
-    call = _as_dict(parsed_call)
-    if not is_tool_call(call):
-        raise InputError(
-            f"parse_status is 'ok' but parsed_call is not a tool call: {parsed_call!r}"
-        )
-    name_ok = call["name"] == gold_call.name
-    arguments = call["arguments"]
-    args_ok = canonical_json(arguments) == gold_call.canonical_arguments
-    if args_ok:
-        predicted = matched = gold_pairs
-    else:
-        pairs = flatten_arguments(arguments)
-        predicted = len(pairs)
-        gold_pairs_map = gold_call.pairs
-        matched = sum(1 for path, value in pairs.items() if gold_pairs_map.get(path) == value)
-    return ExampleScore(
-        (1, int(name_ok), int(args_ok), 2 * matched, int(name_ok and args_ok)),
-        (1, 1, 1, predicted + gold_pairs, 1),
+    metrics = scoring_metrics()
+    numerators, denominators = score_components(
+        [CallComparison(parse_status, parsed_call, gold)], metrics
     )
+    return ExampleScore(
+        tuple(metric.name for metric in metrics), tuple(numerators), tuple(denominators)
+    )
+
+
+def _comparisons(records: Iterable[Mapping[str, Any]]) -> Iterable[CallComparison]:
+    for index, record in enumerate(records):
+        try:
+            yield CallComparison(
+                record["parse_status"], record.get("parsed_call"), record["gold_call"]
+            )
+        except KeyError as exc:
+            raise InputError(f"record {index} lacks field {exc.args[0]!r}") from exc
 
 
 def score_records(records: Iterable[Mapping[str, Any]]) -> list[ExampleScore]:
     """Score mappings holding ``parse_status``, ``parsed_call`` and ``gold_call``."""
-    scores = []
-    for index, record in enumerate(records):
-        try:
-            scores.append(
-                score_example(
-                    record["parse_status"], record.get("parsed_call"), record["gold_call"]
-                )
-            )
-        except KeyError as exc:
-            raise InputError(f"record {index} lacks field {exc.args[0]!r}") from exc
-    return scores
+    metrics = scoring_metrics()
+    names = tuple(metric.name for metric in metrics)
+    width = len(names)
+    numerators, denominators = score_components(_comparisons(records), metrics)
+    return [
+        ExampleScore(
+            names,
+            tuple(numerators[start : start + width]),
+            tuple(denominators[start : start + width]),
+        )
+        for start in range(0, len(numerators), width)
+    ]
 
 
-def metrics_from_scores(scores: Iterable[ExampleScore]) -> dict[str, MetricValue]:
-    """Sum per-example components into corpus metrics, in :data:`METRIC_NAMES` order."""
-    numerators = [0] * len(METRIC_NAMES)
-    denominators = [0] * len(METRIC_NAMES)
-    for score in scores:
-        numerators = [a + b for a, b in zip(numerators, score.numerators, strict=True)]
-        denominators = [a + b for a, b in zip(denominators, score.denominators, strict=True)]
+def _sum_columns(
+    names: Sequence[str], numerators: Sequence[int], denominators: Sequence[int]
+) -> dict[str, MetricValue]:
+    width = len(names)
     return {
-        name: MetricValue(numerators[index], denominators[index])
-        for index, name in enumerate(METRIC_NAMES)
+        name: MetricValue(sum(numerators[column::width]), sum(denominators[column::width]))
+        for column, name in enumerate(names)
     }
 
 
+def metrics_from_scores(scores: Iterable[ExampleScore]) -> dict[str, MetricValue]:
+    """Sum per-example components into corpus metrics, in registry order."""
+    names = scoring_metric_names()
+    numerators: list[int] = []
+    denominators: list[int] = []
+    for score in scores:
+        if score.metric_names != names:
+            raise InputError(
+                f"score covers metrics {list(score.metric_names)} but the registry has "
+                f"{list(names)}; score every example with the same metric set"
+            )
+        numerators.extend(score.numerators)
+        denominators.extend(score.denominators)
+    return _sum_columns(names, numerators, denominators)
+
+
 def compute_metrics(records: Iterable[Mapping[str, Any]]) -> dict[str, MetricValue]:
-    """Compute the five metrics over records of ``parse_status``, ``parsed_call``, ``gold_call``.
+    """Every registered metric over records of ``parse_status``, ``parsed_call``, ``gold_call``.
 
     The denominator is every record: a failed parse scores zero, never drops out.
     """
-    return metrics_from_scores(score_records(records))
+    metrics = scoring_metrics()
+    numerators, denominators = score_components(_comparisons(records), metrics)
+    return _sum_columns([metric.name for metric in metrics], numerators, denominators)

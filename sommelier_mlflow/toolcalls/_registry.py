@@ -1,0 +1,221 @@
+"""The metric registry: every scoring metric is defined once, here or by a plug-in.
+
+A metric is a name, a sentence saying what it counts, and a per-example
+component function returning exact integers ``(numerator, denominator)``.
+Everything downstream (corpus sums, slices, reports, bootstrap intervals,
+McNemar, MLflow keys, Markdown, the evaluator table and the genai scorers)
+iterates the registry instead of a positional tuple, so adding a metric is
+one :func:`register_scoring_metric` call and no other code change.
+
+Metrics are grouped into *scoring modes*: a mode is an ordered set of
+metrics that share one per-example comparison type (``single`` compares one
+parsed call with one gold call). Another mode, with its own parser and its
+own comparison, registers its own set under its own name; a report records
+the ``metric_names`` it was scored with, so readers never depend on what
+happens to be registered when they run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, Generic, TypeVar
+
+from sommelier_mlflow.errors import ConfigError, UnknownMetricError
+
+__all__ = [
+    "DEFAULT_MODE",
+    "ScoringMetric",
+    "mcnemar_metric",
+    "register_scoring_metric",
+    "register_scoring_mode",
+    "scoring_metric_names",
+    "scoring_metrics",
+    "scoring_modes",
+    "unregister_scoring_metric",
+]
+
+DEFAULT_MODE: Final = "single"
+
+# Metric names become the last segment of MLflow keys and JSON field names,
+# so they stay in a small alphabet that needs no escaping anywhere.
+_NAME: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+ComparisonT = TypeVar("ComparisonT")
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringMetric(Generic[ComparisonT]):
+    """The one definition of a scoring metric.
+
+    Attributes:
+        name: Metric name, ``[a-z][a-z0-9_]*``; the last segment of its MLflow keys.
+        description: What the metric counts, in one sentence (shown to genai users).
+        component: Per-example function from the mode's comparison object
+            (:class:`~sommelier_mlflow.toolcalls.CallComparison` in the
+            ``single`` mode) to exact non-negative integers
+            ``(numerator, denominator)`` with ``numerator <= denominator``.
+            Corpus values are sums of these, so they must be additive.
+        binary: Every example contributes ``0/1`` or ``1/1``: the metric is a
+            per-example yes/no outcome (a boolean table column and scorer).
+        mcnemar: McNemar's test may use this metric's per-example outcome
+            (requires ``binary``). A comparison tests the first such metric
+            of the reports' ``metric_names``.
+        table_column: Column of the per-example table: a boolean for a binary
+            metric, ``<column>_numerator``/``<column>_denominator`` otherwise
+            (default: the metric name).
+        in_table: Whether the per-example table shows the metric at all (off
+            when another column already says the same, e.g. the parse status).
+    """
+
+    name: str
+    description: str
+    component: Callable[[ComparisonT], tuple[int, int]]
+    binary: bool = False
+    mcnemar: bool = False
+    table_column: str | None = None
+    in_table: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or _NAME.fullmatch(self.name) is None:
+            raise ConfigError(
+                f"scoring metric name {self.name!r} must match [a-z][a-z0-9_]* (at most 64 "
+                "characters): it becomes an MLflow key segment and a report field"
+            )
+        if not isinstance(self.description, str) or not self.description.strip():
+            raise ConfigError(f"scoring metric {self.name!r} needs a description of what it counts")
+        if not callable(self.component):
+            raise ConfigError(f"scoring metric {self.name!r}: component must be callable")
+        if self.mcnemar and not self.binary:
+            raise ConfigError(
+                f"scoring metric {self.name!r}: McNemar needs a per-example yes/no outcome, "
+                "so mcnemar=True requires binary=True"
+            )
+        column = self.column
+        if _NAME.fullmatch(column) is None:
+            raise ConfigError(
+                f"scoring metric {self.name!r}: table column {column!r} must match [a-z][a-z0-9_]*"
+            )
+
+    @property
+    def column(self) -> str:
+        """The per-example table column (or column stem, for a non-binary metric)."""
+        return self.table_column if self.table_column is not None else self.name
+
+    def table_columns(self) -> tuple[str, ...]:
+        """The per-example table columns this metric fills (none when ``in_table`` is off)."""
+        if not self.in_table:
+            return ()
+        if self.binary:
+            return (self.column,)
+        return (f"{self.column}_numerator", f"{self.column}_denominator")
+
+
+_MODES: dict[str, dict[str, ScoringMetric[Any]]] = {DEFAULT_MODE: {}}
+# Metrics registered at import by the package itself: plug-ins may add to a
+# mode but not take its specified metrics away.
+_BUILTIN: set[tuple[str, str]] = set()
+
+
+def _mode(mode: str) -> dict[str, ScoringMetric[Any]]:
+    try:
+        return _MODES[mode]
+    except KeyError:
+        raise UnknownMetricError(
+            f"unknown scoring mode {mode!r}; registered modes: {sorted(_MODES)}"
+        ) from None
+
+
+def register_scoring_mode(mode: str) -> None:
+    """Create an empty scoring mode, to be filled with :func:`register_scoring_metric`.
+
+    Raises:
+        ConfigError: If the name is malformed or already registered.
+    """
+    if not isinstance(mode, str) or _NAME.fullmatch(mode) is None:
+        raise ConfigError(f"scoring mode name {mode!r} must match [a-z][a-z0-9_]*")
+    if mode in _MODES:
+        raise ConfigError(f"scoring mode {mode!r} is already registered")
+    _MODES[mode] = {}
+
+
+def scoring_modes() -> tuple[str, ...]:
+    """The registered scoring modes, in registration order."""
+    return tuple(_MODES)
+
+
+def register_scoring_metric(
+    metric: ScoringMetric[Any], *, mode: str = DEFAULT_MODE, builtin: bool = False
+) -> ScoringMetric[Any]:
+    """Add a metric to a scoring mode; every later scoring of that mode includes it.
+
+    Args:
+        metric: The definition.
+        mode: The scoring mode whose comparison objects ``metric.component`` reads.
+        builtin: Mark it as one of the package's own (cannot be unregistered).
+
+    Returns:
+        The metric, so a module can keep a handle to what it registered.
+
+    Raises:
+        ConfigError: If the mode already has a metric of that name or one
+            filling the same table column.
+        UnknownMetricError: If the mode is not registered.
+    """
+    if not isinstance(metric, ScoringMetric):
+        raise ConfigError(f"expected a ScoringMetric, got {type(metric).__name__}")
+    metrics = _mode(mode)
+    if metric.name in metrics:
+        raise ConfigError(
+            f"scoring mode {mode!r} already has a metric named {metric.name!r}; "
+            "unregister it first or choose another name"
+        )
+    taken = {column for other in metrics.values() for column in other.table_columns()}
+    clash = sorted(taken.intersection(metric.table_columns()))
+    if clash:
+        raise ConfigError(
+            f"scoring metric {metric.name!r} would fill table column(s) {clash} that another "
+            f"metric of mode {mode!r} already fills; set table_column"
+        )
+    metrics[metric.name] = metric
+    if builtin:
+        _BUILTIN.add((mode, metric.name))
+    return metric
+
+
+def unregister_scoring_metric(name: str, *, mode: str = DEFAULT_MODE) -> None:
+    """Remove a metric a plug-in (or a test) registered.
+
+    Raises:
+        ConfigError: If it is one of the package's own metrics.
+        UnknownMetricError: If no such metric is registered.
+    """
+    metrics = _mode(mode)
+    if (mode, name) in _BUILTIN:
+        raise ConfigError(f"{name!r} is a built-in metric of mode {mode!r} and cannot be removed")
+    if name not in metrics:
+        raise UnknownMetricError(f"scoring mode {mode!r} has no metric {name!r}")
+    del metrics[name]
+
+
+def scoring_metrics(mode: str = DEFAULT_MODE) -> tuple[ScoringMetric[Any], ...]:
+    """The metrics of a mode, in registration order (the spec's order first)."""
+    return tuple(_mode(mode).values())
+
+
+def scoring_metric_names(mode: str = DEFAULT_MODE) -> tuple[str, ...]:
+    """The names of :func:`scoring_metrics`, in the same order."""
+    return tuple(_mode(mode))
+
+
+def mcnemar_metric(names: tuple[str, ...] | list[str]) -> str | None:
+    """The first of ``names`` that some mode registers as McNemar's outcome, if any.
+
+    Reports record their metric names; this finds which of them a comparison
+    may test, without assuming the mode that produced them is the default.
+    """
+    flagged = {
+        metric.name for metrics in _MODES.values() for metric in metrics.values() if metric.mcnemar
+    }
+    return next((name for name in names if name in flagged), None)
