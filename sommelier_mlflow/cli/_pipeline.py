@@ -23,6 +23,7 @@ from sommelier_mlflow.data import (
     ModelKind,
     TestExample,
     TestSplit,
+    check_model_kind,
     format_examples,
     read_generations,
     read_precomputed,
@@ -129,9 +130,7 @@ def select_examples(examples: Sequence[TestExample], max_examples: int) -> list[
 
 
 def _kind_only(model_kind: str) -> ModelKind:
-    if model_kind not in ("base", "adapter"):
-        raise ConfigError(f"model_kind must be 'base' or 'adapter', got {model_kind!r}")
-    return "base" if model_kind == "base" else "adapter"
+    return check_model_kind(model_kind, ConfigError)
 
 
 def _check_kind(model_kind: str, adapter: str | None) -> ModelKind:

@@ -53,12 +53,12 @@ from sommelier_mlflow.data._jsonl import JsonlReader, iter_jsonl_objects
 from sommelier_mlflow.data._schemas import (
     GENERATION_FIELDS,
     GENERATION_SCHEMA,
-    MODEL_KINDS,
     TEST_EXAMPLE_SCHEMA,
     Decoding,
     GenerationRecord,
     TestExample,
     TestSplit,
+    check_model_kind,
     validate_language,
 )
 from sommelier_mlflow.data._tools import gold_call_problem, tools_problem
@@ -501,9 +501,10 @@ def write_test_split(path: str | os.PathLike[str], examples: Iterable[TestExampl
 def _generation(src: _Line) -> GenerationRecord:
     _schema_of(src, (GENERATION_SCHEMA,))
     src.exact_fields(GENERATION_FIELDS, frozenset())
-    model_kind = src.row["model_kind"]
-    if model_kind not in MODEL_KINDS:
-        raise src.error(f"model_kind must be 'base' or 'adapter', got {model_kind!r}")
+    try:
+        model_kind = check_model_kind(src.row["model_kind"])
+    except InputError as exc:
+        raise src.error(str(exc)) from None
     digest = src.row["prompt_sha256"]
     if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
         raise src.error("field 'prompt_sha256' must be 64 lowercase hex digits")

@@ -25,10 +25,12 @@ __all__ = [
     "MODEL_KINDS",
     "ModelIdentity",
     "ModelKind",
+    "OVERALL",
     "RESERVED_SLICE_NAMES",
     "TEST_EXAMPLE_SCHEMA",
     "TestExample",
     "TestSplit",
+    "check_model_kind",
     "schema_version",
     "validate_language",
 ]
@@ -45,12 +47,29 @@ EVALUATION_REPORT_SCHEMA: Final = schema_version("evaluation_report")
 COMPARISON_REPORT_SCHEMA: Final = schema_version("comparison_report")
 DROP_SUMMARY_SCHEMA: Final = schema_version("drop_summary")
 
+#: The slice of every example; it heads every per-slice section of reports and keys.
+OVERALL: Final = "overall"
+
 ModelKind = Literal["base", "adapter"]
 MODEL_KINDS: Final[tuple[ModelKind, ...]] = ("base", "adapter")
 
+
+def check_model_kind(value: object, error: type[InputError] = InputError) -> ModelKind:
+    """Return ``value`` as a :data:`ModelKind`, or raise ``error`` saying what is allowed.
+
+    The one check of an arm's kind: configuration passes ``ConfigError``, file
+    readers catch the ``InputError`` and add the file and line.
+    """
+    if value == "base" and isinstance(value, str):
+        return "base"
+    if value == "adapter" and isinstance(value, str):
+        return "adapter"
+    raise error(f"model_kind must be 'base' or 'adapter', got {value!r}")
+
+
 #: Top-level MLflow metric-key sections; a language with one of these names
 #: would make keys ambiguous, so it is refused.
-RESERVED_SLICE_NAMES: Final = frozenset({"overall", "gap", "delta", "marginal_gap", "mcnemar"})
+RESERVED_SLICE_NAMES: Final = frozenset({OVERALL, "gap", "delta", "marginal_gap", "mcnemar"})
 
 
 def validate_language(language: object) -> str:
@@ -233,8 +252,7 @@ class GenerationRecord:
     decoding: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.model_kind not in MODEL_KINDS:
-            raise InputError(f"model_kind must be 'base' or 'adapter', got {self.model_kind!r}")
+        check_model_kind(self.model_kind)
         if self.parse_status not in PARSE_STATUSES:
             raise InputError(f"unknown parse_status {self.parse_status!r}")
         if not isinstance(self.raw_text, str):

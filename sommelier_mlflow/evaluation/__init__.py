@@ -44,12 +44,15 @@ from sommelier_mlflow.evaluation._report import (
 )
 from sommelier_mlflow.evaluation._scoring import (
     BootstrapSettings,
+    Completion,
     ExampleResult,
     PairCoverage,
     PairedSlice,
+    ScoredExamples,
     ScoredRun,
     SliceResult,
     metrics_from_components,
+    score_completions,
     score_run,
 )
 from sommelier_mlflow.evaluation._seeds import derive_seed
@@ -78,6 +81,7 @@ __all__ = [
     "ClaimDecision",
     "ClaimsSpec",
     "ComparisonArtifacts",
+    "Completion",
     "EVALUATION_REPORT_FILENAME",
     "ExampleResult",
     "GATE_FIELDS",
@@ -90,6 +94,7 @@ __all__ = [
     "PairedBootstrapResult",
     "PairedSlice",
     "QUANTILE_METHOD",
+    "ScoredExamples",
     "ScoredRun",
     "SliceResult",
     "Verdict",
@@ -112,6 +117,7 @@ __all__ = [
     "read_evaluation_report",
     "render_comparison_markdown",
     "run_comparison",
+    "score_completions",
     "score_run",
     "validate_evaluation_report",
     "write_comparison_report",

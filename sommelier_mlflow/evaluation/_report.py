@@ -23,8 +23,8 @@ from numpy.typing import NDArray
 from sommelier_mlflow._json import JSONDecodeError, atomic_write_json, loads
 from sommelier_mlflow.data import (
     EVALUATION_REPORT_SCHEMA,
-    MODEL_KINDS,
     Decoding,
+    check_model_kind,
     validate_language,
 )
 from sommelier_mlflow.errors import DataError, InputError, InvariantViolationError, SommelierError
@@ -209,10 +209,10 @@ class _Checker:
 
 
 def _check_identity(check: _Checker, identity: dict[str, Any]) -> None:
-    if identity["model_kind"] not in MODEL_KINDS:
-        check.fail(
-            "identity.model_kind", f"must be 'base' or 'adapter', got {identity['model_kind']!r}"
-        )
+    try:
+        check_model_kind(identity["model_kind"])
+    except InputError as exc:
+        check.fail("identity.model_kind", str(exc))
     model = check.mapping(
         identity["model_identity"], "identity.model_identity", _MODEL_IDENTITY_KEYS
     )

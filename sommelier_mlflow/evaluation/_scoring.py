@@ -28,13 +28,13 @@ from numpy.typing import NDArray
 from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow.data import (
     EVALUATION_REPORT_SCHEMA,
-    MODEL_KINDS,
     Decoding,
     GenerationRecord,
     ModelIdentity,
     ModelKind,
     TestExample,
     TestSplit,
+    check_model_kind,
     validate_language,
 )
 from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
@@ -47,32 +47,34 @@ from sommelier_mlflow.evaluation._stats import (
     paired_bootstrap,
 )
 from sommelier_mlflow.toolcalls import (
-    METRIC_NAMES,
     PARSER_VERSION,
+    CallComparison,
     ExampleScore,
     GoldCall,
     MetricValue,
+    ParseResult,
     ParseStatus,
+    ScoringMetric,
     parse_tool_call,
-    score_example,
+    score_components,
+    scoring_metrics,
 )
 
 __all__ = [
     "BootstrapSettings",
+    "Completion",
     "ExampleResult",
     "PairCoverage",
     "PairedSlice",
+    "ScoredExamples",
     "ScoredRun",
     "SliceResult",
     "metrics_from_components",
+    "score_completions",
     "score_run",
 ]
 
 _PREVIEW: Final = 5
-_FULL_CALL: Final = METRIC_NAMES.index("full_call_exact_match")
-_NAME: Final = METRIC_NAMES.index("function_name_accuracy")
-_ARGUMENTS: Final = METRIC_NAMES.index("argument_exact_match")
-_F1: Final = METRIC_NAMES.index("argument_f1")
 
 
 def preview_ids(ids: Sequence[str]) -> str:
@@ -97,7 +99,7 @@ def clean_float(value: float) -> float:
 def metrics_from_components(
     numerators: NDArray[np.int64],
     denominators: NDArray[np.int64],
-    metric_names: Sequence[str] = METRIC_NAMES,
+    metric_names: Sequence[str],
 ) -> dict[str, MetricValue]:
     """Sum per-example component rows into exact metrics, in ``metric_names`` order.
 
@@ -198,60 +200,49 @@ class ExampleResult:
         example_id: The example's id.
         language: Its language slice.
         source_example_id: The root it translates, if any.
-        prompt_sha256: The verified prompt digest.
+        prompt_sha256: The verified prompt digest (``None`` when the outputs
+            came without prompts, as in the evaluator plugin).
         raw_text: The completion exactly as generated.
         parse_status: The status the current parser assigns to ``raw_text``.
         parsed_call: The parsed call when ``parse_status == "ok"``.
-        score: The additive metric components, aligned with ``METRIC_NAMES``.
+        score: The additive metric components, one per scored metric.
     """
 
     example_id: str
     language: str
     source_example_id: str | None
-    prompt_sha256: str
+    prompt_sha256: str | None
     raw_text: str
     parse_status: ParseStatus
     parsed_call: dict[str, Any] | None
     score: ExampleScore
 
     @property
-    def name_correct(self) -> bool:
-        """Whether the parsed call names the gold function."""
-        return self.score.numerators[_NAME] == 1
-
-    @property
-    def arguments_correct(self) -> bool:
-        """Whether the parsed arguments equal the gold arguments canonically."""
-        return self.score.numerators[_ARGUMENTS] == 1
-
-    @property
     def full_call_correct(self) -> bool:
         """Whether name and arguments are both right (the McNemar outcome)."""
-        return self.score.numerators[_FULL_CALL] == 1
+        return self.score.full_call_correct
 
-    @property
-    def f1_numerator(self) -> int:
-        """``2 * matched`` argument pairs."""
-        return self.score.numerators[_F1]
+    def table_row(self, metrics: Sequence[ScoringMetric[Any]]) -> dict[str, Any]:
+        """The row of the per-example table logged to MLflow (flat, JSON-safe).
 
-    @property
-    def f1_denominator(self) -> int:
-        """Predicted plus gold argument pairs."""
-        return self.score.denominators[_F1]
-
-    def table_row(self) -> dict[str, Any]:
-        """The row of the per-example table logged to MLflow (flat, JSON-safe)."""
-        return {
+        Binary metrics come first as yes/no columns, then the exact counts of
+        the others, each in registry order; ``raw_text`` closes the row.
+        """
+        row: dict[str, Any] = {
             "example_id": self.example_id,
             "language": self.language,
             "parse_status": self.parse_status,
-            "name_correct": self.name_correct,
-            "arguments_correct": self.arguments_correct,
-            "full_call_correct": self.full_call_correct,
-            "argument_f1_numerator": self.f1_numerator,
-            "argument_f1_denominator": self.f1_denominator,
-            "raw_text": self.raw_text,
         }
+        for metric in metrics:
+            if metric.binary and metric.in_table:
+                row[metric.column] = self.score.correct(metric.name)
+        for metric in metrics:
+            if not metric.binary and metric.in_table:
+                numerator, denominator = self.score.component(metric.name)
+                row[f"{metric.column}_numerator"] = numerator
+                row[f"{metric.column}_denominator"] = denominator
+        row["raw_text"] = self.raw_text
+        return row
 
     def report_row(self) -> dict[str, Any]:
         """The compact row stored in the report so a comparison needs only report files."""
@@ -267,12 +258,12 @@ class ExampleResult:
 
 @dataclass(frozen=True, slots=True)
 class SliceResult:
-    """Metrics of one language slice over all its evaluated examples."""
+    """Metrics of one language slice; its prompt-set digest is ``None`` without prompts."""
 
     language: str
     examples: int
     metrics: dict[str, MetricValue]
-    prompt_set_sha256: str
+    prompt_set_sha256: str | None
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise for the report's ``slices`` section."""
@@ -323,7 +314,7 @@ class PairedSlice:
         root_language: The language of the roots its rows translate.
         pairs: ``(root_id, target_id)`` per pair, ordered by target id.
         coverage: Pair coverage of both slices.
-        pair_set_sha256: Digest of the pairs and their prompts.
+        pair_set_sha256: Digest of the pairs and their prompts (``None`` without prompts).
         root_metrics: The roots' metrics over the pairs only.
         target_metrics: The targets' metrics over the pairs only.
         bootstrap: The paired bootstrap (a = roots, b = targets).
@@ -333,7 +324,7 @@ class PairedSlice:
     root_language: str
     pairs: tuple[tuple[str, str], ...]
     coverage: PairCoverage
-    pair_set_sha256: str
+    pair_set_sha256: str | None
     root_metrics: dict[str, MetricValue]
     target_metrics: dict[str, MetricValue]
     bootstrap: PairedBootstrapResult
@@ -354,8 +345,41 @@ class PairedSlice:
 
 
 @dataclass(frozen=True, eq=False)
+class ScoredExamples:
+    """What scoring computes from examples and completions alone, with no provenance.
+
+    Attributes:
+        metrics_scored: The metric definitions, in column order.
+        examples: Per-example results, ordered by ``example_id``.
+        numerators: ``(n, m)`` int64 components, rows as ``examples``, columns
+            as ``metrics_scored``.
+        denominators: Same shape.
+        metrics: Overall metrics.
+        slices: Per-language results, keyed and ordered by language.
+        paired_slices: Matched-pair gaps, keyed and ordered by target language.
+    """
+
+    metrics_scored: tuple[ScoringMetric[Any], ...]
+    examples: tuple[ExampleResult, ...]
+    numerators: NDArray[np.int64]
+    denominators: NDArray[np.int64]
+    metrics: dict[str, MetricValue]
+    slices: dict[str, SliceResult]
+    paired_slices: dict[str, PairedSlice]
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """The scored metrics' names, in column order."""
+        return tuple(metric.name for metric in self.metrics_scored)
+
+    def table_rows(self) -> list[dict[str, Any]]:
+        """The per-example table (one flat dict per example, ``example_id`` order)."""
+        return [example.table_row(self.metrics_scored) for example in self.examples]
+
+
+@dataclass(frozen=True, eq=False)
 class ScoredRun:
-    """One scored arm: identity, per-example results and every aggregate.
+    """One scored arm: its provenance around what :func:`score_completions` computed.
 
     Attributes:
         model_kind: ``"base"`` or ``"adapter"``.
@@ -365,12 +389,7 @@ class ScoredRun:
         decoding: The run's single decoding configuration.
         test_split_sha256: Digest of the test-split file.
         bootstrap: Bootstrap settings used for the language gaps.
-        examples: Per-example results, ordered by ``example_id``.
-        numerators: ``(n, len(METRIC_NAMES))`` int64 components, rows as ``examples``.
-        denominators: Same shape.
-        metrics: Overall metrics.
-        slices: Per-language results, keyed and ordered by language.
-        paired_slices: Matched-pair gaps, keyed and ordered by target language.
+        scored: Rows, components and every aggregate.
     """
 
     model_kind: ModelKind
@@ -380,16 +399,46 @@ class ScoredRun:
     decoding: Decoding
     test_split_sha256: str
     bootstrap: BootstrapSettings
-    examples: tuple[ExampleResult, ...]
-    numerators: NDArray[np.int64]
-    denominators: NDArray[np.int64]
-    metrics: dict[str, MetricValue]
-    slices: dict[str, SliceResult]
-    paired_slices: dict[str, PairedSlice]
+    scored: ScoredExamples
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """The scored metrics' names, in column order."""
+        return self.scored.metric_names
+
+    @property
+    def examples(self) -> tuple[ExampleResult, ...]:
+        """Per-example results, ordered by ``example_id``."""
+        return self.scored.examples
+
+    @property
+    def numerators(self) -> NDArray[np.int64]:
+        """``(n, m)`` int64 numerator components."""
+        return self.scored.numerators
+
+    @property
+    def denominators(self) -> NDArray[np.int64]:
+        """``(n, m)`` int64 denominator components."""
+        return self.scored.denominators
+
+    @property
+    def metrics(self) -> dict[str, MetricValue]:
+        """Overall metrics."""
+        return self.scored.metrics
+
+    @property
+    def slices(self) -> dict[str, SliceResult]:
+        """Per-language results."""
+        return self.scored.slices
+
+    @property
+    def paired_slices(self) -> dict[str, PairedSlice]:
+        """Matched-pair gaps per target language."""
+        return self.scored.paired_slices
 
     def table_rows(self) -> list[dict[str, Any]]:
         """The per-example table (one flat dict per example, ``example_id`` order)."""
-        return [example.table_row() for example in self.examples]
+        return self.scored.table_rows()
 
     def to_report(self) -> dict[str, Any]:
         """Build the ``evaluation_report.json`` document.
@@ -410,7 +459,7 @@ class ScoredRun:
                     language: result.prompt_set_sha256 for language, result in self.slices.items()
                 },
             },
-            "metric_names": list(METRIC_NAMES),
+            "metric_names": list(self.metric_names),
             "examples": len(self.examples),
             "metrics": metrics_to_dict(self.metrics),
             "slices": {language: result.to_dict() for language, result in self.slices.items()},
@@ -567,55 +616,81 @@ def _check_record(example: TestExample, record: GenerationRecord, model_kind: st
         )
 
 
-def _score_one(example: TestExample, record: GenerationRecord, gold: GoldCall) -> ExampleResult:
-    parsed = parse_tool_call(record.raw_text)
-    stored_call = None if record.parsed_call is None else canonical_json(record.parsed_call)
-    fresh_call = None if parsed.call is None else canonical_json(parsed.call)
-    if parsed.status != record.parse_status or stored_call != fresh_call:
-        raise InvariantViolationError(
-            f"generation for {example.example_id!r} stores parse {record.parse_status!r} "
-            f"{stored_call} but {PARSER_VERSION} parses its raw_text as {parsed.status!r} "
-            f"{fresh_call}; the record was edited or written by another parser, so regenerate "
-            "or re-parse it before scoring"
-        )
-    return ExampleResult(
-        example_id=example.example_id,
-        language=example.language,
-        source_example_id=example.source_example_id,
-        prompt_sha256=record.prompt_sha256,  # verified equal to the example's digest
-        raw_text=record.raw_text,
-        parse_status=parsed.status,
-        parsed_call=parsed.call,
-        score=score_example(parsed.status, parsed.call, gold),
-    )
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One example and its completion: everything scoring needs, and nothing about provenance.
+
+    Attributes:
+        example_id: Unique id of the example.
+        language: Its language slice.
+        source_example_id: For a translated example, the id of its root.
+        gold_call: The one expected ``{name, arguments}`` call.
+        raw_text: The completion exactly as produced.
+        prompt_sha256: The digest of the prompt it answered, when known;
+            without it slices and pairs carry no prompt/pair-set digest.
+    """
+
+    example_id: str
+    language: str
+    source_example_id: str | None
+    gold_call: Mapping[str, Any]
+    raw_text: str
+    prompt_sha256: str | None = None
+
+
+def _parse_and_compare(
+    completions: Sequence[Completion],
+) -> tuple[list[ParseResult], list[CallComparison]]:
+    golds: dict[str, GoldCall] = {}
+    parses: list[ParseResult] = []
+    comparisons: list[CallComparison] = []
+    for completion in completions:
+        key = canonical_json(completion.gold_call)
+        gold = golds.get(key)
+        if gold is None:
+            gold = golds[key] = GoldCall(completion.gold_call)
+        parsed = parse_tool_call(completion.raw_text)  # the one parse of this completion
+        parses.append(parsed)
+        comparisons.append(CallComparison(parsed.status, parsed.call, gold))
+    return parses, comparisons
+
+
+def _component_arrays(
+    comparisons: Sequence[CallComparison], metrics: Sequence[ScoringMetric[Any]]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    flat_numerators, flat_denominators = score_components(comparisons, metrics)
+    shape = (len(comparisons), len(metrics))
+    numerators = np.array(flat_numerators, dtype=np.int64).reshape(shape)
+    denominators = np.array(flat_denominators, dtype=np.int64).reshape(shape)
+    return numerators, denominators
 
 
 def _paired_slices(
-    selected: Sequence[TestExample],
-    results: Sequence[ExampleResult],
+    completions: Sequence[Completion],
     numerators: NDArray[np.int64],
     denominators: NDArray[np.int64],
+    metric_names: tuple[str, ...],
     slice_sizes: Mapping[str, int],
-    model_kind: str,
+    gap_scope: str,
     settings: BootstrapSettings,
 ) -> dict[str, PairedSlice]:
-    row_of = {example.example_id: row for row, example in enumerate(selected)}
+    row_of = {completion.example_id: row for row, completion in enumerate(completions)}
     translated: dict[str, list[int]] = defaultdict(list)
-    for row, example in enumerate(selected):
-        if example.source_example_id is not None:
-            translated[example.language].append(row)
+    for row, completion in enumerate(completions):
+        if completion.source_example_id is not None:
+            translated[completion.language].append(row)
 
     paired: dict[str, PairedSlice] = {}
     for language in sorted(translated):
         pair_rows: list[tuple[int, int]] = []
         unmatched = 0
         for target_row in translated[language]:
-            target = selected[target_row]
+            target = completions[target_row]
             root_row = row_of.get(target.source_example_id or "")
             if root_row is None:
                 unmatched += 1
                 continue
-            root = selected[root_row]
+            root = completions[root_row]
             if root.language == language:
                 raise InputError(
                     f"example {target.example_id!r} ({language}) names source example "
@@ -635,7 +710,7 @@ def _paired_slices(
                 "roots is evaluated, so no matched-pair gap can be measured; include the root "
                 "language in the evaluated slices (or drop the dangling source_example_id)"
             )
-        root_languages = sorted({selected[root_row].language for root_row, _ in pair_rows})
+        root_languages = sorted({completions[root_row].language for root_row, _ in pair_rows})
         if len(root_languages) != 1:
             raise InputError(
                 f"translated rows of {language!r} have roots in several languages "
@@ -652,15 +727,33 @@ def _paired_slices(
             numerators[targets],
             denominators[targets],
             resamples=settings.resamples,
-            seed=derive_seed(settings.seed, f"gap/{model_kind}/{language}"),
+            seed=derive_seed(settings.seed, f"gap/{gap_scope}/{language}"),
             confidence=settings.confidence,
-            metric_names=METRIC_NAMES,
+            metric_names=metric_names,
         )
+        prompts = [
+            (completions[root].prompt_sha256, completions[target].prompt_sha256)
+            for root, target in pair_rows
+        ]
+        pair_digest = None
+        if all(root is not None and target is not None for root, target in prompts):
+            pair_digest = pair_set_digest(
+                (
+                    completions[root].example_id,
+                    completions[target].example_id,
+                    root_prompt or "",
+                    target_prompt or "",
+                )
+                for (root, target), (root_prompt, target_prompt) in zip(
+                    pair_rows, prompts, strict=True
+                )
+            )
         paired[language] = PairedSlice(
             language=language,
             root_language=root_language,
             pairs=tuple(
-                (results[root].example_id, results[target].example_id) for root, target in pair_rows
+                (completions[root].example_id, completions[target].example_id)
+                for root, target in pair_rows
             ),
             coverage=PairCoverage(
                 target_rows=slice_sizes[language],
@@ -669,20 +762,128 @@ def _paired_slices(
                 paired_roots=len({root for root, _ in pair_rows}),
                 unmatched_targets=unmatched,
             ),
-            pair_set_sha256=pair_set_digest(
-                (
-                    results[root].example_id,
-                    results[target].example_id,
-                    results[root].prompt_sha256,
-                    results[target].prompt_sha256,
-                )
-                for root, target in pair_rows
+            pair_set_sha256=pair_digest,
+            root_metrics=metrics_from_components(
+                numerators[roots], denominators[roots], metric_names
             ),
-            root_metrics=metrics_from_components(numerators[roots], denominators[roots]),
-            target_metrics=metrics_from_components(numerators[targets], denominators[targets]),
+            target_metrics=metrics_from_components(
+                numerators[targets], denominators[targets], metric_names
+            ),
             bootstrap=bootstrap,
         )
     return paired
+
+
+def score_completions(
+    completions: Iterable[Completion],
+    *,
+    bootstrap: BootstrapSettings,
+    gap_scope: str,
+    metrics: Sequence[ScoringMetric[Any]] | None = None,
+) -> ScoredExamples:
+    """Score completions against their gold calls: rows, slices and matched-pair gaps.
+
+    This is the whole of scoring, as a pure function of its arguments: no
+    file, model identity or decoding is involved, so an arm (via
+    :func:`score_run`) and the evaluator plugin score identically. Each
+    completion is parsed exactly once.
+
+    Args:
+        completions: One per example, in any order; ids must be unique.
+        bootstrap: Seed, resamples and confidence of the gap intervals.
+        gap_scope: Label mixed into each gap's seed,
+            ``derive_seed(seed, f"gap/{gap_scope}/{language}")``
+            (an arm uses its ``model_kind``).
+        metrics: Metrics to score, in column order (default: the registry's
+            ``single`` mode).
+
+    Returns:
+        The scored rows in ``example_id`` order and every aggregate.
+
+    Raises:
+        InputError: No completions, duplicate ids, a malformed gold call, or
+            translated rows none of whose roots is among the completions.
+        InvariantViolationError: A matched pair whose gold calls differ.
+    """
+    chosen = scoring_metrics() if metrics is None else tuple(metrics)
+    names = tuple(metric.name for metric in chosen)
+    rows = sorted(completions, key=lambda completion: completion.example_id)
+    if not rows:
+        raise InputError("there are no completions to score")
+    repeated = sorted(
+        {
+            rows[i].example_id
+            for i in range(1, len(rows))
+            if rows[i].example_id == rows[i - 1].example_id
+        }
+    )
+    if repeated:
+        raise InputError(
+            f"{len(repeated)} example id(s) occur more than once: {preview_ids(repeated)}; "
+            "each example is scored exactly once"
+        )
+    parses, comparisons = _parse_and_compare(rows)
+    numerators, denominators = _component_arrays(comparisons, chosen)
+    results = tuple(
+        ExampleResult(
+            example_id=completion.example_id,
+            language=completion.language,
+            source_example_id=completion.source_example_id,
+            prompt_sha256=completion.prompt_sha256,
+            raw_text=completion.raw_text,
+            parse_status=parsed.status,
+            parsed_call=parsed.call,
+            score=ExampleScore(names, tuple(top), tuple(bottom)),
+        )
+        for completion, parsed, top, bottom in zip(
+            rows, parses, numerators.tolist(), denominators.tolist(), strict=True
+        )
+    )
+    languages_of = np.array([completion.language for completion in rows])
+    slices: dict[str, SliceResult] = {}
+    for language in sorted(set(languages_of.tolist())):
+        members = np.flatnonzero(languages_of == language)
+        prompts = [rows[row].prompt_sha256 for row in members]
+        slices[language] = SliceResult(
+            language=language,
+            examples=len(members),
+            metrics=metrics_from_components(numerators[members], denominators[members], names),
+            prompt_set_sha256=(
+                prompt_set_digest([prompt or "" for prompt in prompts])
+                if all(prompt is not None for prompt in prompts)
+                else None
+            ),
+        )
+    paired = _paired_slices(
+        rows,
+        numerators,
+        denominators,
+        names,
+        {language: result.examples for language, result in slices.items()},
+        gap_scope,
+        bootstrap,
+    )
+    return ScoredExamples(
+        metrics_scored=chosen,
+        examples=results,
+        numerators=numerators,
+        denominators=denominators,
+        metrics=metrics_from_components(numerators, denominators, names),
+        slices=slices,
+        paired_slices=paired,
+    )
+
+
+def _audit_stored_parse(record: GenerationRecord, result: ExampleResult) -> None:
+    stored_call = None if record.parsed_call is None else canonical_json(record.parsed_call)
+    fresh_call = None if result.parsed_call is None else canonical_json(result.parsed_call)
+    if result.parse_status != record.parse_status or stored_call != fresh_call:
+        raise InvariantViolationError(
+            f"generation for {record.example_id!r} stores parse {record.parse_status!r} "
+            f"{stored_call} but {PARSER_VERSION} parses its raw_text as {result.parse_status!r} "
+            f"{fresh_call}; the record was edited or written by another parser, so regenerate "
+            "or re-parse it before scoring"
+        )
 
 
 def score_run(
@@ -699,6 +900,9 @@ def score_run(
     confidence: float = 0.95,
 ) -> ScoredRun:
     """Score one arm's generations against the test split.
+
+    The join and every provenance check happen here; the scoring itself is
+    :func:`score_completions`.
 
     Args:
         split: The (formatted) test split the generations were produced from.
@@ -728,8 +932,7 @@ def score_run(
             decoding, a stored parse the current parser disagrees with, or a
             matched pair whose gold calls differ (exit 5).
     """
-    if model_kind not in MODEL_KINDS:
-        raise ConfigError(f"model_kind must be 'base' or 'adapter', got {model_kind!r}")
+    check_model_kind(model_kind)
     if not isinstance(model_identity, ModelIdentity):
         raise ConfigError(
             f"model_identity must be a ModelIdentity, got {type(model_identity).__name__}"
@@ -741,38 +944,24 @@ def score_run(
     for example, record in zip(selected, records, strict=True):
         _check_record(example, record, model_kind)
     run_decoding = _run_decoding(records, decoding)
-
-    golds: dict[str, GoldCall] = {}
-    results: list[ExampleResult] = []
-    for example, record in zip(selected, records, strict=True):
-        key = canonical_json(example.gold_call)
-        gold = golds.get(key)
-        if gold is None:
-            gold = golds[key] = GoldCall(example.gold_call)
-        results.append(_score_one(example, record, gold))
-
-    numerators = np.array([result.score.numerators for result in results], dtype=np.int64)
-    denominators = np.array([result.score.denominators for result in results], dtype=np.int64)
-    languages_of = np.array([result.language for result in results])
-
-    slices: dict[str, SliceResult] = {}
-    for language in sorted(set(languages_of.tolist())):
-        rows = np.flatnonzero(languages_of == language)
-        slices[language] = SliceResult(
-            language=language,
-            examples=len(rows),
-            metrics=metrics_from_components(numerators[rows], denominators[rows]),
-            prompt_set_sha256=prompt_set_digest([results[row].prompt_sha256 for row in rows]),
-        )
-    paired = _paired_slices(
-        selected,
-        results,
-        numerators,
-        denominators,
-        {language: result.examples for language, result in slices.items()},
-        model_kind,
-        settings,
+    scored = score_completions(
+        [
+            Completion(
+                example_id=example.example_id,
+                language=example.language,
+                source_example_id=example.source_example_id,
+                gold_call=example.gold_call,
+                raw_text=record.raw_text,
+                prompt_sha256=record.prompt_sha256,  # verified equal to the example's digest
+            )
+            for example, record in zip(selected, records, strict=True)
+        ],
+        bootstrap=settings,
+        gap_scope=model_kind,
     )
+    # selected is in example_id order, as are the scored rows.
+    for record, result in zip(records, scored.examples, strict=True):
+        _audit_stored_parse(record, result)
     return ScoredRun(
         model_kind=model_kind,
         model_identity=model_identity,
@@ -781,10 +970,5 @@ def score_run(
         decoding=run_decoding,
         test_split_sha256=split.sha256,
         bootstrap=settings,
-        examples=tuple(results),
-        numerators=numerators,
-        denominators=denominators,
-        metrics=metrics_from_components(numerators, denominators),
-        slices=slices,
-        paired_slices=paired,
+        scored=scored,
     )

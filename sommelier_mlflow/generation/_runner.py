@@ -34,11 +34,11 @@ from sommelier_mlflow._json import (
 from sommelier_mlflow.data import (
     GENERATION_FIELDS,
     GENERATION_SCHEMA,
-    MODEL_KINDS,
     Decoding,
     GenerationRecord,
     ModelKind,
     TestExample,
+    check_model_kind,
 )
 from sommelier_mlflow.errors import (
     ConfigError,
@@ -374,8 +374,7 @@ def run_generation(
             f"decoding must be a validated Decoding, got {type(decoding).__name__}; "
             "build it with Decoding(...) or Decoding.from_dict(...)"
         )
-    if model_kind not in MODEL_KINDS:
-        raise ConfigError(f"model_kind must be 'base' or 'adapter', got {model_kind!r}")
+    check_model_kind(model_kind, ConfigError)
     if not isinstance(generator, TextGenerator):
         raise ConfigError(
             f"generator {generator!r} has no generate(prompts, *, max_new_tokens) method"

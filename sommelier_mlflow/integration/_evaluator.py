@@ -64,6 +64,7 @@ from sommelier_mlflow.integration._primitives import (
     log_metrics_batch,
     set_sommelier_tags,
 )
+from sommelier_mlflow.integration.evaluator import MODEL_TYPE
 from sommelier_mlflow.metrics import MetricSpec
 from sommelier_mlflow.toolcalls import PARSER_VERSION
 
@@ -74,7 +75,6 @@ __all__ = [
     "SommelierEvaluator",
 ]
 
-MODEL_TYPE: Final = "tool-calling"
 EVALUATOR_NAME: Final = "sommelier"
 EVALUATOR_REPORT_ARTIFACT: Final = f"{ARTIFACT_DIR}/evaluator_report.json"
 _COLUMN_DEFAULTS: Final = {

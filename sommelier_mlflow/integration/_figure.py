@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sommelier_mlflow.data import OVERALL
 from sommelier_mlflow.errors import DataError
 
 if TYPE_CHECKING:
@@ -25,14 +26,13 @@ __all__ = ["comparison_figure"]
 
 _BASE_COLOUR = "#8c8c8c"
 _ADAPTER_COLOUR = "#2b6cb0"
-_OVERALL = "overall"
 
 
 def _slices(report: Mapping[str, Any]) -> list[str]:
     slices = report.get("slices")
-    if not isinstance(slices, Mapping) or _OVERALL not in slices:
+    if not isinstance(slices, Mapping) or OVERALL not in slices:
         raise DataError("comparison report has no 'slices.overall'; cannot draw the comparison")
-    return [_OVERALL, *sorted(name for name in slices if name != _OVERALL)]
+    return [OVERALL, *sorted(name for name in slices if name != OVERALL)]
 
 
 def _metric_names(report: Mapping[str, Any]) -> list[str]:
@@ -40,7 +40,7 @@ def _metric_names(report: Mapping[str, Any]) -> list[str]:
     names = identity.get("metric_names") if isinstance(identity, Mapping) else None
     if isinstance(names, list) and names:
         return [str(name) for name in names]
-    return list(report["slices"][_OVERALL]["delta"])
+    return list(report["slices"][OVERALL]["delta"])
 
 
 def _value(entry: Mapping[str, Any], *path: str) -> float:

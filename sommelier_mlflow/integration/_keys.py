@@ -22,6 +22,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from sommelier_mlflow.data import OVERALL
 from sommelier_mlflow.errors import DataError
 
 __all__ = [
@@ -31,7 +32,6 @@ __all__ = [
     "interval_label",
 ]
 
-OVERALL: Final = "overall"
 _DEFAULT_CONFIDENCE: Final = 0.95
 
 

@@ -2,17 +2,18 @@
 
 ``mlflow.models.evaluate`` hands the evaluator columns, not a test split and
 generation files: outputs, gold calls, and optionally languages, ids and root
-ids. This module turns those columns into the rows the evaluation layer
-scores, runs the very same ``score_run`` (so slices, matched-pair gaps and
-their bootstrap intervals are computed exactly as for an arm), and adds the
-optional catalog metrics per row.
+ids. This module turns those columns into completions and scores them with
+the same pure function an arm uses (``score_completions``), so slices,
+matched-pair gaps and their bootstrap intervals are computed exactly as for
+an arm, and adds the optional catalog metrics per row.
 
 An arm's report certifies *how* its outputs were produced (model identity,
-decoding, prompt digests). Here nothing is known about that, so the result is
-a smaller *evaluator report* (``sommelier_mlflow.evaluator_report.v1``) that
-keeps the metrics, slices, gaps and bootstrap settings and drops every
-provenance field; internally the rows get placeholder prompts and decoding
-that never leave this module.
+decoding, prompt digests). Here nothing is known about that, and nothing is
+invented: the result is a smaller *evaluator report*
+(``sommelier_mlflow.evaluator_report.v1``) with the metrics, slices, gaps and
+bootstrap settings and no provenance fields. Its gap seeds use the base-arm
+label (``gap/base/<language>``), so evaluating an arm's outputs here
+reproduces that arm's gap intervals.
 
 Nothing here imports MLflow: the benchmark scores 10,000 rows through this
 function directly to measure what MLflow adds around it.
@@ -27,51 +28,54 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads, sha256_text
-from sommelier_mlflow.data import (
-    Decoding,
-    GenerationRecord,
-    ModelIdentity,
-    TestExample,
-    TestSplit,
-    schema_version,
-    validate_language,
-)
+from sommelier_mlflow.data import OVERALL, schema_version, validate_language
 from sommelier_mlflow.errors import ConfigError, InputError
-from sommelier_mlflow.evaluation import score_run
-from sommelier_mlflow.integration._keys import OVERALL, evaluation_metric_keys
+from sommelier_mlflow.evaluation import (
+    BootstrapSettings,
+    Completion,
+    ScoredExamples,
+    score_completions,
+)
+from sommelier_mlflow.evaluation._scoring import (
+    bootstrap_provenance,
+    intervals_to_dict,
+    metrics_to_dict,
+)
+from sommelier_mlflow.integration._keys import evaluation_metric_keys
 from sommelier_mlflow.metrics import BaseMetric, MetricSpec
-from sommelier_mlflow.toolcalls import is_tool_call, parse_tool_call
+from sommelier_mlflow.toolcalls import (
+    PARSER_VERSION,
+    ScoringMetric,
+    completion_text,
+    gold_call_of,
+    is_missing,
+    scoring_metrics,
+)
 
 __all__ = [
     "EVALUATOR_REPORT_SCHEMA",
     "PredictionScores",
-    "TABLE_COLUMNS",
     "extra_metric_keys",
-    "gold_call_of",
-    "output_text_of",
     "score_predictions",
+    "table_columns",
 ]
 
 EVALUATOR_REPORT_SCHEMA: Final = schema_version("evaluator_report")
-#: The columns of the per-example table, before any catalog-metric columns.
-TABLE_COLUMNS: Final = (
-    "example_id",
-    "language",
-    "parse_status",
-    "name_correct",
-    "arguments_correct",
-    "full_call_correct",
-    "argument_f1_numerator",
-    "argument_f1_denominator",
-    "raw_text",
-)
-_PROMPT_TEXT: Final = ""
-_PROMPT_SHA256: Final = sha256_text(_PROMPT_TEXT)
-# Never reported: score_run needs a decoding and an identity to check records against.
-_DECODING: Final = Decoding(max_new_tokens=1, batch_size=1)
-_IDENTITY: Final = ModelIdentity("mlflow-evaluate", None, "mlflow-evaluate", None)
+#: The bootstrap label of the evaluator's gaps (see the module docstring).
+_GAP_SCOPE: Final = "base"
 _AGGREGATES: Final = ("mean", "min", "max")
+
+
+def table_columns(metrics: Sequence[ScoringMetric[Any]] | None = None) -> tuple[str, ...]:
+    """The per-example table's columns before any catalog-metric columns.
+
+    Args:
+        metrics: The scored metrics (default: the registry's ``single`` mode).
+    """
+    chosen = scoring_metrics() if metrics is None else metrics
+    flags = [column for metric in chosen if metric.binary for column in metric.table_columns()]
+    counts = [column for metric in chosen if not metric.binary for column in metric.table_columns()]
+    return ("example_id", "language", "parse_status", *flags, *counts, "raw_text")
 
 
 @dataclass(frozen=True)
@@ -90,79 +94,12 @@ class PredictionScores:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-def _missing(value: object) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, float) and math.isnan(value):
-        return True
-    return type(value).__name__ in {"NAType", "NaTType"}
-
-
-def output_text_of(value: object, row: int) -> str:
-    """The raw output text of one row.
-
-    A string is the model's raw output. A mapping or list (an output already
-    decoded from JSON) is scored as its canonical JSON text, so a dict that is
-    a valid call parses as ``ok`` and anything else as ``invalid_shape``.
-
-    Raises:
-        ConfigError: A missing (None/NaN) or non-text output.
-    """
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (Mapping, list, tuple)):
-        try:
-            return canonical_json(dict(value) if isinstance(value, Mapping) else list(value))
-        except TypeError as exc:
-            raise ConfigError(f"row {row}: output is not JSON-serialisable ({exc})") from exc
-    if _missing(value):
-        raise ConfigError(
-            f"row {row}: the output is missing (None/NaN); every row needs the model's raw "
-            "output text (use '' for an empty output: it scores as no_json)"
-        )
-    raise ConfigError(
-        f"row {row}: output must be the model's raw text (str) or a decoded JSON call, "
-        f"got {type(value).__name__}"
-    )
-
-
-def gold_call_of(value: object, row: int) -> dict[str, Any]:
-    """The gold call of one row, from a dict, a JSON string, or a one-element list of either.
-
-    Raises:
-        ConfigError: Anything that is not exactly one ``{name, arguments}`` call.
-    """
-    candidate = value
-    if isinstance(candidate, str):
-        try:
-            candidate = loads(candidate)
-        except JSONDecodeError as exc:
-            raise ConfigError(
-                f"row {row}: gold call is a string but not valid JSON ({exc})"
-            ) from exc
-    if isinstance(candidate, (list, tuple)):
-        if len(candidate) != 1:
-            raise ConfigError(
-                f"row {row}: gold call list must hold exactly one call, got {len(candidate)}"
-            )
-        candidate = candidate[0]
-    if isinstance(candidate, Mapping) and not isinstance(candidate, dict):
-        candidate = dict(candidate)
-    if not is_tool_call(candidate):
-        raise ConfigError(
-            f"row {row}: gold call must be {{'name': non-empty str, 'arguments': object}} "
-            f"(a dict or its JSON string), got {value!r}"
-        )
-    assert isinstance(candidate, dict)  # is_tool_call guarantees it
-    return candidate
-
-
 def _ids(example_ids: Sequence[object] | None, count: int) -> list[str]:
     if example_ids is None:
         return [str(index) for index in range(count)]
     ids: list[str] = []
     for row, value in enumerate(example_ids):
-        if _missing(value) or isinstance(value, bool) or not isinstance(value, (str, int)):
+        if is_missing(value) or isinstance(value, bool) or not isinstance(value, (str, int)):
             raise ConfigError(f"row {row}: example id must be a string or integer, got {value!r}")
         text = str(value)
         if not text:
@@ -185,7 +122,7 @@ def _languages(languages: Sequence[object] | None, count: int, default: str) -> 
         return [default] * count
     out: list[str] = []
     for row, value in enumerate(languages):
-        if _missing(value) or value == "":
+        if is_missing(value) or value == "":
             out.append(default)
             continue
         try:
@@ -200,7 +137,7 @@ def _sources(sources: Sequence[object] | None, count: int) -> list[str | None]:
         return [None] * count
     out: list[str | None] = []
     for row, value in enumerate(sources):
-        if _missing(value) or value == "":
+        if is_missing(value) or value == "":
             out.append(None)
         elif isinstance(value, (str, int)) and not isinstance(value, bool):
             out.append(str(value))
@@ -341,55 +278,37 @@ def score_predictions(
     if count == 0:
         raise ConfigError("there are no rows to evaluate")
     validate_language(default_language)
-    texts = [output_text_of(value, row) for row, value in enumerate(outputs)]
-    golds = [gold_call_of(value, row) for row, value in enumerate(gold_calls)]
+    texts = [
+        completion_text(value, where=f"row {row}: output") for row, value in enumerate(outputs)
+    ]
+    golds = [
+        gold_call_of(value, where=f"row {row}: gold call") for row, value in enumerate(gold_calls)
+    ]
     ids = _ids(example_ids, count)
     langs = _languages(languages, count, default_language)
     roots = _sources(source_example_ids, count)
     catalog = _build_metrics(metrics)
-
-    examples = tuple(
-        TestExample(
-            example_id=ids[row],
-            language=langs[row],
-            query="",
-            tools=[],
-            gold_call=golds[row],
-            source_example_id=roots[row],
-            prompt_text=_PROMPT_TEXT,
-            prompt_sha256=_PROMPT_SHA256,
-        )
-        for row in range(count)
-    )
-    decoding = _DECODING.to_dict()
-    records = []
-    for row in range(count):
-        parsed = parse_tool_call(texts[row])
-        records.append(
-            GenerationRecord(
+    settings = BootstrapSettings(seed=seed, resamples=resamples, confidence=0.95)
+    scored = score_completions(
+        [
+            Completion(
                 example_id=ids[row],
-                model_kind="base",
                 language=langs[row],
-                prompt_sha256=_PROMPT_SHA256,
+                source_example_id=roots[row],
+                gold_call=golds[row],
                 raw_text=texts[row],
-                parse_status=parsed.status,
-                parsed_call=parsed.call,
-                decoding=decoding,
             )
-        )
-    scored = score_run(
-        TestSplit(path="<mlflow.models.evaluate data>", sha256="", examples=examples),
-        records,
-        model_kind="base",
-        model_identity=_IDENTITY,
-        adapter=None,
-        seed=seed,
-        resamples=resamples,
+            for row in range(count)
+        ],
+        bootstrap=settings,
+        gap_scope=_GAP_SCOPE,
     )
-    full = scored.to_report()
 
-    by_id = {result.example_id: result.table_row() for result in scored.examples}
-    rows = [by_id[example_id] for example_id in ids]
+    position = {example_id: row for row, example_id in enumerate(ids)}
+    rows: list[dict[str, Any]] = [{} for _ in range(count)]
+    for table_row in scored.table_rows():
+        rows[position[table_row["example_id"]]] = table_row
+    fixed = set(table_columns(scored.metrics_scored))
     extra_columns: dict[str, None] = {}
     for row_index, table_row in enumerate(rows if catalog else ()):
         merged: dict[str, object] = {}
@@ -397,7 +316,7 @@ def score_predictions(
             for key, value in metric.score(texts[row_index], reference=golds[row_index]).items():
                 _flatten_result(key, value, merged)
         for key, value in merged.items():
-            if key in TABLE_COLUMNS:
+            if key in fixed:
                 raise ConfigError(
                     f"catalog metric result {key!r} collides with a table column; "
                     "give the metric another result_key"
@@ -406,23 +325,40 @@ def score_predictions(
             table_row[key] = value
     extra_keys, extra_summary = extra_metric_keys(rows, list(extra_columns), langs)
 
-    report: dict[str, Any] = {
-        "schema_version": EVALUATOR_REPORT_SCHEMA,
-        "parser_version": full["identity"]["parser_version"],
-        "metric_names": full["metric_names"],
-        "examples": full["examples"],
-        "metrics": full["metrics"],
-        "slices": {
-            language: {"examples": entry["examples"], "metrics": entry["metrics"]}
-            for language, entry in full["slices"].items()
-        },
-        "paired_slices": {
-            language: {key: value for key, value in entry.items() if key != "pair_set_sha256"}
-            for language, entry in full["paired_slices"].items()
-        },
-        "bootstrap": full["bootstrap"],
-        "extra_metrics": extra_summary,
-    }
+    report = _evaluator_report(scored, settings, extra_summary)
     keys = evaluation_metric_keys(report)
     keys.update(extra_keys)
     return PredictionScores(report=report, table_rows=rows, metrics=keys)
+
+
+def _evaluator_report(
+    scored: ScoredExamples,
+    settings: BootstrapSettings,
+    extra_summary: dict[str, dict[str, dict[str, float]]],
+) -> dict[str, Any]:
+    return {
+        "schema_version": EVALUATOR_REPORT_SCHEMA,
+        "parser_version": PARSER_VERSION,
+        "metric_names": list(scored.metric_names),
+        "examples": len(scored.examples),
+        "metrics": metrics_to_dict(scored.metrics),
+        "slices": {
+            language: {"examples": entry.examples, "metrics": metrics_to_dict(entry.metrics)}
+            for language, entry in scored.slices.items()
+        },
+        "paired_slices": {
+            language: {
+                "root_language": paired.root_language,
+                "pairs": len(paired.pairs),
+                "pair_ids": [list(pair) for pair in paired.pairs],
+                "coverage": paired.coverage.to_dict(),
+                "root_metrics": metrics_to_dict(paired.root_metrics),
+                "target_metrics": metrics_to_dict(paired.target_metrics),
+                "gaps": intervals_to_dict(paired.bootstrap),
+                "bootstrap": bootstrap_provenance(paired.bootstrap),
+            }
+            for language, paired in scored.paired_slices.items()
+        },
+        "bootstrap": settings.to_dict(),
+        "extra_metrics": extra_summary,
+    }

@@ -1,0 +1,50 @@
+"""MLflow keys and evaluator output of the pinned report fixtures stay exactly as written.
+
+The fixtures (``tests/fixtures/reports``) were produced by the code before the
+metric registry existed; the key scheme and the evaluator's report, table and
+keys are contracts, so they must come out identical.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sommelier_mlflow._json import loads
+from sommelier_mlflow.integration import (
+    comparison_metric_keys,
+    evaluation_metric_keys,
+    score_predictions,
+)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "reports"
+
+
+def _load(name: str) -> Any:
+    return loads((FIXTURES / name).read_bytes())
+
+
+def test_arm_report_keys_are_unchanged() -> None:
+    report = _load("base_evaluation_report.json")
+    assert evaluation_metric_keys(report) == _load("base_metric_keys.json")
+
+
+def test_comparison_keys_are_unchanged() -> None:
+    report = _load("comparison_report.json")
+    assert comparison_metric_keys(report) == _load("comparison_metric_keys.json")
+
+
+def test_evaluator_output_is_unchanged() -> None:
+    inputs = _load("evaluator_inputs.json")
+    scores = score_predictions(
+        inputs["outputs"],
+        inputs["gold_calls"],
+        example_ids=inputs["example_ids"],
+        languages=inputs["languages"],
+        source_example_ids=inputs["source_example_ids"],
+        resamples=inputs["resamples"],
+    )
+    expected = _load("evaluator_report.json")
+    assert scores.report == expected["report"]
+    assert scores.table_rows == expected["table_rows"]
+    assert scores.metrics == expected["metrics"]
