@@ -8,8 +8,7 @@ every later version to the same bytes.
 from __future__ import annotations
 
 from pathlib import Path
-
-from conftest import Kit
+from typing import Any
 
 from sommelier_mlflow._json import loads
 from sommelier_mlflow.evaluation import (
@@ -31,10 +30,10 @@ def test_evaluation_reports_read_and_rewrite_byte_identically(tmp_path: Path) ->
         assert written.read_bytes() == source.read_bytes()
 
 
-def test_scoring_the_golden_data_again_writes_the_same_bytes(tmp_path: Path) -> None:
-    split = Kit.golden_split()
-    for kind, texts in zip(ARMS, (Kit.BASE_TEXTS, Kit.ADAPTER_TEXTS), strict=True):
-        run = Kit.score(split, texts, kind, resamples=200)
+def test_scoring_the_golden_data_again_writes_the_same_bytes(kit: Any, tmp_path: Path) -> None:
+    split = kit.golden_split()
+    for kind, texts in zip(ARMS, (kit.BASE_TEXTS, kit.ADAPTER_TEXTS), strict=True):
+        run = kit.score(split, texts, kind, resamples=200)
         written = write_evaluation_report(tmp_path / f"{kind}.json", run)
         assert written.read_bytes() == (FIXTURES / f"{kind}_evaluation_report.json").read_bytes()
 
