@@ -1,11 +1,27 @@
-"""Tool-call parsing, argument flattening, the metric registry and the five strict metrics.
+"""Tool-call parsing and flattening, the metric registry, the five metrics, the calls mode.
 
-This is the scoring core: it depends only on the standard library and
-orjson, so it can score millions of records without MLflow or torch loaded.
+This is the scoring core: it depends only on the standard library, orjson
+and (for the optimal call assignment of ``calls`` mode, imported lazily)
+scipy, so it can score millions of records without MLflow or torch loaded.
 """
 
 from __future__ import annotations
 
+from sommelier_mlflow.toolcalls._calls_parse import (
+    CALLS_PARSER_VERSION,
+    CallsParseResult,
+    parse_tool_calls,
+)
+from sommelier_mlflow.toolcalls._calls_score import (
+    CALLS_METRIC_NAMES,
+    CallsExampleScore,
+    GoldCalls,
+    calls_metrics_from_scores,
+    compute_calls_metrics,
+    matched_argument_pairs,
+    score_calls_example,
+    score_calls_records,
+)
 from sommelier_mlflow.toolcalls._flatten import ROOT_PATH, flatten_arguments
 from sommelier_mlflow.toolcalls._normalise import completion_text, gold_call_of, is_missing
 from sommelier_mlflow.toolcalls._parse import (
@@ -41,10 +57,15 @@ from sommelier_mlflow.toolcalls._score import (
 )
 
 __all__ = [
+    "CALLS_METRIC_NAMES",
+    "CALLS_PARSER_VERSION",
     "CallComparison",
+    "CallsExampleScore",
+    "CallsParseResult",
     "DEFAULT_MODE",
     "ExampleScore",
     "GoldCall",
+    "GoldCalls",
     "METRIC_NAMES",
     "MetricValue",
     "PARSER_VERSION",
@@ -53,17 +74,23 @@ __all__ = [
     "ParseStatus",
     "ROOT_PATH",
     "ScoringMetric",
+    "calls_metrics_from_scores",
     "completion_text",
+    "compute_calls_metrics",
     "compute_metrics",
     "flatten_arguments",
     "gold_call_of",
     "is_missing",
     "is_tool_call",
+    "matched_argument_pairs",
     "mcnemar_metric",
     "metrics_from_scores",
     "parse_tool_call",
+    "parse_tool_calls",
     "register_scoring_metric",
     "register_scoring_mode",
+    "score_calls_example",
+    "score_calls_records",
     "score_components",
     "score_example",
     "score_records",

@@ -16,6 +16,8 @@ from typing import Any, Final, Literal, TypeGuard
 import orjson
 
 __all__ = [
+    "NOT_JSON",
+    "NO_BRACKET",
     "PARSER_VERSION",
     "PARSE_STATUSES",
     "ParseResult",
@@ -101,6 +103,47 @@ def is_tool_call(value: object) -> TypeGuard[dict[str, Any]]:
     )
 
 
+#: Returned by :func:`first_json_span` when the text holds no ``{`` or ``[`` at all.
+NO_BRACKET: Final = object()
+#: Returned by :func:`first_json_span` when the first span never closes or is not JSON.
+NOT_JSON: Final = object()
+
+
+def first_json_span(text: str) -> Any:
+    """Decode the first balanced ``{...}``/``[...]`` span of ``text``, repairing nothing.
+
+    This is the part every parser version shares (the single-call parser and
+    ``sommelier.calls_parser.v1``): they differ only in which decoded values
+    they accept as calls, so the scanning rules cannot drift apart.
+
+    Returns:
+        The decoded JSON value, or the sentinel :data:`NO_BRACKET` (no opening
+        bracket anywhere) or :data:`NOT_JSON` (a bracket, but no balanced span
+        or a span that is not strict JSON). Sentinels rather than exceptions
+        keep the hot path free of try/except for the common failures.
+    """
+    opener = _OPENERS.search(text)
+    if opener is None:
+        return NO_BRACKET
+    start = opener.start()
+    try:
+        # Fast path: when everything from the opener on is one JSON value, that
+        # value's closing bracket is where depth first returns to zero, so it is
+        # exactly the first balanced span.
+        return orjson.loads(text[start:])
+    except orjson.JSONDecodeError:
+        value = _last_closer_value(text, start)
+        if value is not None:
+            return value
+        end = _balanced_span_end(text, start)
+        if end is None:
+            return NOT_JSON
+        try:
+            return orjson.loads(text[start:end])
+        except orjson.JSONDecodeError:
+            return NOT_JSON
+
+
 def parse_tool_call(text: str) -> ParseResult:
     """Parse one completion into a tool call, conservatively.
 
@@ -113,26 +156,11 @@ def parse_tool_call(text: str) -> ParseResult:
     Returns:
         The :class:`ParseResult`; ``call`` is set only for status ``ok``.
     """
-    opener = _OPENERS.search(text)
-    if opener is None:
+    value = first_json_span(text)
+    if value is NO_BRACKET:
         return _NO_JSON
-    start = opener.start()
-    try:
-        # Fast path: when everything from the opener on is one JSON value, that
-        # value's closing bracket is where depth first returns to zero, so it is
-        # exactly the first balanced span.
-        value = orjson.loads(text[start:])
-    except orjson.JSONDecodeError:
-        value = _last_closer_value(text, start)
-        if value is not None:
-            return _as_result(value)
-        end = _balanced_span_end(text, start)
-        if end is None:
-            return _INVALID_JSON
-        try:
-            value = orjson.loads(text[start:end])
-        except orjson.JSONDecodeError:
-            return _INVALID_JSON
+    if value is NOT_JSON:
+        return _INVALID_JSON
     return _as_result(value)
 
 
