@@ -87,6 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.add_argument("--train", type=_nonneg_int, required=True, help="train roots")
     prepare.add_argument("--validation", type=_nonneg_int, required=True, help="validation roots")
     prepare.add_argument("--test", type=_nonneg_int, required=True, help="test roots")
+    prepare.add_argument(
+        "--keep-multi-call",
+        action="store_true",
+        help="keep rows answered by several calls or none (abstention); score with --scoring calls",
+    )
     _add_mlflow_flag(prepare)
 
     evaluate = sub.add_parser("evaluate", help="generate greedily for one arm and score it")
@@ -171,6 +176,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
         args.out,
         seed=args.seed,
         split_sizes={"train": args.train, "validation": args.validation, "test": args.test},
+        keep_multi_call=args.keep_multi_call,
     )
     for name, path in result.split_paths.items():
         print(f"{name}: {path}")

@@ -22,6 +22,12 @@ Checks, in the order they are applied (the first failure is the one counted):
 7. ``multi_call_answer``: the answers list holds more than one call (checked
    before the element shape of step 6, as soon as the list length is known).
 
+With ``keep_multi_call`` (``prepare --keep-multi-call``), steps 6 and 7 let
+answer lists of any length through: several calls are parallel-call examples
+and an empty list is an abstention example (no offered tool applies); each
+element is still checked as in step 6. Such splits are scored with
+``--scoring calls``. The default stays the spec's single-call data.
+
 Then, for untranslated (root) rows in file order:
 
 8. ``duplicate_query``: the normalised query (NFKC, casefold, whitespace
@@ -111,7 +117,7 @@ class _Row:
     tools_text: str = ""
     answers_text: str = ""
     tools: list[Any] = field(default_factory=list)
-    call: dict[str, Any] = field(default_factory=dict)
+    calls: list[dict[str, Any]] = field(default_factory=list)
     qhash: str = ""
     reason: str | None = None
     split: str | None = None
@@ -173,7 +179,9 @@ def _check_config(
     return sizes
 
 
-def _read_rows(reader: JsonlReader, min_chars: int, max_chars: int) -> list[_Row]:
+def _read_rows(
+    reader: JsonlReader, min_chars: int, max_chars: int, keep_multi_call: bool
+) -> list[_Row]:
     rows: list[_Row] = []
     seen: dict[str, int] = {}
     for line_no, raw in reader:
@@ -209,13 +217,13 @@ def _read_rows(reader: JsonlReader, min_chars: int, max_chars: int) -> list[_Row
                 "source_example_id points at the row itself", path=reader.path, line=line_no
             )
         row = _Row(line=line_no, example_id=example_id, language=language, root_id=root_id)
-        row.reason = _content_reason(row, raw, min_chars, max_chars)
+        row.reason = _content_reason(row, raw, min_chars, max_chars, keep_multi_call)
         rows.append(row)
     return rows
 
 
 def _content_reason(
-    row: _Row, raw: Mapping[str, Any], min_chars: int, max_chars: int
+    row: _Row, raw: Mapping[str, Any], min_chars: int, max_chars: int, keep_multi_call: bool
 ) -> str | None:
     """Run checks 1-7 on one row, filling in its parsed fields; return the first failure."""
     query = raw.get("query")
@@ -243,17 +251,17 @@ def _content_reason(
         answers = loads(answers_text)
     except (JSONDecodeError, RecursionError):
         return "invalid_answers_json"
-    if not isinstance(answers, list) or not answers:
+    if not isinstance(answers, list) or (not answers and not keep_multi_call):
         return "invalid_answers_shape"
-    if len(answers) > 1:
+    if len(answers) > 1 and not keep_multi_call:
         return "multi_call_answer"
-    call = answers[0]
-    if gold_call_problem(call, tools) is not None or not isinstance(call, dict):
-        return "invalid_answers_shape"
+    for call in answers:
+        if gold_call_problem(call, tools) is not None or not isinstance(call, dict):
+            return "invalid_answers_shape"
     row.tools_text = tools_text
     row.answers_text = answers_text
     row.tools = tools
-    row.call = call
+    row.calls = answers
     row.qhash = query_hash(query)
     return None
 
@@ -416,7 +424,7 @@ def _example(row: _Row) -> TestExample:
         language=row.language,
         query=row.query,
         tools=row.tools,
-        gold_call=row.call,
+        gold_calls=row.calls,
         source_example_id=row.root_id,
     )
 
@@ -429,6 +437,7 @@ def prepare(
     split_sizes: Mapping[str, int],
     min_query_chars: int = DEFAULT_MIN_QUERY_CHARS,
     max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
+    keep_multi_call: bool = False,
 ) -> PrepareResult:
     """Validate raw rows, split them with a seed and write the splits and a drop summary.
 
@@ -447,6 +456,10 @@ def prepare(
             root's split. A size of 0 writes an empty file.
         min_query_chars: Shortest accepted query, in characters.
         max_query_chars: Longest accepted query, in characters.
+        keep_multi_call: Keep rows answered by several calls or by none (an
+            empty answers list: an abstention example) instead of dropping them
+            as ``multi_call_answer`` / ``invalid_answers_shape``. The splits then
+            need ``--scoring calls``; the drop summary records the choice.
 
     Returns:
         The paths written, the examples of each split and the summary.
@@ -456,8 +469,10 @@ def prepare(
         DataError: On a malformed raw file (see the module docstring).
     """
     sizes = _check_config(seed, split_sizes, min_query_chars, max_query_chars)
+    if not isinstance(keep_multi_call, bool):
+        raise ConfigError(f"keep_multi_call must be true or false, got {keep_multi_call!r}")
     reader = JsonlReader(raw_path)
-    rows = _read_rows(reader, min_query_chars, max_query_chars)
+    rows = _read_rows(reader, min_query_chars, max_query_chars, keep_multi_call)
     if not rows:
         raise DataError("raw file is empty", path=reader.path)
     _resolve_pairs(rows, reader.path)
@@ -471,6 +486,9 @@ def prepare(
         min_chars=min_query_chars,
         max_chars=max_query_chars,
     )
+    if keep_multi_call:
+        # Only when set, so the default summary stays byte-identical to the spec's.
+        summary["keep_multi_call"] = True
     examples = {name: tuple(_example(row) for row in splits[name]) for name in SPLIT_NAMES}
 
     target = Path(out_dir)

@@ -1,8 +1,8 @@
 """Readers for test splits and generations that refuse anything they cannot trust.
 
 A comparison is only as good as the files under it, so nothing here guesses:
-an unknown schema version, a mistyped field, a duplicate id, a gold answer
-with two calls or a translated row without its root stops the read with a
+an unknown schema version, a mistyped field, a duplicate id, a malformed
+gold call or a translated row without its root stops the read with a
 :class:`~sommelier_mlflow.errors.DataError` naming the file and the 1-based
 line. A stored prompt whose digest does not match its text is worse than bad
 input (it means something rewrote a prompt after it was digested) and raises
@@ -11,8 +11,8 @@ input (it means something rewrote a prompt after it was digested) and raises
 Three test-split row kinds are read:
 
 ``sommelier_mlflow.test_example.v1`` (native)
-    ``example_id``, ``query``, ``tools``, ``gold_calls`` (one call) or
-    ``gold_call``; optional ``language`` (default ``"en"``),
+    ``example_id``, ``query``, ``tools``, ``gold_calls`` (a list of zero or
+    more calls) or ``gold_call`` (one call); optional ``language`` (default ``"en"``),
     ``source_example_id``, ``prompt_text`` + ``prompt_sha256``. No other field.
 
 ``sommelier.prepared_example.v2`` (original Sommelier pipeline, prepared)
@@ -32,6 +32,10 @@ Three test-split row kinds are read:
     call is ``target_text`` (canonical JSON list holding the call), and the
     tools are the JSON after the ``Available tools:`` line that pipeline
     appends to its system message. The prompt is replayed byte for byte.
+
+Every row kind may hold zero, one or several gold calls; a split that holds
+anything but exactly one per example can only be scored in ``calls`` mode,
+which :func:`check_scoring_mode` enforces before any scoring starts.
 
 Fields of the original pipeline's rows beyond those listed are ignored,
 because later pipeline versions may add provenance fields this package does
@@ -68,13 +72,21 @@ from sommelier_mlflow.errors import (
     InputError,
     InvariantViolationError,
 )
-from sommelier_mlflow.toolcalls import PARSE_STATUSES, ParseStatus, is_tool_call, parse_tool_call
+from sommelier_mlflow.toolcalls import (
+    DEFAULT_MODE,
+    PARSE_STATUSES,
+    ParseStatus,
+    is_tool_call,
+    parse_tool_call,
+    scoring_modes,
+)
 
 __all__ = [
     "FORMATTED_EXAMPLE_V2_SCHEMA",
     "PREPARED_EXAMPLE_V2_SCHEMA",
     "TEST_SPLIT_SCHEMAS",
     "PrecomputedGeneration",
+    "check_scoring_mode",
     "read_generations",
     "read_precomputed",
     "read_test_split",
@@ -219,15 +231,16 @@ def _checked_tools(src: _Line, tools: object) -> list[Any]:
     return tools
 
 
-def _single_gold(src: _Line, calls: object, *, field: str) -> object:
+def _gold_list(src: _Line, calls: object, tools: list[Any], *, field: str) -> list[dict[str, Any]]:
+    """Check a list of gold calls: zero (abstention), one, or several (parallel calls).
+
+    The reader accepts every length; whether a split may hold anything but
+    single calls is the scoring mode's decision (:func:`check_scoring_mode`),
+    so the same file can be read once and refused with a precise reason.
+    """
     if not isinstance(calls, list):
-        raise src.error(f"field {field!r} must be a list holding one call, got {_kind(calls)}")
-    if len(calls) != 1:
-        raise src.error(
-            f"field {field!r} holds {len(calls)} calls; exactly one gold call is required "
-            "(examples with zero or several calls cannot be scored by the five metrics)"
-        )
-    return calls[0]
+        raise src.error(f"field {field!r} must be a list of calls, got {_kind(calls)}")
+    return [_checked_gold(src, call, tools) for call in calls]
 
 
 def _checked_gold(src: _Line, call: object, tools: list[Any]) -> dict[str, Any]:
@@ -266,13 +279,13 @@ def _native_example(src: _Line) -> TestExample:
     has_list, has_one = "gold_calls" in src.row, "gold_call" in src.row
     if has_list == has_one:
         raise src.error(
-            "give the gold answer as exactly one of 'gold_calls' (a list with one call) "
+            "give the gold answer as exactly one of 'gold_calls' (a list of calls) "
             "or 'gold_call' (one call)"
         )
-    raw_gold = (
-        _single_gold(src, src.row["gold_calls"], field="gold_calls")
+    gold_calls = (
+        _gold_list(src, src.row["gold_calls"], tools, field="gold_calls")
         if has_list
-        else src.row["gold_call"]
+        else [_checked_gold(src, src.row["gold_call"], tools)]
     )
     prompt_text: str | None = None
     prompt_sha256: str | None = None
@@ -288,7 +301,7 @@ def _native_example(src: _Line) -> TestExample:
         language=src.language(default="en"),
         query=src.string("query"),
         tools=tools,
-        gold_call=_checked_gold(src, raw_gold, tools),
+        gold_calls=gold_calls,
         source_example_id=src.optional_string("source_example_id"),
         prompt_text=prompt_text,
         prompt_sha256=prompt_sha256,
@@ -310,14 +323,13 @@ def _prepared_v2_example(src: _Line) -> TestExample:
     for key in ("source_id", "query_sha256", "source_revision"):
         src.string(key)
     tools = _checked_tools(src, src.row["tools"])
-    raw_gold = _single_gold(src, src.row["gold_calls"], field="gold_calls")
     return _build_example(
         src,
         example_id=src.string("example_id"),
         language=src.language(default=None),
         query=src.string("query"),
         tools=tools,
-        gold_call=_checked_gold(src, raw_gold, tools),
+        gold_calls=_gold_list(src, src.row["gold_calls"], tools, field="gold_calls"),
         source_example_id=src.optional_string("source_example_id"),
     )
 
@@ -373,7 +385,7 @@ def _formatted_v2_example(src: _Line) -> TestExample:
         target = loads(target_text)
     except (JSONDecodeError, RecursionError) as exc:
         raise src.error(f"'target_text' is not valid JSON ({exc})") from exc
-    raw_gold = _single_gold(src, target, field="target_text")
+    gold_calls = _gold_list(src, target, tools, field="target_text")
     prompt_text, prompt_sha256 = _checked_prompt(
         src, src.row["prompt_text"], src.row["prompt_sha256"]
     )
@@ -383,7 +395,7 @@ def _formatted_v2_example(src: _Line) -> TestExample:
         language=src.language(default=None),
         query=query,
         tools=tools,
-        gold_call=_checked_gold(src, raw_gold, tools),
+        gold_calls=gold_calls,
         source_example_id=src.optional_string("source_example_id"),
         prompt_text=prompt_text,
         prompt_sha256=prompt_sha256,
@@ -475,6 +487,36 @@ def read_test_split(path: str | os.PathLike[str]) -> TestSplit:
         raise DataError("test split is empty; it needs at least one example", path=reader.path)
     _check_pairs(reader.path, examples, lines)
     return TestSplit(path=reader.path, sha256=reader.sha256, examples=tuple(examples))
+
+
+def check_scoring_mode(split: TestSplit, scoring: str) -> None:
+    """Refuse a split whose gold calls the declared scoring mode cannot score.
+
+    The mode is declared, never guessed from the data: a split that happens
+    to hold one multi-call row must not silently switch to other metrics.
+    ``single`` (the spec's five metrics) needs exactly one gold call per
+    example; ``calls`` accepts zero, one or several.
+
+    Raises:
+        ConfigError: If ``scoring`` is not a known mode.
+        DataError: Naming the file and line of the first example with zero or
+            several gold calls when ``scoring`` is ``single``.
+    """
+    modes = scoring_modes()
+    if scoring not in modes:
+        raise ConfigError(f"unknown scoring mode {scoring!r}; choose one of {', '.join(modes)}")
+    if scoring != DEFAULT_MODE:
+        return
+    for line, example in enumerate(split.examples, start=1):
+        count = len(example.gold_calls)
+        if count != 1:
+            what = "no gold call (an abstention example)" if count == 0 else f"{count} gold calls"
+            raise DataError(
+                f"example {example.example_id!r} has {what}; the five single-call metrics need "
+                "exactly one per example: score this split with --scoring calls",
+                path=split.path,
+                line=line,
+            )
 
 
 def write_test_split(path: str | os.PathLike[str], examples: Iterable[TestExample]) -> Path:

@@ -7,7 +7,7 @@ with two calls is a configuration error to report, not something to fix up.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -96,13 +96,19 @@ def validate_language(language: object) -> str:
     return language
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class TestExample:
-    """One held-out example: the request, its tools and its single gold call.
+    """One held-out example: the request, its tools and its gold calls.
 
+    ``gold_calls`` holds zero, one or several calls: one is the spec's
+    single-call task, none is an abstention example (no offered tool applies),
+    several are parallel calls; the scoring mode decides which are allowed.
     ``source_example_id`` links a translated row to the root it translates;
     ``prompt_text``/``prompt_sha256`` are set once the example is formatted
     (or were supplied already formatted and are replayed byte for byte).
+
+    The constructor takes either ``gold_call`` (one call, the original
+    signature every single-call caller uses) or ``gold_calls``.
     """
 
     __test__ = False  # not a pytest test class despite the name
@@ -111,24 +117,77 @@ class TestExample:
     language: str
     query: str
     tools: list[Any]
-    gold_call: dict[str, Any]
-    source_example_id: str | None = None
-    prompt_text: str | None = None
-    prompt_sha256: str | None = None
+    gold_calls: tuple[dict[str, Any], ...]
+    source_example_id: str | None
+    prompt_text: str | None
+    prompt_sha256: str | None
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        example_id: str,
+        language: str,
+        query: str,
+        tools: list[Any],
+        gold_call: dict[str, Any] | None = None,
+        source_example_id: str | None = None,
+        prompt_text: str | None = None,
+        prompt_sha256: str | None = None,
+        *,
+        gold_calls: Sequence[dict[str, Any]] | None = None,
+    ) -> None:
+        if (gold_call is None) == (gold_calls is None):
+            raise InputError(
+                f"example {example_id!r}: give exactly one of gold_call (one call) "
+                "or gold_calls (a list of calls)"
+            )
+        if gold_calls is None:
+            calls: tuple[Any, ...] = (gold_call,)
+        elif isinstance(gold_calls, (str, bytes, Mapping)) or not isinstance(gold_calls, Sequence):
+            raise InputError(
+                f"example {example_id!r}: gold_calls must be a list of calls, got {gold_calls!r}"
+            )
+        else:
+            calls = tuple(gold_calls)
+        assign = object.__setattr__
+        assign(self, "example_id", example_id)
+        assign(self, "language", language)
+        assign(self, "query", query)
+        assign(self, "tools", tools)
+        assign(self, "gold_calls", calls)
+        assign(self, "source_example_id", source_example_id)
+        assign(self, "prompt_text", prompt_text)
+        assign(self, "prompt_sha256", prompt_sha256)
+        self._validate()
+
+    def _validate(self) -> None:
         if not isinstance(self.example_id, str) or not self.example_id:
             raise InputError(f"example_id must be a non-empty string, got {self.example_id!r}")
         validate_language(self.language)
-        if not is_tool_call(self.gold_call):
-            raise InputError(
-                f"example {self.example_id!r}: gold call must be exactly "
-                f"{{'name': non-empty str, 'arguments': object}}, got {self.gold_call!r}"
-            )
+        for call in self.gold_calls:
+            if not is_tool_call(call):
+                raise InputError(
+                    f"example {self.example_id!r}: gold call must be exactly "
+                    f"{{'name': non-empty str, 'arguments': object}}, got {call!r}"
+                )
         if (self.prompt_text is None) != (self.prompt_sha256 is None):
             raise InputError(
                 f"example {self.example_id!r}: prompt_text and prompt_sha256 come together"
             )
+
+    @property
+    def gold_call(self) -> dict[str, Any]:
+        """The single gold call of a single-call example.
+
+        Raises:
+            InputError: If the example has zero or several gold calls; such
+                examples are scored only in ``calls`` mode.
+        """
+        if len(self.gold_calls) != 1:
+            raise InputError(
+                f"example {self.example_id!r} has {len(self.gold_calls)} gold calls; the five "
+                "single-call metrics need exactly one: score this split with --scoring calls"
+            )
+        return self.gold_calls[0]
 
     def to_json(self) -> dict[str, Any]:
         """The native on-disk row (``sommelier_mlflow.test_example.v1``)."""
@@ -139,7 +198,7 @@ class TestExample:
             "source_example_id": self.source_example_id,
             "query": self.query,
             "tools": self.tools,
-            "gold_calls": [self.gold_call],
+            "gold_calls": list(self.gold_calls),
         }
         if self.prompt_text is not None:
             row["prompt_text"] = self.prompt_text

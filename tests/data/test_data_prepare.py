@@ -363,3 +363,74 @@ def test_bad_configuration(tmp_path: Path, kwargs: dict[str, Any], fragment: str
     # The configuration is checked before the (missing) file is even opened.
     with pytest.raises(ConfigError, match=fragment):
         prepare(tmp_path / "missing.jsonl", tmp_path / "o", **arguments)
+
+
+# --------------------------------------------------------------- --keep-multi-call
+
+MULTI_ANSWERS = json.dumps(
+    [
+        {"name": "get_weather", "arguments": {"city": "Paris"}},
+        {"name": "get_weather", "arguments": {"city": "Lyon"}},
+    ]
+)
+
+
+def multi_rows() -> list[dict[str, Any]]:
+    return [
+        root("one", "Paris"),
+        root("two", "Lyon", query="Weather in Paris and in Lyon?", answers=MULTI_ANSWERS),
+        root("none", "X", query="Tell me a joke about clouds", answers="[]"),
+        root("bad", "X", answers=json.dumps([{"name": "get_weather", "arguments": {}}, 3])),
+        pair(
+            "two-fr", "two", "Lyon", query="Quel temps à Paris et à Lyon ?", answers=MULTI_ANSWERS
+        ),
+        pair("none-fr", "none", "X", query="Raconte une blague sur les nuages", answers="[]"),
+        # A translation whose answers differ by one byte still breaks the exact-root rule.
+        pair("two-de", "two", "Lyon", "de", answers=MULTI_ANSWERS.replace(", ", ",")),
+    ]
+
+
+def test_default_still_drops_multi_call_and_empty_answers(
+    write_lines: WriteLines, tmp_path: Path
+) -> None:
+    raw = write_lines(multi_rows())
+    result = prepare(
+        raw, tmp_path / "o", seed=1, split_sizes={"train": 0, "validation": 0, "test": 1}
+    )
+    # "bad" has two elements, so the length check drops it before its shape is looked at
+    assert result.summary["dropped"]["en"]["multi_call_answer"] == 2
+    assert result.summary["dropped"]["en"]["invalid_answers_shape"] == 1  # "none"
+    assert "keep_multi_call" not in result.summary
+    assert [e.gold_calls for e in result.splits["test"]] == [
+        ({"name": "get_weather", "arguments": {"city": "Paris"}},)
+    ]
+
+
+def test_keep_multi_call_keeps_parallel_and_abstention_rows(
+    write_lines: WriteLines, tmp_path: Path
+) -> None:
+    raw = write_lines(multi_rows())
+    result = prepare(
+        raw,
+        tmp_path / "o",
+        seed=1,
+        split_sizes={"train": 0, "validation": 0, "test": 3},
+        keep_multi_call=True,
+    )
+    summary = result.summary
+    assert summary["keep_multi_call"] is True
+    assert summary["dropped_total"]["multi_call_answer"] == 0
+    assert summary["dropped"]["en"]["invalid_answers_shape"] == 1  # a bad element still drops
+    assert summary["dropped"]["de"]["answers_mismatch"] == 1  # exact-root rule unchanged
+    calls = {e.example_id: len(e.gold_calls) for e in result.splits["test"]}
+    assert calls == {"one": 1, "two": 2, "none": 0, "two-fr": 2, "none-fr": 0}
+    split = read_test_split(result.split_paths["test"])
+    assert {e.example_id: len(e.gold_calls) for e in split.examples} == calls
+    on_disk = json.loads(result.drop_summary_path.read_text())
+    assert on_disk["keep_multi_call"] is True
+
+
+def test_keep_multi_call_must_be_a_boolean(write_lines: WriteLines, tmp_path: Path) -> None:
+    raw = write_lines(multi_rows())
+    with pytest.raises(ConfigError, match="keep_multi_call"):
+        prepare(raw, tmp_path / "o", seed=1, split_sizes=SIZES, keep_multi_call="yes")  # type: ignore[arg-type]

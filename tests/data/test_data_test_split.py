@@ -12,10 +12,11 @@ from sommelier_mlflow.data import (
     FORMATTED_EXAMPLE_V2_SCHEMA,
     PREPARED_EXAMPLE_V2_SCHEMA,
     TestExample,
+    check_scoring_mode,
     read_test_split,
     write_test_split,
 )
-from sommelier_mlflow.errors import DataError, InvariantViolationError
+from sommelier_mlflow.errors import ConfigError, DataError, InputError, InvariantViolationError
 
 # --------------------------------------------------------------------------- helpers
 
@@ -267,13 +268,56 @@ def test_duplicate_example_id(write_lines: WriteLines) -> None:
     expect_data_error(path, 3, "duplicate example_id 'a'", "line 1")
 
 
+def expect_single_mode_refusal(path: Path, line: int, *fragments: str) -> None:
+    """The file reads, but single-call scoring refuses it naming file, line and the fix."""
+    split = read_test_split(path)
+    check_scoring_mode(split, "calls")
+    with pytest.raises(DataError) as info:
+        check_scoring_mode(split, "single")
+    message = str(info.value)
+    assert message.startswith(f"{path}:{line}: "), message
+    assert info.value.exit_code == 2
+    for fragment in (*fragments, "--scoring calls"):
+        assert fragment in message, message
+
+
 def test_gold_with_zero_calls(write_lines: WriteLines) -> None:
-    expect_data_error(write_lines([native_row("a", gold_calls=[])]), 1, "holds 0 calls")
+    path = write_lines([native_row("a"), native_row("b", gold_calls=[])])
+    assert read_test_split(path).examples[1].gold_calls == ()
+    expect_single_mode_refusal(path, 2, "'b'", "no gold call (an abstention example)")
 
 
 def test_gold_with_several_calls(write_lines: WriteLines) -> None:
     row = native_row("a", gold_calls=[WEATHER_CALL, WEATHER_CALL])
-    expect_data_error(write_lines([row]), 1, "holds 2 calls")
+    path = write_lines([row])
+    example = read_test_split(path).examples[0]
+    assert example.gold_calls == (WEATHER_CALL, WEATHER_CALL)
+    with pytest.raises(InputError, match="has 2 gold calls"):
+        _ = example.gold_call
+    expect_single_mode_refusal(path, 1, "'a'", "2 gold calls")
+
+
+def test_every_gold_call_is_checked_against_the_tools(write_lines: WriteLines) -> None:
+    row = native_row("a", gold_calls=[WEATHER_CALL, {"name": "get_time", "arguments": {}}])
+    expect_data_error(write_lines([row]), 1, "not among the")
+
+
+def test_single_mode_accepts_single_calls_and_unknown_modes_are_refused(
+    write_lines: WriteLines,
+) -> None:
+    split = read_test_split(write_lines([native_row("a"), native_row("b")]))
+    check_scoring_mode(split, "single")
+    with pytest.raises(ConfigError, match="unknown scoring mode 'multi'"):
+        check_scoring_mode(split, "multi")
+
+
+def test_multi_call_rows_round_trip_through_the_writer(tmp_path: Path) -> None:
+    examples = [
+        TestExample("a", "en", "q", [WEATHER_TOOL], gold_calls=[WEATHER_CALL, WEATHER_CALL]),
+        TestExample("b", "en", "q2", [WEATHER_TOOL], gold_calls=[]),
+    ]
+    path = write_test_split(tmp_path / "split.jsonl", examples)
+    assert read_test_split(path).examples == tuple(examples)
 
 
 def test_gold_calls_not_a_list(write_lines: WriteLines) -> None:
@@ -413,7 +457,7 @@ def test_prepared_v2_bad_split(write_lines: WriteLines) -> None:
 
 def test_prepared_v2_two_gold_calls(write_lines: WriteLines) -> None:
     row = prepared_v2_row(gold_calls=[WEATHER_CALL, WEATHER_CALL])
-    expect_data_error(write_lines([row]), 1, "holds 2 calls")
+    expect_single_mode_refusal(write_lines([row]), 1, "2 gold calls")
 
 
 def test_formatted_v2_without_tool_list(write_lines: WriteLines) -> None:
@@ -438,3 +482,14 @@ def test_formatted_v2_digest_mismatch(write_lines: WriteLines) -> None:
     path = write_lines([formatted_v2_row(prompt_sha256="0" * 64)])
     with pytest.raises(InvariantViolationError, match=f"^{path}:1: "):
         read_test_split(path)
+
+
+def test_example_takes_exactly_one_gold_form() -> None:
+    with pytest.raises(InputError, match="exactly one of gold_call"):
+        TestExample("a", "en", "q", [WEATHER_TOOL], WEATHER_CALL, gold_calls=[WEATHER_CALL])
+    with pytest.raises(InputError, match="exactly one of gold_call"):
+        TestExample("a", "en", "q", [WEATHER_TOOL])
+    with pytest.raises(InputError, match="must be a list of calls"):
+        TestExample("a", "en", "q", [WEATHER_TOOL], gold_calls=WEATHER_CALL)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="gold call must be"):
+        TestExample("a", "en", "q", [WEATHER_TOOL], gold_calls=[WEATHER_CALL, {"name": "x"}])
