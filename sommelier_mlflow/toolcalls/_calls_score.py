@@ -52,19 +52,26 @@ CALLS_METRIC_NAMES: Final[tuple[str, ...]] = (
     "false_call_rate",
 )
 
-_FAILURES: Final = frozenset({"invalid_json", "invalid_shape"})
-
 #: A call's identity for set matching: its name and canonical arguments.
 CallKey = tuple[str, str]
 
 
-def _checked_call(call: object, what: str) -> dict[str, Any]:
+def _as_call(call: object) -> dict[str, Any] | None:
+    """The call as a plain dict if it is exactly ``{name, arguments}``, else ``None``."""
     value = dict(call) if isinstance(call, Mapping) and not isinstance(call, dict) else call
-    if not is_tool_call(value):
-        raise InputError(
-            f"{what} must be exactly {{'name': non-empty str, 'arguments': object}}, got {call!r}"
-        )
-    return value
+    return value if is_tool_call(value) else None
+
+
+def _not_a_call(call: object, what: str) -> InputError:
+    return InputError(
+        f"{what} must be exactly {{'name': non-empty str, 'arguments': object}}, got {call!r}"
+    )
+
+
+def _is_call_list(calls: object) -> bool:
+    if type(calls) is list or type(calls) is tuple:
+        return True
+    return isinstance(calls, Sequence) and not isinstance(calls, (str, bytes))
 
 
 def _key(call: Mapping[str, Any]) -> CallKey:
@@ -75,26 +82,56 @@ class GoldCalls:
     """A validated gold multiset with its comparison forms computed once.
 
     Every prediction of an example (and each arm) is compared against the same
-    gold, so the keys, the multiset and the argument-pair total are derived
-    once here.
+    gold, so the keys and argument-pair counts are derived once here; the
+    multiset and the flattened pairs only when an inexact prediction needs them.
     """
 
-    __slots__ = ("calls", "counts", "keys", "pair_total")
+    __slots__ = ("_counts", "_pairs", "calls", "key_pairs", "keys", "pair_total")
 
     def __init__(self, calls: Sequence[Mapping[str, Any]]) -> None:
-        if isinstance(calls, (str, bytes, Mapping)) or not isinstance(calls, Sequence):
+        if not _is_call_list(calls):
             raise InputError(f"gold calls must be a list of calls (possibly empty), got {calls!r}")
-        self.calls: tuple[dict[str, Any], ...] = tuple(
-            _checked_call(call, f"gold call {index}") for index, call in enumerate(calls)
-        )
-        self.keys: tuple[CallKey, ...] = tuple(_key(call) for call in self.calls)
-        self.counts: Counter[CallKey] = Counter(self.keys)
-        self.pair_total: int = sum(count_pairs(call["arguments"]) for call in self.calls)
+        checked: list[dict[str, Any]] = []
+        keys: list[CallKey] = []
+        #: Pair count per distinct call (identical calls flatten identically).
+        key_pairs: dict[CallKey, int] = {}
+        total = 0
+        for index, call in enumerate(calls):
+            value = _as_call(call)
+            if value is None:
+                raise _not_a_call(call, f"gold call {index}")
+            key = (value["name"], canonical_json(value["arguments"]))
+            pairs = key_pairs.get(key)
+            if pairs is None:
+                pairs = key_pairs[key] = count_pairs(value["arguments"])
+            total += pairs
+            checked.append(value)
+            keys.append(key)
+        self.calls: tuple[dict[str, Any], ...] = tuple(checked)
+        self.keys: tuple[CallKey, ...] = tuple(keys)
+        self.key_pairs: dict[CallKey, int] = key_pairs
+        self.pair_total: int = total
+        self._counts: Counter[CallKey] | None = None
+        self._pairs: tuple[dict[str, str], ...] | None = None
 
     @property
     def is_abstention(self) -> bool:
         """Whether this is an abstention example: no call is the right answer."""
         return not self.calls
+
+    @property
+    def counts(self) -> Counter[CallKey]:
+        """The gold multiset of call keys."""
+        if self._counts is None:
+            self._counts = Counter(self.keys)
+        return self._counts
+
+    @property
+    def pairs(self) -> tuple[dict[str, str], ...]:
+        """Each gold call's flattened arguments, built on first use."""
+        if self._pairs is None:
+            self._pairs = tuple(flatten_arguments(call["arguments"]) for call in self.calls)
+        return self._pairs
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +145,10 @@ class CallsExampleScore:
     def call_set_correct(self) -> bool:
         """Whether the example is a call-set exact match (the McNemar outcome)."""
         return self.numerators[0] == 1
+
+
+def _overlap(predicted: Mapping[str, str], gold: Mapping[str, str]) -> int:
+    return sum(1 for path, value in predicted.items() if gold.get(path) == value)
 
 
 def matched_argument_pairs(
@@ -139,62 +180,67 @@ def matched_argument_pairs(
     Returns:
         The number of matched argument pairs under an optimal assignment.
     """
-    rest_predicted: list[dict[str, Any]] = []
-    unmatched_gold = Counter(_key(call) for call in gold)
+    calls = _predicted(predicted)
+    return _matched_pairs(calls, [_key(call) for call in calls], GoldCalls(gold))
+
+
+def _predicted(parsed_calls: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    calls = []
+    for call in parsed_calls:
+        value = _as_call(call)
+        if value is None:
+            raise _not_a_call(call, "a parsed call")
+        calls.append(value)
+    return calls
+
+
+def _matched_pairs(
+    calls: Sequence[dict[str, Any]], keys: Sequence[CallKey], gold: GoldCalls
+) -> int:
+    unmatched = gold.counts.copy()
     matched = 0
-    for call in predicted:
-        key = _key(call)
-        if unmatched_gold[key] > 0:
-            unmatched_gold[key] -= 1
-            matched += count_pairs(call["arguments"])
+    rest_predicted: list[tuple[CallKey, dict[str, Any]]] = []
+    for key, call in zip(keys, calls, strict=True):
+        if unmatched[key] > 0:
+            unmatched[key] -= 1
+            matched += gold.key_pairs[key]
         else:
-            rest_predicted.append(dict(call))
-    rest_gold: list[dict[str, Any]] = []
-    remaining = +unmatched_gold
-    for call in gold:
-        key = _key(call)
-        if remaining[key] > 0:
-            remaining[key] -= 1
-            rest_gold.append(dict(call))
-    if not rest_predicted or not rest_gold:
+            rest_predicted.append((key, call))
+    if not rest_predicted:
         return matched
-    rest_predicted.sort(key=_key)
-    rest_gold.sort(key=_key)
-    pred_pairs = [flatten_arguments(call["arguments"]) for call in rest_predicted]
-    gold_pairs = [flatten_arguments(call["arguments"]) for call in rest_gold]
-    overlap = [
-        [
-            sum(1 for path, value in mine.items() if theirs.get(path) == value)
-            for theirs in gold_pairs
-        ]
-        for mine in pred_pairs
-    ]
+    rest_gold: list[tuple[CallKey, int]] = []
+    for index, key in enumerate(gold.keys):
+        if unmatched[key] > 0:
+            unmatched[key] -= 1
+            rest_gold.append((key, index))
+    if not rest_gold:
+        return matched
+    rest_predicted.sort(key=lambda item: item[0])
+    rest_gold.sort()
+    gold_pairs = [gold.pairs[index] for _, index in rest_gold]
+    overlap: list[list[int]] = []
+    for _, call in rest_predicted:
+        mine = flatten_arguments(call["arguments"])
+        overlap.append([_overlap(mine, theirs) for theirs in gold_pairs])
     if len(overlap) == 1 and len(gold_pairs) == 1:
         return matched + overlap[0][0]
-    return matched + _solve(overlap, rest_predicted, rest_gold)
+    same_name = [
+        [int(key[0] == gold_key[0]) for gold_key, _ in rest_gold] for key, _ in rest_predicted
+    ]
+    return matched + _solve(overlap, same_name)
 
 
-def _solve(
-    overlap: list[list[int]], predicted: list[dict[str, Any]], gold: list[dict[str, Any]]
-) -> int:
+def _solve(overlap: list[list[int]], same_name: list[list[int]]) -> int:
     # scipy is imported here, not at module level: single-call scoring and
     # most calls-mode examples never need it, and it is slow to import.
     import numpy as np
     from scipy.optimize import linear_sum_assignment
 
-    scale = min(len(predicted), len(gold)) + 1
-    weights = np.array(
-        [
-            [
-                overlap[i][j] * scale + int(predicted[i]["name"] == gold[j]["name"])
-                for j in range(len(gold))
-            ]
-            for i in range(len(predicted))
-        ],
-        dtype=np.int64,
-    )
+    pairs = np.array(overlap, dtype=np.int64)
+    scale = min(pairs.shape) + 1
+    weights = pairs * scale + np.array(same_name, dtype=np.int64)
     rows, cols = linear_sum_assignment(weights, maximize=True)
-    return sum(overlap[int(i)][int(j)] for i, j in zip(rows, cols, strict=True))
+    return int(pairs[rows, cols].sum())
 
 
 def score_calls_example(
@@ -214,52 +260,59 @@ def score_calls_example(
             or the gold is malformed.
     """
     gold_calls = gold if isinstance(gold, GoldCalls) else GoldCalls(gold)
-    if parse_status not in PARSE_STATUSES:
-        raise InputError(f"unknown parse_status {parse_status!r}; expected one of {PARSE_STATUSES}")
     if parse_status == "ok":
-        if parsed_calls is None or isinstance(parsed_calls, (str, bytes, Mapping)):
+        if not _is_call_list(parsed_calls):
             raise InputError(
                 f"parse_status is 'ok' but parsed_calls is not a list of calls: {parsed_calls!r}"
             )
-        calls = [_checked_call(call, "a parsed call") for call in parsed_calls]
-    else:
+        calls = _predicted(parsed_calls)  # type: ignore[arg-type]
+        failed = False
+    elif parse_status in PARSE_STATUSES:
         calls = []
-    failed = parse_status in _FAILURES
-    abstained = not failed and not calls
+        failed = parse_status != "no_json"
+    else:
+        raise InputError(f"unknown parse_status {parse_status!r}; expected one of {PARSE_STATUSES}")
     gold_count = len(gold_calls.keys)
-
-    predicted_counts = Counter(_key(call) for call in calls)
-    matched = sum((predicted_counts & gold_calls.counts).values())
+    keys = [_key(call) for call in calls]
+    if gold_count == 1 and len(keys) == 1:
+        # The common case, without multisets: one call against one gold call.
+        key, gold_key = keys[0], gold_calls.keys[0]
+        matched = int(key == gold_key)
+        set_match = matched == 1
+        if key[1] == gold_key[1]:
+            predicted_pairs = matched_pairs = gold_calls.pair_total
+        else:
+            mine = flatten_arguments(calls[0]["arguments"])
+            predicted_pairs = len(mine)
+            matched_pairs = _overlap(mine, gold_calls.pairs[0])
+    else:
+        predicted_counts = Counter(keys)
+        matched = sum((predicted_counts & gold_calls.counts).values())
+        if gold_count == 0:
+            set_match = not failed and not calls
+        else:
+            set_match = predicted_counts == gold_calls.counts
+        if set_match:
+            predicted_pairs = matched_pairs = gold_calls.pair_total
+        else:
+            predicted_pairs = sum(count_pairs(call["arguments"]) for call in calls)
+            matched_pairs = _matched_pairs(calls, keys, gold_calls) if calls else 0
     predicted = len(calls) + failed
+    predicted_pairs += failed
     if gold_count == 0:
-        set_match = abstained
+        abstention, false_call, covered = int(not failed and not calls), int(bool(calls)), 1
     else:
-        set_match = not failed and predicted_counts == gold_calls.counts
-    predicted_pairs = sum(count_pairs(call["arguments"]) for call in calls) + failed
-    if set_match:
-        matched_pairs = gold_calls.pair_total
-    else:
-        matched_pairs = matched_argument_pairs(calls, gold_calls.calls)
-    abstention = (int(abstained), 1) if gold_count == 0 else (0, 0)
-    false_call = (int(bool(calls)), 1) if gold_count == 0 else (0, 0)
+        abstention = false_call = covered = 0
     return CallsExampleScore(
-        (
-            int(set_match),
-            matched,
-            matched,
-            2 * matched,
-            2 * matched_pairs,
-            abstention[0],
-            false_call[0],
-        ),
+        (int(set_match), matched, matched, 2 * matched, 2 * matched_pairs, abstention, false_call),
         (
             1,
             predicted,
             gold_count,
             predicted + gold_count,
             predicted_pairs + gold_calls.pair_total,
-            abstention[1],
-            false_call[1],
+            covered,
+            covered,
         ),
     )
 
