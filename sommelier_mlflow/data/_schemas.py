@@ -107,8 +107,9 @@ class TestExample:
     ``prompt_text``/``prompt_sha256`` are set once the example is formatted
     (or were supplied already formatted and are replayed byte for byte).
 
-    The constructor takes either ``gold_call`` (one call, the original
-    signature every single-call caller uses) or ``gold_calls``.
+    The constructor takes ``gold_call`` (one call, the original signature
+    every single-call caller uses) or ``gold_calls``; given both, ``gold_call``
+    is the answer, so ``dataclasses.replace(example, gold_call=...)`` works.
     """
 
     __test__ = False  # not a pytest test class despite the name
@@ -135,12 +136,14 @@ class TestExample:
         *,
         gold_calls: Sequence[dict[str, Any]] | None = None,
     ) -> None:
-        if (gold_call is None) == (gold_calls is None):
+        if gold_call is None and gold_calls is None:
             raise InputError(
-                f"example {example_id!r}: give exactly one of gold_call (one call) "
+                f"example {example_id!r}: give the gold answer as gold_call (one call) "
                 "or gold_calls (a list of calls)"
             )
-        if gold_calls is None:
+        if gold_call is not None:
+            # gold_call wins over gold_calls: dataclasses.replace(example, gold_call=...)
+            # passes the stored gold_calls along with the change.
             calls: tuple[Any, ...] = (gold_call,)
         elif isinstance(gold_calls, (str, bytes, Mapping)) or not isinstance(gold_calls, Sequence):
             raise InputError(

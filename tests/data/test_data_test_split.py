@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from pathlib import Path
 from typing import Any
@@ -484,10 +485,12 @@ def test_formatted_v2_digest_mismatch(write_lines: WriteLines) -> None:
         read_test_split(path)
 
 
-def test_example_takes_exactly_one_gold_form() -> None:
-    with pytest.raises(InputError, match="exactly one of gold_call"):
-        TestExample("a", "en", "q", [WEATHER_TOOL], WEATHER_CALL, gold_calls=[WEATHER_CALL])
-    with pytest.raises(InputError, match="exactly one of gold_call"):
+def test_example_gold_forms() -> None:
+    other = {"name": "get_weather", "arguments": {"city": "Oslo"}}
+    multi = TestExample("a", "en", "q", [WEATHER_TOOL], gold_calls=[WEATHER_CALL, other])
+    assert dataclasses.replace(multi, gold_call=other).gold_calls == (other,)
+    assert dataclasses.replace(multi, query="q2").gold_calls == (WEATHER_CALL, other)
+    with pytest.raises(InputError, match="give the gold answer"):
         TestExample("a", "en", "q", [WEATHER_TOOL])
     with pytest.raises(InputError, match="must be a list of calls"):
         TestExample("a", "en", "q", [WEATHER_TOOL], gold_calls=WEATHER_CALL)  # type: ignore[arg-type]
