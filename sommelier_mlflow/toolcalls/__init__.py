@@ -14,13 +14,12 @@ from sommelier_mlflow.toolcalls._calls_parse import (
 )
 from sommelier_mlflow.toolcalls._calls_score import (
     CALLS_METRIC_NAMES,
-    CallsExampleScore,
+    CALLS_MODE,
+    CallsComparison,
     GoldCalls,
-    calls_metrics_from_scores,
     compute_calls_metrics,
     matched_argument_pairs,
     score_calls_example,
-    score_calls_records,
 )
 from sommelier_mlflow.toolcalls._flatten import ROOT_PATH, flatten_arguments
 from sommelier_mlflow.toolcalls._normalise import completion_text, gold_call_of, is_missing
@@ -58,9 +57,10 @@ from sommelier_mlflow.toolcalls._score import (
 
 __all__ = [
     "CALLS_METRIC_NAMES",
+    "CALLS_MODE",
     "CALLS_PARSER_VERSION",
     "CallComparison",
-    "CallsExampleScore",
+    "CallsComparison",
     "CallsParseResult",
     "DEFAULT_MODE",
     "ExampleScore",
@@ -74,7 +74,6 @@ __all__ = [
     "ParseStatus",
     "ROOT_PATH",
     "ScoringMetric",
-    "calls_metrics_from_scores",
     "completion_text",
     "compute_calls_metrics",
     "compute_metrics",
@@ -90,7 +89,6 @@ __all__ = [
     "register_scoring_metric",
     "register_scoring_mode",
     "score_calls_example",
-    "score_calls_records",
     "score_components",
     "score_example",
     "score_records",

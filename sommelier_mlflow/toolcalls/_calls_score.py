@@ -22,35 +22,38 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow.errors import InputError
 from sommelier_mlflow.toolcalls._flatten import count_pairs, flatten_arguments
 from sommelier_mlflow.toolcalls._parse import PARSE_STATUSES, is_tool_call
-from sommelier_mlflow.toolcalls._score import MetricValue
+from sommelier_mlflow.toolcalls._registry import (
+    ScoringMetric,
+    register_scoring_metric,
+    register_scoring_mode,
+    scoring_metric_names,
+    scoring_metrics,
+)
+from sommelier_mlflow.toolcalls._score import (
+    ExampleScore,
+    MetricValue,
+    score_components,
+    sum_components,
+)
 
 __all__ = [
     "CALLS_METRIC_NAMES",
-    "CallsExampleScore",
+    "CALLS_MODE",
+    "CallsComparison",
     "GoldCalls",
-    "calls_metrics_from_scores",
     "compute_calls_metrics",
     "matched_argument_pairs",
     "score_calls_example",
-    "score_calls_records",
 ]
 
-CALLS_METRIC_NAMES: Final[tuple[str, ...]] = (
-    "call_set_exact_match",
-    "call_precision",
-    "call_recall",
-    "call_f1",
-    "call_argument_f1",
-    "abstention_accuracy",
-    "false_call_rate",
-)
+#: The scoring mode of splits whose examples expect zero, one or several calls.
+CALLS_MODE: Final = "calls"
 
 #: A call's identity for set matching: its name and canonical arguments.
 CallKey = tuple[str, str]
@@ -132,19 +135,6 @@ class GoldCalls:
         if self._pairs is None:
             self._pairs = tuple(flatten_arguments(call["arguments"]) for call in self.calls)
         return self._pairs
-
-
-@dataclass(frozen=True, slots=True)
-class CallsExampleScore:
-    """One example's additive components, aligned with :data:`CALLS_METRIC_NAMES`."""
-
-    numerators: tuple[int, int, int, int, int, int, int]
-    denominators: tuple[int, int, int, int, int, int, int]
-
-    @property
-    def call_set_correct(self) -> bool:
-        """Whether the example is a call-set exact match (the McNemar outcome)."""
-        return self.numerators[0] == 1
 
 
 def _overlap(predicted: Mapping[str, str], gold: Mapping[str, str]) -> int:
@@ -243,12 +233,178 @@ def _solve(overlap: list[list[int]], same_name: list[list[int]]) -> int:
     return int(pairs[rows, cols].sum())
 
 
+class CallsComparison:
+    """One completion, parsed by ``sommelier.calls_parser.v1``, set against its gold calls.
+
+    Computes once per example the counts the seven metrics read, so each
+    metric's component is a one-line read (see the module docstring for how
+    failures and abstentions are counted).
+
+    Attributes:
+        status: The calls parser's status.
+        calls: The predicted calls (empty unless ``status == "ok"``).
+        gold: The gold calls.
+        failed: ``invalid_json`` or ``invalid_shape``.
+        abstained: ``[]`` or no bracket at all.
+        set_correct: The predicted multiset equals the gold multiset (on an
+            abstention example: the model abstained).
+        matched: Predicted calls matched one to one to equal gold calls.
+        predicted: Predicted calls, a failure counting as one.
+        matched_pairs: Argument pairs matched under an optimal assignment.
+        predicted_pairs: Predicted argument pairs, a failure counting as one.
+    """
+
+    __slots__ = (
+        "abstained",
+        "calls",
+        "failed",
+        "gold",
+        "matched",
+        "matched_pairs",
+        "predicted",
+        "predicted_pairs",
+        "set_correct",
+        "status",
+    )
+
+    def __init__(
+        self,
+        status: str,
+        calls: Sequence[Mapping[str, Any]] | None,
+        gold: GoldCalls | Sequence[Mapping[str, Any]],
+    ) -> None:
+        self.gold: GoldCalls = gold if isinstance(gold, GoldCalls) else GoldCalls(gold)
+        self.status = status
+        if status == "ok":
+            if not _is_call_list(calls):
+                raise InputError(
+                    f"parse_status is 'ok' but parsed_calls is not a list of calls: {calls!r}"
+                )
+            predicted = _predicted(calls)  # type: ignore[arg-type]
+            failed = False
+        elif status in PARSE_STATUSES:
+            predicted = []
+            failed = status != "no_json"
+        else:
+            raise InputError(f"unknown parse_status {status!r}; expected one of {PARSE_STATUSES}")
+        self.calls: list[dict[str, Any]] = predicted
+        self.failed = failed
+        self.abstained = not failed and not predicted
+        gold_calls = self.gold
+        keys = [_key(call) for call in predicted]
+        if len(gold_calls.keys) == 1 and len(keys) == 1:
+            # The common case, without multisets: one call against one gold call.
+            key, gold_key = keys[0], gold_calls.keys[0]
+            matched = int(key == gold_key)
+            set_correct = matched == 1
+            if key[1] == gold_key[1]:
+                predicted_pairs = matched_pairs = gold_calls.pair_total
+            else:
+                mine = flatten_arguments(predicted[0]["arguments"])
+                predicted_pairs = len(mine)
+                matched_pairs = _overlap(mine, gold_calls.pairs[0])
+        else:
+            counts = Counter(keys)
+            matched = sum((counts & gold_calls.counts).values())
+            # On an abstention example the multiset test alone would also pass a failure.
+            set_correct = counts == gold_calls.counts if gold_calls.keys else self.abstained
+            if set_correct:
+                predicted_pairs = matched_pairs = gold_calls.pair_total
+            else:
+                predicted_pairs = sum(count_pairs(call["arguments"]) for call in predicted)
+                matched_pairs = _matched_pairs(predicted, keys, gold_calls) if predicted else 0
+        self.set_correct: bool = set_correct
+        self.matched: int = matched
+        self.predicted: int = len(predicted) + failed
+        self.matched_pairs: int = matched_pairs
+        self.predicted_pairs: int = predicted_pairs + failed
+
+    @property
+    def gold_count(self) -> int:
+        """Gold calls of the example (0 on an abstention example)."""
+        return len(self.gold.keys)
+
+
+def _call_set(c: CallsComparison) -> tuple[int, int]:
+    return int(c.set_correct), 1
+
+
+def _call_precision(c: CallsComparison) -> tuple[int, int]:
+    return c.matched, c.predicted
+
+
+def _call_recall(c: CallsComparison) -> tuple[int, int]:
+    return c.matched, c.gold_count
+
+
+def _call_f1(c: CallsComparison) -> tuple[int, int]:
+    # Micro F1 = 2*matched / (predicted + gold), additive like argument_f1.
+    return 2 * c.matched, c.predicted + c.gold_count
+
+
+def _call_argument_f1(c: CallsComparison) -> tuple[int, int]:
+    return 2 * c.matched_pairs, c.predicted_pairs + c.gold.pair_total
+
+
+def _abstention(c: CallsComparison) -> tuple[int, int]:
+    return (int(c.abstained), 1) if not c.gold.keys else (0, 0)
+
+
+def _false_call(c: CallsComparison) -> tuple[int, int]:
+    return (int(bool(c.calls)), 1) if not c.gold.keys else (0, 0)
+
+
+register_scoring_mode(CALLS_MODE)
+for _metric in (
+    ScoringMetric(
+        "call_set_exact_match",
+        "Share of examples whose predicted calls equal the gold calls as a multiset "
+        "(order-free, duplicates counted); on an abstention example, that the model abstained.",
+        _call_set,
+        binary=True,
+        mcnemar=True,
+        table_column="call_set_correct",
+    ),
+    ScoringMetric(
+        "call_precision",
+        "Predicted calls matching a gold call one to one by name and canonical arguments, "
+        "over all predicted calls (an unparseable output counts as one wrong call).",
+        _call_precision,
+    ),
+    ScoringMetric(
+        "call_recall",
+        "Gold calls matched one to one by a predicted call, over all gold calls.",
+        _call_recall,
+    ),
+    ScoringMetric("call_f1", "Micro F1 of call precision and call recall.", _call_f1),
+    ScoringMetric(
+        "call_argument_f1",
+        "Micro F1 over flattened argument pairs after an optimal one-to-one call assignment.",
+        _call_argument_f1,
+    ),
+    ScoringMetric(
+        "abstention_accuracy",
+        "Abstention examples where the model abstained ([] or no JSON), over abstention examples.",
+        _abstention,
+    ),
+    ScoringMetric(
+        "false_call_rate",
+        "Abstention examples where the model called a tool anyway, over abstention examples.",
+        _false_call,
+    ),
+):
+    register_scoring_metric(_metric, mode=CALLS_MODE, builtin=True)
+
+CALLS_METRIC_NAMES: Final[tuple[str, ...]] = scoring_metric_names(CALLS_MODE)
+"""The seven ``calls``-mode metric names, in report order."""
+
+
 def score_calls_example(
     parse_status: str,
     parsed_calls: Sequence[Mapping[str, Any]] | None,
     gold: GoldCalls | Sequence[Mapping[str, Any]],
-) -> CallsExampleScore:
-    """Score one completion, parsed by ``sommelier.calls_parser.v1``, against its gold calls.
+) -> ExampleScore:
+    """Score one completion on every metric of the ``calls`` mode.
 
     Args:
         parse_status: The calls parser's status.
@@ -259,99 +415,32 @@ def score_calls_example(
         InputError: If the status is unknown, ``ok`` comes without valid calls,
             or the gold is malformed.
     """
-    gold_calls = gold if isinstance(gold, GoldCalls) else GoldCalls(gold)
-    if parse_status == "ok":
-        if not _is_call_list(parsed_calls):
-            raise InputError(
-                f"parse_status is 'ok' but parsed_calls is not a list of calls: {parsed_calls!r}"
-            )
-        calls = _predicted(parsed_calls)  # type: ignore[arg-type]
-        failed = False
-    elif parse_status in PARSE_STATUSES:
-        calls = []
-        failed = parse_status != "no_json"
-    else:
-        raise InputError(f"unknown parse_status {parse_status!r}; expected one of {PARSE_STATUSES}")
-    gold_count = len(gold_calls.keys)
-    keys = [_key(call) for call in calls]
-    if gold_count == 1 and len(keys) == 1:
-        # The common case, without multisets: one call against one gold call.
-        key, gold_key = keys[0], gold_calls.keys[0]
-        matched = int(key == gold_key)
-        set_match = matched == 1
-        if key[1] == gold_key[1]:
-            predicted_pairs = matched_pairs = gold_calls.pair_total
-        else:
-            mine = flatten_arguments(calls[0]["arguments"])
-            predicted_pairs = len(mine)
-            matched_pairs = _overlap(mine, gold_calls.pairs[0])
-    else:
-        predicted_counts = Counter(keys)
-        matched = sum((predicted_counts & gold_calls.counts).values())
-        if gold_count == 0:
-            set_match = not failed and not calls
-        else:
-            set_match = predicted_counts == gold_calls.counts
-        if set_match:
-            predicted_pairs = matched_pairs = gold_calls.pair_total
-        else:
-            predicted_pairs = sum(count_pairs(call["arguments"]) for call in calls)
-            matched_pairs = _matched_pairs(calls, keys, gold_calls) if calls else 0
-    predicted = len(calls) + failed
-    predicted_pairs += failed
-    if gold_count == 0:
-        abstention, false_call, covered = int(not failed and not calls), int(bool(calls)), 1
-    else:
-        abstention = false_call = covered = 0
-    return CallsExampleScore(
-        (int(set_match), matched, matched, 2 * matched, 2 * matched_pairs, abstention, false_call),
-        (
-            1,
-            predicted,
-            gold_count,
-            predicted + gold_count,
-            predicted_pairs + gold_calls.pair_total,
-            covered,
-            covered,
-        ),
+    metrics = scoring_metrics(CALLS_MODE)
+    numerators, denominators = score_components(
+        [CallsComparison(parse_status, parsed_calls, gold)], metrics
+    )
+    return ExampleScore(
+        tuple(metric.name for metric in metrics), tuple(numerators), tuple(denominators)
     )
 
 
-def score_calls_records(records: Iterable[Mapping[str, Any]]) -> list[CallsExampleScore]:
-    """Score mappings holding ``parse_status``, ``parsed_calls`` and ``gold_calls``."""
-    scores = []
+def _comparisons(records: Iterable[Mapping[str, Any]]) -> Iterable[CallsComparison]:
     for index, record in enumerate(records):
         try:
-            scores.append(
-                score_calls_example(
-                    record["parse_status"], record.get("parsed_calls"), record["gold_calls"]
-                )
+            yield CallsComparison(
+                record["parse_status"], record.get("parsed_calls"), record["gold_calls"]
             )
         except KeyError as exc:
             raise InputError(f"record {index} lacks field {exc.args[0]!r}") from exc
-    return scores
-
-
-def calls_metrics_from_scores(scores: Iterable[CallsExampleScore]) -> dict[str, MetricValue]:
-    """Sum per-example components into corpus metrics, in :data:`CALLS_METRIC_NAMES` order."""
-    numerators = [0] * len(CALLS_METRIC_NAMES)
-    denominators = [0] * len(CALLS_METRIC_NAMES)
-    for score in scores:
-        for index in range(len(CALLS_METRIC_NAMES)):
-            numerators[index] += score.numerators[index]
-            denominators[index] += score.denominators[index]
-    return {
-        name: MetricValue(numerators[index], denominators[index])
-        for index, name in enumerate(CALLS_METRIC_NAMES)
-    }
 
 
 def compute_calls_metrics(records: Iterable[Mapping[str, Any]]) -> dict[str, MetricValue]:
-    """Compute the seven ``calls``-mode metrics over parsed records and their gold calls.
+    """Every ``calls``-mode metric over parsed records and their gold calls.
 
     Each record holds ``parse_status``, ``parsed_calls`` and ``gold_calls``.
-
     The denominators count every record their metric covers; a failure is
     never dropped (see the module docstring for how it is counted).
     """
-    return calls_metrics_from_scores(score_calls_records(records))
+    metrics = scoring_metrics(CALLS_MODE)
+    numerators, denominators = score_components(_comparisons(records), metrics)
+    return sum_components([metric.name for metric in metrics], numerators, denominators)

@@ -27,6 +27,7 @@ from sommelier_mlflow.errors import ConfigError, UnknownMetricError
 __all__ = [
     "DEFAULT_MODE",
     "ScoringMetric",
+    "is_builtin_metric",
     "mcnemar_metric",
     "register_scoring_metric",
     "register_scoring_mode",
@@ -116,6 +117,9 @@ _MODES: dict[str, dict[str, ScoringMetric[Any]]] = {DEFAULT_MODE: {}}
 # Metrics registered at import by the package itself: plug-ins may add to a
 # mode but not take its specified metrics away.
 _BUILTIN: set[tuple[str, str]] = set()
+# The package's own definitions, by identity: their components are trusted to
+# return exact counts, so scoring skips the per-row check it runs on plug-ins.
+_BUILTIN_METRICS: set[int] = set()
 
 
 def _mode(mode: str) -> dict[str, ScoringMetric[Any]]:
@@ -181,7 +185,13 @@ def register_scoring_metric(
     metrics[metric.name] = metric
     if builtin:
         _BUILTIN.add((mode, metric.name))
+        _BUILTIN_METRICS.add(id(metric))
     return metric
+
+
+def is_builtin_metric(metric: ScoringMetric[Any]) -> bool:
+    """Whether ``metric`` is one of the package's own registered definitions."""
+    return id(metric) in _BUILTIN_METRICS
 
 
 def unregister_scoring_metric(name: str, *, mode: str = DEFAULT_MODE) -> None:

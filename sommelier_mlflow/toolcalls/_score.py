@@ -24,6 +24,7 @@ from sommelier_mlflow.toolcalls._flatten import count_pairs, flatten_arguments
 from sommelier_mlflow.toolcalls._parse import PARSE_STATUSES, is_tool_call
 from sommelier_mlflow.toolcalls._registry import (
     ScoringMetric,
+    is_builtin_metric,
     register_scoring_metric,
     scoring_metric_names,
     scoring_metrics,
@@ -38,6 +39,7 @@ __all__ = [
     "compute_metrics",
     "metrics_from_scores",
     "score_components",
+    "sum_components",
     "score_example",
     "score_records",
 ]
@@ -315,7 +317,7 @@ def _checked_component(metric: ScoringMetric[Any], comparison: object) -> tuple[
 
 
 def score_components(
-    comparisons: Iterable[CallComparison], metrics: Sequence[ScoringMetric[Any]] | None = None
+    comparisons: Iterable[Any], metrics: Sequence[ScoringMetric[Any]] | None = None
 ) -> tuple[list[int], list[int]]:
     """Every metric's components for every comparison, flat and row-major.
 
@@ -325,14 +327,15 @@ def score_components(
     counts, because one float would silently corrupt every sum downstream.
 
     Args:
-        comparisons: The examples, compared with their gold calls.
+        comparisons: The examples, compared with their gold calls: the comparison
+            type of the metrics' mode (:class:`CallComparison` for ``single``).
         metrics: The metrics, in column order (default: the ``single`` mode's).
 
     Raises:
         InvariantViolationError: A plug-in component that is not an exact count.
     """
     chosen = scoring_metrics() if metrics is None else tuple(metrics)
-    plain = [metric.component for metric in chosen if metric.component in _TRUSTED]
+    plain = [metric.component for metric in chosen if is_builtin_metric(metric)]
     numerators: list[int] = []
     denominators: list[int] = []
     add_numerator, add_denominator = numerators.append, denominators.append
@@ -349,11 +352,6 @@ def score_components(
                 add_numerator(numerator)
                 add_denominator(denominator)
     return numerators, denominators
-
-
-_TRUSTED: Final = frozenset(
-    metric.component for metric in scoring_metrics() if metric.name in METRIC_NAMES
-)
 
 
 def score_example(
@@ -405,9 +403,10 @@ def score_records(records: Iterable[Mapping[str, Any]]) -> list[ExampleScore]:
     ]
 
 
-def _sum_columns(
+def sum_components(
     names: Sequence[str], numerators: Sequence[int], denominators: Sequence[int]
 ) -> dict[str, MetricValue]:
+    """Corpus metrics from the flat row-major components :func:`score_components` returns."""
     width = len(names)
     return {
         name: MetricValue(sum(numerators[column::width]), sum(denominators[column::width]))
@@ -428,7 +427,7 @@ def metrics_from_scores(scores: Iterable[ExampleScore]) -> dict[str, MetricValue
             )
         numerators.extend(score.numerators)
         denominators.extend(score.denominators)
-    return _sum_columns(names, numerators, denominators)
+    return sum_components(names, numerators, denominators)
 
 
 def compute_metrics(records: Iterable[Mapping[str, Any]]) -> dict[str, MetricValue]:
@@ -438,4 +437,4 @@ def compute_metrics(records: Iterable[Mapping[str, Any]]) -> dict[str, MetricVal
     """
     metrics = scoring_metrics()
     numerators, denominators = score_components(_comparisons(records), metrics)
-    return _sum_columns([metric.name for metric in metrics], numerators, denominators)
+    return sum_components([metric.name for metric in metrics], numerators, denominators)

@@ -91,13 +91,15 @@ def test_worked_example_per_example_components(
     )
     assert score.numerators == numerators
     assert score.denominators == denominators
-    assert score.call_set_correct == (numerators[0] == 1)
+    assert score.correct("call_set_exact_match") == (numerators[0] == 1)
 
 
 def test_duplicates_count_both_ways() -> None:
     too_many = score_calls_example("ok", [W, W], [W])
     too_few = score_calls_example("ok", [W], [W, W])
-    assert not too_many.call_set_correct and not too_few.call_set_correct
+    assert not too_many.correct("call_set_exact_match") and not too_few.correct(
+        "call_set_exact_match"
+    )
     assert (too_many.numerators[1], too_many.denominators[1]) == (1, 2)  # precision 1/2
     assert (too_few.numerators[2], too_few.denominators[2]) == (1, 2)  # recall 1/2
 
@@ -213,9 +215,9 @@ def test_components_are_consistent(
     for numerator, denominator in zip(score.numerators, score.denominators, strict=True):
         assert 0 <= numerator <= denominator
     perfect = score_calls_example("ok", gold, gold)
-    assert perfect.call_set_correct
+    assert perfect.correct("call_set_exact_match")
     assert perfect.numerators[1:5] == perfect.denominators[1:5]
-    if score.call_set_correct and gold:
+    if score.correct("call_set_exact_match") and gold:
         assert score == perfect
 
 
@@ -224,6 +226,6 @@ def test_components_are_consistent(
 def test_a_non_ok_parse_never_earns_call_credit(gold: list[dict[str, Any]], status: str) -> None:
     score = score_calls_example(status, None, gold)
     assert score.numerators[1:5] == (0, 0, 0, 0)
-    assert score.call_set_correct == (status == "no_json" and not gold)
+    assert score.correct("call_set_exact_match") == (status == "no_json" and not gold)
     if status != "no_json":
         assert score.denominators[1] == 1  # a failure counts as one wrong predicted call
