@@ -139,16 +139,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_stats(compare)
     _add_mlflow_flag(compare)
 
-    demo = sub.add_parser(
-        "main", help="base arm + adapter arm + comparison (defaults: the offline demo)"
-    )
-    demo.add_argument("--test-split", default="", help="formatted or prepared split (demo: built)")
-    demo.add_argument("--model", default="demo", help="'demo' builds the bundled tiny model")
-    demo.add_argument("--adapter", default="demo")
+    demo = sub.add_parser("main", help="base arm + adapter arm + comparison on one split")
+    demo.add_argument("--test-split", required=True, help="formatted or prepared test split")
+    demo.add_argument("--model", required=True, help="base model: local path or hub id")
+    demo.add_argument("--adapter", required=True, help="peft LoRA adapter directory")
     demo.add_argument("--revision", default=None)
     demo.add_argument("--max-new-tokens", type=int, default=96)
     demo.add_argument("--batch-size", type=int, default=16)
     demo.add_argument("--max-examples", type=_nonneg_int, default=0)
+    demo.add_argument(
+        "--drop-summary",
+        default=None,
+        help="the drop_summary.json `prepare` wrote for this split, logged with the comparison",
+    )
     _add_backend(demo)
     demo.add_argument("--out", default=None)
     _add_stats(demo)
@@ -208,17 +211,10 @@ def _print_arm(arm: Any) -> None:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from sommelier_mlflow.cli._pipeline import (
-        build_demo_assets,
         evaluate_arm,
         resolve_num_threads,
     )
 
-    if "demo" in (args.model, args.adapter):
-        demo = build_demo_assets()
-        if args.model == "demo":
-            args.model = str(demo.base_model_dir)
-        if args.adapter == "demo":
-            args.adapter = str(demo.adapter_dir)
     out = _out(
         args,
         args.model_kind,

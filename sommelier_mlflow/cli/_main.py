@@ -1,8 +1,9 @@
 """The ``main`` entry point: base arm, adapter arm and their comparison, in one go.
 
-With no parameters it runs the bundled offline demo (building the tiny model
-and adapter on first use). Under MLflow the arms become child runs named
-``base`` and ``adapter`` and the comparison lands in the parent run.
+Under MLflow the arms become child runs named ``base`` and ``adapter`` and the
+comparison lands in the parent run. The package knows no demo: the project's
+``examples/demo/run.py`` fills in the demo's model, adapter and split and then
+calls this command like any user would.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import Any
 
 from sommelier_mlflow.cli._pipeline import (
     ArmOutput,
-    build_demo_assets,
     compare_report_files,
     default_out_dir,
     evaluate_arm,
@@ -27,23 +27,15 @@ from sommelier_mlflow.errors import ConfigError
 
 __all__ = ["format_summary", "run_main"]
 
-_DEMO = "demo"
-
 
 def _resolve(args: argparse.Namespace) -> tuple[str, str, str, Path | None]:
-    """Model, adapter and test split to use; the demo fills in whatever is 'demo'."""
-    model, adapter, split = args.model, args.adapter, args.test_split
-    drop_summary = None
-    if _DEMO in (model, adapter):
-        if (model == _DEMO) != (adapter == _DEMO):
-            raise ConfigError("model and adapter are both 'demo' or both your own paths")
-        demo = build_demo_assets()
-        model, adapter = str(demo.base_model_dir), str(demo.adapter_dir)
-        split = split or str(demo.splits_dir / "test.jsonl")
-        drop_summary = demo.splits_dir / "drop_summary.json"
-    if not split:
-        raise ConfigError("test_split is required when model and adapter are your own")
-    return model, adapter, split, drop_summary
+    """Model, adapter, test split and drop summary, checked before any model loads."""
+    if not args.test_split:
+        raise ConfigError("test_split is required: the split both arms are evaluated on")
+    drop_summary = Path(args.drop_summary) if args.drop_summary else None
+    if drop_summary is not None and not drop_summary.is_file():
+        raise ConfigError(f"drop summary {drop_summary} does not exist; pass prepare's file")
+    return args.model, args.adapter, args.test_split, drop_summary
 
 
 def _arm(

@@ -7,9 +7,7 @@ fails afterwards.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +30,6 @@ from sommelier_mlflow.data import (
 )
 from sommelier_mlflow.errors import (
     ConfigError,
-    DependencyError,
     InputError,
     InvariantViolationError,
 )
@@ -51,8 +48,6 @@ if TYPE_CHECKING:
 __all__ = [
     "FORMATTED_SPLIT_NAME",
     "ArmOutput",
-    "DemoPaths",
-    "build_demo_assets",
     "compare_report_files",
     "default_out_dir",
     "evaluate_arm",
@@ -75,15 +70,6 @@ class ArmOutput:
     scored: ScoredRun
     split: TestSplit
     split_path: Path
-
-
-@dataclass(frozen=True)
-class DemoPaths:
-    """The bundled demo's prepared splits, base model and adapter."""
-
-    splits_dir: Path
-    base_model_dir: Path
-    adapter_dir: Path
 
 
 def default_out_dir(root: str | os.PathLike[str], label: str, **identity: object) -> Path:
@@ -427,35 +413,3 @@ def compare_report_files(
 ) -> ComparisonArtifacts:
     """Gate and compare two evaluation reports; files are written only if the gate passes."""
     return run_comparison(base_report, adapter_report, out_dir, seed=seed, resamples=resamples)
-
-
-def _project_root() -> Path:
-    return Path(__file__).resolve().parents[2]
-
-
-def build_demo_assets(cache_root: str | os.PathLike[str] | None = None) -> DemoPaths:
-    """Build (or reuse, after verifying every digest) the bundled demo model and adapter.
-
-    Raises:
-        DependencyError: If the project's ``examples/demo`` folder is not there
-            (the demo needs a checkout of the project, not only the package).
-    """
-    script = _project_root() / "examples" / "demo" / "build_model.py"
-    if not script.is_file():
-        raise DependencyError(
-            f"the offline demo needs the project checkout ({script} is missing): "
-            "run from a clone of sommelier-mlflow, or pass model=... and adapter=..."
-        )
-    spec = importlib.util.spec_from_file_location("sommelier_demo_build", script)
-    if spec is None or spec.loader is None:
-        raise DependencyError(f"cannot load the demo build script {script}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    root = Path(cache_root) if cache_root else _project_root() / ".cache" / "demo"
-    built: Any = module.build_demo(root)
-    return DemoPaths(
-        splits_dir=Path(built.splits_dir),
-        base_model_dir=Path(built.base_model_dir),
-        adapter_dir=Path(built.adapter_dir),
-    )

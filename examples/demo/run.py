@@ -1,0 +1,120 @@
+"""Run a ``sommelier-mlflow`` command with ``demo`` standing for the bundled offline demo.
+
+The package knows nothing about the demo: this script is the one place that
+does. It replaces the value ``demo`` of ``--model`` and ``--adapter`` with the
+demo's base model and LoRA adapter (built on first use and cached under
+``.cache/demo/``, verified by digest on every use), fills an empty
+``--test-split`` of ``main`` with the demo's prepared test split and passes
+its ``drop_summary.json`` to be logged, then hands the rewritten command line
+to the package's CLI unchanged otherwise. The MLproject's ``main`` and
+``evaluate`` entry points run through it, so ``mlflow run .`` with no
+parameters runs the demo; with your own model and adapter it only forwards.
+
+    python examples/demo/run.py main                  # the whole demo
+    python examples/demo/run.py evaluate --test-split S --model demo --model-kind base
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+_HERE: Final = Path(__file__).resolve().parent
+_REPO: Final = _HERE.parents[1]
+DEMO: Final = "demo"
+CACHE_ROOT: Final = _REPO / ".cache" / "demo"
+
+if str(_REPO) not in sys.path:
+    # Run from a checkout: the package is importable without installing it.
+    sys.path.insert(0, str(_REPO))
+
+
+def _value(argv: list[str], flag: str) -> str | None:
+    """The value of ``--flag VALUE`` or ``--flag=VALUE``; the last one wins, as in argparse."""
+    found = None
+    for index, token in enumerate(argv):
+        if token == flag and index + 1 < len(argv):
+            found = argv[index + 1]
+        elif token.startswith(f"{flag}="):
+            found = token.split("=", 1)[1]
+    return found
+
+
+def _replace(argv: list[str], flag: str, value: str) -> list[str]:
+    """``argv`` with every value of ``flag`` set to ``value`` (appended if absent)."""
+    out: list[str] = []
+    seen = False
+    skip = False
+    for index, token in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if token == flag and index + 1 < len(argv):
+            out += [flag, value]
+            seen = skip = True
+        elif token.startswith(f"{flag}="):
+            out.append(f"{flag}={value}")
+            seen = True
+        else:
+            out.append(token)
+    return out if seen else [*out, flag, value]
+
+
+def resolve_demo(argv: Sequence[str], build: Callable[[], Any]) -> list[str]:
+    """Rewrite a command line so that ``demo`` means the bundled demo's files.
+
+    One rule for every command: an adapter belongs to its base model, so the
+    ``demo`` adapter goes only with the ``demo`` model, and the ``demo`` model
+    takes no adapter but its own. ``build`` is called (once) only when
+    ``demo`` is asked for; it returns an object with ``splits_dir``,
+    ``base_model_dir`` and ``adapter_dir``.
+
+    Raises:
+        SystemExit: With exit code 2 and a message when the rule is broken.
+    """
+    args = list(argv)
+    command = args[0] if args else ""
+    model, adapter = _value(args, "--model"), _value(args, "--adapter")
+    if DEMO not in (model, adapter):
+        return args
+    if adapter == DEMO and model != DEMO:
+        raise SystemExit(
+            "error: the demo adapter was trained on the demo base model: pass --model demo too"
+        )
+    if model == DEMO and adapter not in (None, "", DEMO):
+        raise SystemExit(
+            "error: the demo model takes only the demo adapter: pass --adapter demo or none"
+        )
+    built = build()
+    args = _replace(args, "--model", str(built.base_model_dir))
+    if adapter == DEMO:
+        args = _replace(args, "--adapter", str(built.adapter_dir))
+    if command == "main" and not _value(args, "--test-split"):
+        args = _replace(args, "--test-split", str(Path(built.splits_dir) / "test.jsonl"))
+        drop_summary = Path(built.splits_dir) / "drop_summary.json"
+        if drop_summary.is_file() and _value(args, "--drop-summary") is None:
+            args = _replace(args, "--drop-summary", str(drop_summary))
+    return args
+
+
+def _build() -> Any:
+    sys.path.insert(0, str(_HERE))
+    from build_model import build_demo
+
+    return build_demo(CACHE_ROOT)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Resolve ``demo`` and run the package's command line."""
+    from sommelier_mlflow.cli import main as cli_main
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["main"] and _value(args, "--model") is None:
+        args += ["--model", DEMO, "--adapter", DEMO]  # `run.py main` alone: the whole demo
+    return cli_main(resolve_demo(args, _build))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""examples/demo/run.py: the one place that knows what ``demo`` means."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from functools import cache
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "examples" / "demo" / "run.py"
+
+
+@cache
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("demo_run", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class Builds:
+    """Counts builds and returns a demo laid out in a temporary folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.calls = 0
+        self.built = SimpleNamespace(
+            splits_dir=root / "splits", base_model_dir=root / "base", adapter_dir=root / "lora"
+        )
+        (root / "splits").mkdir()
+        (root / "splits" / "drop_summary.json").write_text("{}")
+
+    def __call__(self) -> SimpleNamespace:
+        self.calls += 1
+        return self.built
+
+
+@pytest.fixture
+def builds(tmp_path: Path) -> Builds:
+    return Builds(tmp_path)
+
+
+def test_own_model_and_adapter_are_forwarded_untouched_without_building(builds: Builds) -> None:
+    argv = ["main", "--test-split", "s.jsonl", "--model", "m", "--adapter", "a"]
+    assert _script().resolve_demo(argv, builds) == argv
+    assert builds.calls == 0
+
+
+def test_main_with_the_demo_gets_its_model_adapter_split_and_drop_summary(
+    builds: Builds, tmp_path: Path
+) -> None:
+    argv = ["main", "--test-split", "", "--model", "demo", "--adapter=demo", "--seed", "3"]
+    resolved = _script().resolve_demo(argv, builds)
+    assert resolved == [
+        "main",
+        "--test-split",
+        str(tmp_path / "splits" / "test.jsonl"),
+        "--model",
+        str(tmp_path / "base"),
+        f"--adapter={tmp_path / 'lora'}",
+        "--seed",
+        "3",
+        "--drop-summary",
+        str(tmp_path / "splits" / "drop_summary.json"),
+    ]
+    assert builds.calls == 1
+
+
+def test_an_explicit_split_is_kept_and_evaluate_gets_no_drop_summary(
+    builds: Builds, tmp_path: Path
+) -> None:
+    argv = ["evaluate", "--test-split", "mine.jsonl", "--model", "demo", "--adapter", ""]
+    resolved = _script().resolve_demo(argv, builds)
+    assert resolved == [
+        "evaluate",
+        "--test-split",
+        "mine.jsonl",
+        "--model",
+        str(tmp_path / "base"),
+        "--adapter",
+        "",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("model", "adapter", "message"),
+    [("mine", "demo", "--model demo"), ("demo", "mine", "--adapter demo or none")],
+)
+def test_an_adapter_goes_only_with_its_own_base_model(
+    builds: Builds, model: str, adapter: str, message: str
+) -> None:
+    with pytest.raises(SystemExit, match=message):
+        _script().resolve_demo(["main", "--model", model, "--adapter", adapter], builds)
+    assert builds.calls == 0
+
+
+def test_the_package_never_runs_demo_code() -> None:
+    package = REPO / "sommelier_mlflow"
+    for path in package.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "build_model" not in text and "build_demo" not in text, path
