@@ -13,15 +13,8 @@ time; ``CountsMetric`` imports transformers only for ``encodings`` counts.
 
 from __future__ import annotations
 
-from sommelier_mlflow.metrics._api import (
-    EvaluationResult,
-    MetricSpec,
-    count_characters,
-    count_encodings,
-    count_tokens,
-    evaluate_metrics,
-)
-from sommelier_mlflow.metrics._base import BaseMetric
+from sommelier_mlflow.metrics._api import EvaluationResult, MetricSpec, evaluate_metrics
+from sommelier_mlflow.metrics._base import BaseMetric, config_schema
 from sommelier_mlflow.metrics._catalog import (
     get_metric,
     list_metrics,
@@ -29,13 +22,20 @@ from sommelier_mlflow.metrics._catalog import (
     unregister_metric,
 )
 from sommelier_mlflow.metrics._composite import CompositeMetric
-from sommelier_mlflow.metrics._config import MetricConfig, NoConfig, config_schema
+from sommelier_mlflow.metrics._config import MetricConfig, NoConfig
 from sommelier_mlflow.metrics._types import JSONValue
+
+# The framework above never imports its plug-ins; this facade does, so the
+# built-in metrics are registered (the catalog complete) before any caller
+# can reach get_metric, whichever metrics module it imports first.
 from sommelier_mlflow.metrics.builtin import (
     CountsConfig,
     CountsMetric,
     JsonFormatConfig,
     JsonFormatMetric,
+    count_characters,
+    count_encodings,
+    count_tokens,
 )
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Serialisable metric requests and results, and one-call counting helpers.
+"""Serialisable metric requests and results.
 
 ``MetricSpec`` is how a metric is asked for from outside Python (an MLflow
 evaluator config, a JSON file, a CLI flag): a catalog name plus its runtime
@@ -20,16 +20,8 @@ from sommelier_mlflow.metrics._base import BaseMetric
 from sommelier_mlflow.metrics._catalog import get_metric
 from sommelier_mlflow.metrics._config import MASK, secret_fields
 from sommelier_mlflow.metrics._types import is_json_value
-from sommelier_mlflow.metrics.builtin import CountsMetric
 
-__all__ = [
-    "EvaluationResult",
-    "MetricSpec",
-    "count_characters",
-    "count_encodings",
-    "count_tokens",
-    "evaluate_metrics",
-]
+__all__ = ["EvaluationResult", "MetricSpec", "evaluate_metrics"]
 
 
 class MetricSpec(BaseModel):
@@ -132,36 +124,3 @@ def evaluate_metrics(
                 )
             merged[key] = value
     return EvaluationResult(results=merged)
-
-
-def _count(text: str, **config: Any) -> int:
-    metric = CountsMetric(**config)
-    return int(metric.score(text)[metric.result_key])
-
-
-def count_characters(text: str) -> int:
-    """Characters (Unicode code points) of ``text`` without surrounding whitespace."""
-    return _count(text)
-
-
-def count_tokens(text: str, segmentation: str = "whitespace") -> int:
-    """Words of ``text``: ``"whitespace"``-separated runs or ``"wordpunct"`` words/punctuation.
-
-    Raises:
-        MetricConfigError: If ``segmentation`` is not one of the two schemes.
-    """
-    return _count(text, segments="tokens", segmentation=segmentation)
-
-
-def count_encodings(text: str, model: str, hf_token: str | None = None) -> int:
-    """Token ids ``model``'s tokenizer gives ``text`` (special tokens excluded).
-
-    Args:
-        text: The text to encode.
-        model: A Hugging Face hub model id or a local tokenizer directory.
-        hf_token: Access token for a gated model (else ``HF_TOKEN`` is used).
-
-    Raises:
-        DependencyError: If the tokenizer or ``transformers`` is unavailable.
-    """
-    return _count(text, segments="encodings", segmentation=model, hf_token=hf_token)

@@ -29,7 +29,6 @@ import typing
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import (
-    TYPE_CHECKING,
     Any,
     ClassVar,
     Generic,
@@ -58,13 +57,11 @@ from sommelier_mlflow.metrics._types import (
     same_type,
 )
 
-if TYPE_CHECKING:
-    from sommelier_mlflow.metrics._composite import CompositeMetric
-
-__all__ = ["BaseMetric", "validate_metric_name"]
+__all__ = ["BaseMetric", "config_schema", "validate_metric_name"]
 
 T = TypeVar("T")
 _M = TypeVar("_M", bound="BaseMetric[Any]")
+_MetricClass = TypeVar("_MetricClass", bound="type[BaseMetric[Any]]")
 
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _REFERENCE = "reference"
@@ -252,7 +249,7 @@ class BaseMetric(Generic[T]):
                 f"{cls.__name__} is abstract; instantiate a concrete subclass that binds "
                 "its value type and implements evaluate."
             )
-        self._parent: CompositeMetric | None = None
+        self._parent: BaseMetric[Any] | None = None
         self._result_key: str | None = None
         self._settings: BaseModel = cls._validate_config(kwargs)
 
@@ -432,7 +429,7 @@ class BaseMetric(Generic[T]):
                 )
 
     @property
-    def parent(self) -> CompositeMetric | None:
+    def parent(self) -> BaseMetric[Any] | None:
         """The composite this metric belongs to, or ``None`` for a root.
 
         Assigning moves the metric: ``m.parent = c`` adds it to ``c`` (leaving
@@ -441,7 +438,7 @@ class BaseMetric(Generic[T]):
         return self._parent
 
     @parent.setter
-    def parent(self, value: CompositeMetric | None) -> None:
+    def parent(self, value: BaseMetric[Any] | None) -> None:
         old = self._parent
         if value is old:
             return
@@ -450,15 +447,31 @@ class BaseMetric(Generic[T]):
                 f"A metric's parent must be a CompositeMetric, got {type(value).__name__}."
             )
         if old is not None:
-            old.remove(self)
+            old._release(self)
         if value is None:
             return
         try:
-            value.add(self)
+            value._adopt(self)
         except Exception:
             if old is not None:
-                old.add(self)
+                old._adopt(self)
             raise
+
+    def _adopt(self, child: BaseMetric[Any]) -> None:
+        """Attach ``child``: the hook the ``parent`` setter calls on the new parent.
+
+        Only composites hold children; they override this (and :meth:`_release`)
+        with their ``add``/``remove``. Keeping the hooks here means this module
+        never needs to know the composite class, so the two do not import
+        each other.
+        """
+        raise MetricTypeError(
+            f"A metric's parent must be a CompositeMetric, got {type(self).__name__}."
+        )
+
+    def _release(self, child: BaseMetric[Any]) -> None:
+        """Detach ``child``: the hook the ``parent`` setter calls on the old parent."""
+        raise MetricTypeError(f"{type(self).__name__} holds no children.")
 
     @property
     def children(self) -> Iterator[BaseMetric[Any]]:
@@ -576,3 +589,32 @@ class BaseMetric(Generic[T]):
                 prefix=prefix + ("    " if last else "│   "),
                 ancestors=ancestors | {id(child)},
             )
+
+
+def config_schema(schema: type[BaseModel]) -> Callable[[_MetricClass], _MetricClass]:
+    """Class decorator that attaches a runtime configuration schema to a metric.
+
+    Equivalent to setting the ``config_schema`` class attribute, but keeps the
+    schema visible at the top of the class definition.
+
+    Args:
+        schema: A pydantic model class describing the accepted parameters.
+
+    Returns:
+        A decorator that sets the (hardened) schema on the metric class.
+
+    Raises:
+        MetricTypeError: If ``schema`` is not a pydantic model, or the decorated
+            class is not a metric.
+    """
+
+    def decorate(cls: _MetricClass) -> _MetricClass:
+        if not (isinstance(cls, type) and issubclass(cls, BaseMetric)):
+            raise MetricTypeError(
+                f"@config_schema decorates metric classes (BaseMetric subclasses), got {cls!r}."
+            )
+        cls.config_schema = prepare_config_schema(schema, cls.__name__)
+        return cls
+
+    prepare_config_schema(schema, "<decorator>")
+    return decorate

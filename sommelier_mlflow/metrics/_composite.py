@@ -103,6 +103,12 @@ class CompositeMetric(BaseMetric[JSONValue]):
             f"{type(metric).__name__} is not a direct child of this metric; nothing removed."
         )
 
+    def _adopt(self, child: BaseMetric[Any]) -> None:
+        self.add(child)
+
+    def _release(self, child: BaseMetric[Any]) -> None:
+        self.remove(child)
+
     def evaluate(self, text: str, *, reference: Any = None) -> dict[str, JSONValue]:
         """Evaluate every child on ``text`` and merge their outputs.
 

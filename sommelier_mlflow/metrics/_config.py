@@ -14,22 +14,17 @@ from __future__ import annotations
 import copy
 import types
 import typing
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin
+from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, SecretBytes, SecretStr, ValidationError
 
 from sommelier_mlflow._redact import REDACTED
 from sommelier_mlflow.errors import MetricTypeError
 
-if TYPE_CHECKING:
-    from sommelier_mlflow.metrics._base import BaseMetric
-
 __all__ = [
     "MASK",
     "MetricConfig",
     "NoConfig",
-    "config_schema",
     "describe_validation_error",
     "prepare_config_schema",
     "secret_fields",
@@ -39,8 +34,6 @@ MASK = REDACTED
 """What a secret looks like wherever a configuration is shown to a person."""
 
 _STRICT: dict[str, Any] = {"extra": "forbid", "frozen": True, "strict": True}
-
-_MetricClass = TypeVar("_MetricClass", bound="type[BaseMetric[Any]]")
 
 
 class MetricConfig(BaseModel):
@@ -159,33 +152,3 @@ def _describe_field(name: str, schema: type[BaseModel]) -> str:
         return f"{name} (required)"
     default = MASK if name in secret_fields(schema) and field.default is not None else field.default
     return f"{name} (default {default!r})"
-
-
-def config_schema(schema: type[BaseModel]) -> Callable[[_MetricClass], _MetricClass]:
-    """Class decorator that attaches a runtime configuration schema to a metric.
-
-    Equivalent to setting the ``config_schema`` class attribute, but keeps the
-    schema visible at the top of the class definition.
-
-    Args:
-        schema: A pydantic model class describing the accepted parameters.
-
-    Returns:
-        A decorator that sets the (hardened) schema on the metric class.
-
-    Raises:
-        MetricTypeError: If ``schema`` is not a pydantic model, or the decorated
-            class is not a metric.
-    """
-    from sommelier_mlflow.metrics._base import BaseMetric
-
-    def decorate(cls: _MetricClass) -> _MetricClass:
-        if not (isinstance(cls, type) and issubclass(cls, BaseMetric)):
-            raise MetricTypeError(
-                f"@config_schema decorates metric classes (BaseMetric subclasses), got {cls!r}."
-            )
-        cls.config_schema = prepare_config_schema(schema, cls.__name__)
-        return cls
-
-    prepare_config_schema(schema, "<decorator>")
-    return decorate

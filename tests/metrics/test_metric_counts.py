@@ -32,7 +32,13 @@ def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_default_counts_stripped_characters() -> None:
     metric = CountsMetric()
-    assert metric.config == {"segments": "characters", "segmentation": None, "hf_token": None}
+    assert metric.config == {
+        "segments": "characters",
+        "segmentation": None,
+        "hf_token": None,
+        "revision": None,
+        "allow_unpinned": False,
+    }
     assert metric.evaluate("  héllo, 世界 \n") == {"CountsMetric": 9}
     assert metric.evaluate("") == {"CountsMetric": 0}
     assert metric.evaluate(" \t\n ") == {"CountsMetric": 0}
@@ -112,6 +118,7 @@ def test_uncached_hub_model_offline_is_a_dependency_error_without_leaking_token(
         CountsMetric(
             segments="encodings",
             segmentation="sommelier-tests/no-such-model",
+            revision="0123456789abcdef0123456789abcdef01234567",
             hf_token="hf_LEAKCHECK",
         )
     assert "hf_LEAKCHECK" not in str(info.value)
@@ -125,3 +132,22 @@ def test_missing_transformers_is_a_dependency_error(
     with pytest.raises(DependencyError, match="pip install 'transformers"):
         # A token not used before, so the tokenizer cache cannot answer.
         CountsMetric(segments="encodings", segmentation=str(tokenizer_dir), hf_token="hf_fresh_key")
+
+
+def test_a_hub_tokenizer_must_be_pinned_unless_explicitly_not(tokenizer_dir: Path) -> None:
+    with pytest.raises(MetricConfigError, match="must be pinned"):
+        CountsMetric(segments="encodings", segmentation="sommelier-tests/no-such-model")
+    with pytest.raises(MetricConfigError, match="must be pinned"):
+        count_encodings("x", "sommelier-tests/no-such-model")
+    with pytest.raises(MetricConfigError, match="revision"):
+        CountsMetric(segments="encodings", segmentation=str(tokenizer_dir), revision=" ")
+    # The opt-out is explicit and gets as far as loading (offline: not cached).
+    with pytest.raises(DependencyError, match="Cannot load the tokenizer"):
+        CountsMetric(
+            segments="encodings",
+            segmentation="sommelier-tests/no-such-model",
+            allow_unpinned=True,
+        )
+    # A local directory is pinned by its files: no revision needed.
+    local = CountsMetric(segments="encodings", segmentation=str(tokenizer_dir))
+    assert local.evaluate("hello world") == {"CountsMetric": 2}

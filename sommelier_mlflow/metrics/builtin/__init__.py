@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from sommelier_mlflow.metrics.builtin._counts import CountsConfig, CountsMetric
+from sommelier_mlflow.metrics.builtin._counts import (
+    CountsConfig,
+    CountsMetric,
+    count_characters,
+    count_encodings,
+    count_tokens,
+)
 from sommelier_mlflow.metrics.builtin._json_format import JsonFormatConfig, JsonFormatMetric
 from sommelier_mlflow.metrics.builtin._toolcall import (
     ArgumentExactMatch,
@@ -24,4 +30,7 @@ __all__ = [
     "JsonFormatMetric",
     "ToolCallMetric",
     "ValidJsonRate",
+    "count_characters",
+    "count_encodings",
+    "count_tokens",
 ]

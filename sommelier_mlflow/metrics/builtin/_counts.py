@@ -26,7 +26,13 @@ from sommelier_mlflow.metrics._base import BaseMetric
 from sommelier_mlflow.metrics._catalog import register_metric
 from sommelier_mlflow.metrics._config import MASK, MetricConfig
 
-__all__ = ["CountsConfig", "CountsMetric"]
+__all__ = [
+    "CountsConfig",
+    "CountsMetric",
+    "count_characters",
+    "count_encodings",
+    "count_tokens",
+]
 
 TOKEN_SCHEMES: tuple[str, ...] = ("whitespace", "wordpunct")
 _WORDPUNCT = re.compile(r"\w+|[^\w\s]+")
@@ -48,11 +54,19 @@ class CountsConfig(MetricConfig):
             directory holding a saved tokenizer.
         hf_token: Access token for a gated hub model; ``HF_TOKEN`` from the
             environment is used when this is not given.
+        revision: The hub commit (or tag) of an ``encodings`` tokenizer given
+            by hub id. Required for hub ids, as for the generator: a count is
+            only reproducible if every run loads the very same tokenizer
+            files. Ignored for local directories.
+        allow_unpinned: Explicit opt-out of that requirement: load whatever
+            the hub serves today (counts may change when the repo does).
     """
 
     segments: Literal["characters", "tokens", "encodings"] = "characters"
     segmentation: str | None = None
     hf_token: SecretStr | None = None
+    revision: str | None = None
+    allow_unpinned: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -79,6 +93,19 @@ class CountsConfig(MetricConfig):
                 "segments='encodings' needs segmentation set to a Hugging Face tokenizer: "
                 "a hub model id (e.g. 'gpt2') or a local directory with a saved tokenizer"
             )
+        if self.revision is not None and not self.revision.strip():
+            raise ValueError("revision must be a non-empty commit hash or tag, or None")
+        if (
+            self.segments == "encodings"
+            and not _looks_like_path((self.segmentation or "").strip())
+            and self.revision is None
+            and not self.allow_unpinned
+        ):
+            raise ValueError(
+                f"the hub tokenizer {self.segmentation!r} must be pinned so counts are "
+                "reproducible: pass revision='<commit hash>' (or allow_unpinned=True to accept "
+                "whatever the hub serves today)"
+            )
         return self
 
 
@@ -87,8 +114,8 @@ def _looks_like_path(source: str) -> bool:
 
 
 @functools.lru_cache(maxsize=8)
-def _load_tokenizer(source: str, token: str | None) -> Any:
-    """Load (once per source and token) a tokenizer with ``AutoTokenizer``."""
+def _load_tokenizer(source: str, revision: str | None, token: str | None) -> Any:
+    """Load (once per source, revision and token) a tokenizer with ``AutoTokenizer``."""
     if _looks_like_path(source) and not Path(source).expanduser().is_dir():
         raise DependencyError(
             f"No tokenizer directory at {source!r} for CountsMetric encodings. Pass an existing "
@@ -104,7 +131,7 @@ def _load_tokenizer(source: str, token: str | None) -> Any:
         ) from exc
     location = str(Path(source).expanduser()) if _looks_like_path(source) else source
     try:
-        return AutoTokenizer.from_pretrained(location, token=token)
+        return AutoTokenizer.from_pretrained(location, revision=revision, token=token)
     except Exception as exc:  # transformers/hub raise many unrelated types here
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         if token:
@@ -125,8 +152,11 @@ def _counter(config: CountsConfig) -> Callable[[str], int]:
             return lambda text: len(_WORDPUNCT.findall(text))
         return lambda text: len(text.split())
     token = config.hf_token.get_secret_value() if config.hf_token is not None else None
+    source = cast(str, config.segmentation).strip()
     tokenizer = _load_tokenizer(
-        cast(str, config.segmentation).strip(), token or os.environ.get("HF_TOKEN") or None
+        source,
+        None if _looks_like_path(source) else config.revision,
+        token or os.environ.get("HF_TOKEN") or None,
     )
     return lambda text: len(tokenizer.encode(text, add_special_tokens=False))
 
@@ -155,3 +185,53 @@ class CountsMetric(BaseMetric[int]):
         if not text.strip():
             return self.result(0)
         return self.result(self._count(text))
+
+
+def _count(text: str, **config: Any) -> int:
+    metric = CountsMetric(**config)
+    return int(metric.score(text)[metric.result_key])
+
+
+def count_characters(text: str) -> int:
+    """Characters (Unicode code points) of ``text`` without surrounding whitespace."""
+    return _count(text)
+
+
+def count_tokens(text: str, segmentation: str = "whitespace") -> int:
+    """Words of ``text``: ``"whitespace"``-separated runs or ``"wordpunct"`` words/punctuation.
+
+    Raises:
+        MetricConfigError: If ``segmentation`` is not one of the two schemes.
+    """
+    return _count(text, segments="tokens", segmentation=segmentation)
+
+
+def count_encodings(
+    text: str,
+    model: str,
+    hf_token: str | None = None,
+    *,
+    revision: str | None = None,
+    allow_unpinned: bool = False,
+) -> int:
+    """Token ids ``model``'s tokenizer gives ``text`` (special tokens excluded).
+
+    Args:
+        text: The text to encode.
+        model: A Hugging Face hub model id or a local tokenizer directory.
+        hf_token: Access token for a gated model (else ``HF_TOKEN`` is used).
+        revision: The pinned hub commit; required for a hub id.
+        allow_unpinned: Accept an unpinned hub id anyway (see :class:`CountsConfig`).
+
+    Raises:
+        MetricConfigError: A hub id without ``revision`` (and no opt-out).
+        DependencyError: If the tokenizer or ``transformers`` is unavailable.
+    """
+    return _count(
+        text,
+        segments="encodings",
+        segmentation=model,
+        hf_token=hf_token,
+        revision=revision,
+        allow_unpinned=allow_unpinned,
+    )
