@@ -56,6 +56,99 @@ PACKAGES = [
 ]
 
 
+# Curated subpackage surfaces: what a user (or another layer) imports from them.
+# Adding or removing a name here is a deliberate API change.
+CURATED = {
+    "sommelier_mlflow.cli": {"build_parser", "main"},
+    "sommelier_mlflow.generation": {
+        "BackendFactory",
+        "BackendRequest",
+        "DTYPES",
+        "GENERATIONS_DIR",
+        "GenerationBackend",
+        "HFGenerator",
+        "MANIFEST_NAME",
+        "MANIFEST_SCHEMA",
+        "RecordedIdentity",
+        "ReplayGenerator",
+        "SupportsFingerprint",
+        "SupportsPromptLengths",
+        "TextGenerator",
+        "adapter_digest",
+        "backend_names",
+        "create_backend",
+        "declared_adapter",
+        "declared_identity",
+        "find_recorded_identity",
+        "physical_cores",
+        "register_backend",
+        "run_generation",
+    },
+    "sommelier_mlflow.metrics": {
+        "BaseMetric",
+        "CompositeMetric",
+        "CountsConfig",
+        "CountsMetric",
+        "EvaluationResult",
+        "JSONValue",
+        "JsonFormatConfig",
+        "JsonFormatMetric",
+        "MetricConfig",
+        "MetricSpec",
+        "NoConfig",
+        "config_schema",
+        "count_characters",
+        "count_encodings",
+        "count_tokens",
+        "evaluate_metrics",
+        "get_metric",
+        "list_metrics",
+        "register_metric",
+        "unregister_metric",
+    },
+    "sommelier_mlflow.data": {
+        "COMPARISON_REPORT_SCHEMA",
+        "ChatTemplateTokenizer",
+        "DROP_REASONS",
+        "DROP_SUMMARY_SCHEMA",
+        "Decoding",
+        "EVALUATION_REPORT_SCHEMA",
+        "FORMATTED_EXAMPLE_V2_SCHEMA",
+        "GENERATION_FIELDS",
+        "GENERATION_SCHEMA",
+        "GenerationRecord",
+        "MODEL_KINDS",
+        "ModelIdentity",
+        "ModelKind",
+        "PREPARED_EXAMPLE_V2_SCHEMA",
+        "PrecomputedGeneration",
+        "PrepareResult",
+        "RESERVED_SLICE_NAMES",
+        "SPLIT_NAMES",
+        "SYSTEM_INSTRUCTION",
+        "TEST_EXAMPLE_SCHEMA",
+        "TEST_SPLIT_SCHEMAS",
+        "TestExample",
+        "TestSplit",
+        "build_messages",
+        "format_examples",
+        "prepare",
+        "read_generations",
+        "read_precomputed",
+        "read_test_split",
+        "render_target",
+        "schema_version",
+        "validate_language",
+        "write_test_split",
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(CURATED))
+def test_curated_subpackage_surfaces_change_only_deliberately(name: str) -> None:
+    assert set(importlib.import_module(name).__all__) == CURATED[name]
+
+
 def test_top_level_surface_is_exactly_the_curated_one() -> None:
     assert set(sommelier_mlflow.__all__) == EXPECTED_TOP_LEVEL
     assert sommelier_mlflow.PARSER_VERSION == "sommelier.parser.v1"

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from sommelier_mlflow.cli._app import build_parser, main
+from sommelier_mlflow.cli._commands import build_parser, main
 
 __all__ = ["build_parser", "main"]

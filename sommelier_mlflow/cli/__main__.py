@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from sommelier_mlflow.cli._app import main
+from sommelier_mlflow.cli._commands import main
 
 sys.exit(main())

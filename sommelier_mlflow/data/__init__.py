@@ -1,4 +1,9 @@
-"""Row schemas and the readers, preparation and formatting of data files."""
+"""Row schemas and the readers, preparation and formatting of data files.
+
+The facade holds what a user (or another layer) works with: row types,
+schema names, readers, the writer, ``prepare`` and formatting. The JSONL
+plumbing under the readers stays in its private module.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +14,7 @@ from sommelier_mlflow.data._format import (
     format_examples,
     render_target,
 )
-from sommelier_mlflow.data._jsonl import (
-    JsonlPrefix,
-    JsonlReader,
-    iter_jsonl_objects,
-    jsonl_valid_prefix,
-)
 from sommelier_mlflow.data._prepare import (
-    DEFAULT_MAX_QUERY_CHARS,
-    DEFAULT_MIN_QUERY_CHARS,
     DROP_REASONS,
     SPLIT_NAMES,
     PrepareResult,
@@ -32,7 +29,6 @@ from sommelier_mlflow.data._readers import (
     read_generations,
     read_precomputed,
     read_test_split,
-    write_test_split,
 )
 from sommelier_mlflow.data._schemas import (
     COMPARISON_REPORT_SCHEMA,
@@ -54,12 +50,11 @@ from sommelier_mlflow.data._schemas import (
     schema_version,
     validate_language,
 )
+from sommelier_mlflow.data._writers import write_test_split
 
 __all__ = [
     "COMPARISON_REPORT_SCHEMA",
     "ChatTemplateTokenizer",
-    "DEFAULT_MAX_QUERY_CHARS",
-    "DEFAULT_MIN_QUERY_CHARS",
     "DROP_REASONS",
     "DROP_SUMMARY_SCHEMA",
     "Decoding",
@@ -68,8 +63,6 @@ __all__ = [
     "GENERATION_FIELDS",
     "GENERATION_SCHEMA",
     "GenerationRecord",
-    "JsonlPrefix",
-    "JsonlReader",
     "MODEL_KINDS",
     "ModelIdentity",
     "ModelKind",
@@ -88,8 +81,6 @@ __all__ = [
     "check_model_kind",
     "check_scoring_mode",
     "format_examples",
-    "iter_jsonl_objects",
-    "jsonl_valid_prefix",
     "prepare",
     "read_generations",
     "read_precomputed",

@@ -46,12 +46,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 
-from sommelier_mlflow._json import JSONDecodeError, atomic_write_jsonl, canonical_json, loads
+from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads
 from sommelier_mlflow._json import sha256_text as _sha256_text
 from sommelier_mlflow.data._jsonl import JsonlReader, iter_jsonl_objects
 from sommelier_mlflow.data._schemas import (
@@ -90,7 +88,6 @@ __all__ = [
     "read_generations",
     "read_precomputed",
     "read_test_split",
-    "write_test_split",
 ]
 
 PREPARED_EXAMPLE_V2_SCHEMA: Final = "sommelier.prepared_example.v2"
@@ -517,27 +514,6 @@ def check_scoring_mode(split: TestSplit, scoring: str) -> None:
                 path=split.path,
                 line=line,
             )
-
-
-def write_test_split(path: str | os.PathLike[str], examples: Iterable[TestExample]) -> Path:
-    """Atomically write examples as native test-split rows.
-
-    Refuses an empty or id-duplicated list up front, because the reader
-    would refuse the file afterwards and half the pipeline would have run.
-
-    Raises:
-        DataError: If there are no examples or an ``example_id`` repeats.
-    """
-    rows: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for example in examples:
-        if example.example_id in seen:
-            raise DataError(f"duplicate example_id {example.example_id!r}", path=os.fspath(path))
-        seen.add(example.example_id)
-        rows.append(example.to_json())
-    if not rows:
-        raise DataError("refusing to write an empty test split", path=os.fspath(path))
-    return atomic_write_jsonl(path, rows)
 
 
 def _generation(src: _Line) -> GenerationRecord:

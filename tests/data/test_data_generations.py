@@ -12,12 +12,14 @@ from sommelier_mlflow._json import dumps_line, sha256_text
 from sommelier_mlflow.data import (
     Decoding,
     GenerationRecord,
+    read_generations,
+    read_precomputed,
+)
+from sommelier_mlflow.data._jsonl import (
     JsonlPrefix,
     JsonlReader,
     iter_jsonl_objects,
     jsonl_valid_prefix,
-    read_generations,
-    read_precomputed,
 )
 from sommelier_mlflow.errors import ConfigError, DataError, InvariantViolationError
 

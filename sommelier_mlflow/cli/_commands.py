@@ -1,8 +1,10 @@
-"""The ``sommelier-mlflow`` command line and the MLproject entry points.
+"""The ``sommelier-mlflow`` argument parser and one handler per command.
 
-Expected failures (bad input, a missing model, a refused comparison, a broken
-invariant) end with one ``error:`` line on stderr and the exit code of the
-error tree, never a traceback.
+``main`` (both arms and their comparison) is long enough to have its own
+module, :mod:`sommelier_mlflow.cli._main_command`; the other commands are
+short and live here. Expected failures (bad input, a missing model, a
+refused comparison, a broken invariant) end with one ``error:`` line on
+stderr and the exit code of the error tree, never a traceback.
 """
 
 from __future__ import annotations
@@ -374,7 +376,7 @@ def _unlogged(run_id: str, params: dict[str, object]) -> dict[str, object]:
 
 
 def _cmd_main(args: argparse.Namespace) -> int:
-    from sommelier_mlflow.cli._main import run_main
+    from sommelier_mlflow.cli._main_command import run_main
 
     return run_main(args)
 

@@ -1,4 +1,4 @@
-"""The ``main`` entry point: base arm, adapter arm and their comparison, in one go.
+"""The ``main`` command: base arm, adapter arm and their comparison, in one go.
 
 Under MLflow the arms become child runs named ``base`` and ``adapter`` and the
 comparison lands in the parent run. The package knows no demo: the project's
