@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sommelier_mlflow.data import iter_jsonl_objects
+from sommelier_mlflow.data._jsonl import iter_jsonl_objects
 from sommelier_mlflow.errors import DataError
 
 
