@@ -205,10 +205,10 @@ def _log_arm_run(arm: Any, run_name: str, extra_params: dict[str, object]) -> No
 
 
 def _print_arm(arm: Any) -> None:
-    metrics = arm.report["metrics"]
-    print(f"{arm.report['identity']['model_kind']} arm: {arm.report_path}")
-    for name, value in metrics.items():
-        print(f"  {name:<24} {value['value']:.4f} ({value['numerator']}/{value['denominator']})")
+    report = arm.report
+    print(f"{report.identity.model_kind} arm: {arm.report_path}")
+    for name, value in report.metrics.items():
+        print(f"  {name:<24} {value.value:.4f} ({value.numerator}/{value.denominator})")
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:

@@ -13,7 +13,6 @@ import os
 import sys
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
 
 from sommelier_mlflow.cli._pipeline import (
     ArmOutput,
@@ -24,6 +23,7 @@ from sommelier_mlflow.cli._pipeline import (
 )
 from sommelier_mlflow.cli._runs import child_run, log_arm, top_run
 from sommelier_mlflow.errors import ConfigError
+from sommelier_mlflow.evaluation import ComparisonReport, MetricInterval
 
 __all__ = ["format_summary", "run_main"]
 
@@ -58,28 +58,30 @@ def _arm(
     )
 
 
-def _interval(entry: dict[str, Any]) -> str:
-    return f"{entry['value']:+.3f} [{entry['lower']:+.3f}, {entry['upper']:+.3f}]"
+def _interval(interval: MetricInterval) -> str:
+    estimate, lower, upper = (
+        float(value) + 0.0 for value in (interval.estimate, interval.lower, interval.upper)
+    )
+    return f"{estimate:+.3f} [{lower:+.3f}, {upper:+.3f}]"
 
 
-def format_summary(report: dict[str, Any]) -> str:
+def format_summary(report: ComparisonReport) -> str:
     """A terminal table of the comparison: per slice and metric, base, adapter, delta, gaps."""
     lines = [f"{'slice':<9}{'metric':<24}{'base':>8}{'adapter':>9}  delta [95% CI]"]
-    for slice_name, entry in report["slices"].items():
-        for metric, delta in entry["delta"].items():
-            base, tuned = entry["base"][metric]["value"], entry["adapter"][metric]["value"]
+    for slice_name, entry in report.slices.items():
+        for metric in report.metric_names:
+            base, tuned = entry.base[metric].value, entry.adapter[metric].value
             lines.append(
-                f"{slice_name:<9}{metric:<24}{base:>8.3f}{tuned:>9.3f}  {_interval(delta)}"
+                f"{slice_name:<9}{metric:<24}{base:>8.3f}{tuned:>9.3f}  "
+                f"{_interval(entry.delta.interval(metric))}"
             )
     # The headline gap is on the metric the comparison tested with McNemar.
-    outcome = report["slices"]["overall"]["mcnemar"]["metric"]
-    gaps = report.get("gaps", {})
+    outcome = report.mcnemar_metric
     for kind in ("base", "adapter"):
-        for language, paired in gaps.get(kind, {}).items():
-            gap = paired["gaps"][outcome]
+        for language, gap in report.gaps[kind].items():
             lines.append(
-                f"matched-pair gap {language}-{paired['root_language']} ({kind}, "
-                f"{outcome}, {paired['pairs']} pairs): {_interval(gap)}"
+                f"matched-pair gap {language}-{gap.root_language} ({kind}, "
+                f"{outcome}, {gap.pairs} pairs): {_interval(gap.bootstrap.interval(outcome))}"
             )
     return "\n".join(lines)
 

@@ -36,6 +36,7 @@ from sommelier_mlflow.errors import (
 from sommelier_mlflow.evaluation import (
     EVALUATION_REPORT_FILENAME,
     ComparisonArtifacts,
+    EvaluationReport,
     ScoredRun,
     run_comparison,
     score_run,
@@ -66,7 +67,7 @@ class ArmOutput:
 
     out_dir: Path
     report_path: Path
-    report: dict[str, Any]
+    report: EvaluationReport
     scored: ScoredRun
     split: TestSplit
     split_path: Path
@@ -153,11 +154,12 @@ def _finish_arm(
         seed=seed,
         resamples=resamples,
     )
-    report_path = write_evaluation_report(out_dir / EVALUATION_REPORT_FILENAME, scored)
+    report = EvaluationReport.from_run(scored)
+    report_path = write_evaluation_report(out_dir / EVALUATION_REPORT_FILENAME, report)
     split_path = out_dir / FORMATTED_SPLIT_NAME
     if not split_path.exists():
         write_test_split(split_path, split.examples)
-    return ArmOutput(out_dir, report_path, scored.to_report(), scored, split, split_path)
+    return ArmOutput(out_dir, report_path, report, scored, split, split_path)
 
 
 def evaluate_arm(

@@ -19,30 +19,29 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final, NoReturn
 
 import numpy as np
 
-from sommelier_mlflow._json import atomic_write_bytes, canonical_json, dumps_pretty, sha256_text
-from sommelier_mlflow.data import COMPARISON_REPORT_SCHEMA, OVERALL
+from sommelier_mlflow._json import atomic_write_bytes, canonical_json, dumps_pretty
+from sommelier_mlflow.data import OVERALL
 from sommelier_mlflow.errors import ComparisonRefusedError, InputError
+from sommelier_mlflow.evaluation._comparison_report import (
+    MARGINAL_GAP_NOTE,
+    ComparisonIdentity,
+    ComparisonReport,
+    LanguageGap,
+    MarginalGap,
+    RunSummary,
+    SliceComparison,
+)
 from sommelier_mlflow.evaluation._markdown import render_comparison_markdown
-from sommelier_mlflow.evaluation._report import (
-    ArmReport,
-    load_evaluation_report,
-    parse_evaluation_report,
-)
-from sommelier_mlflow.evaluation._scoring import (
-    BootstrapSettings,
-    bootstrap_provenance,
-    clean_float,
-    intervals_to_dict,
-    metrics_from_components,
-    metrics_to_dict,
-)
+from sommelier_mlflow.evaluation._report import EvaluationReport, read_evaluation_report
+from sommelier_mlflow.evaluation._scoring import BootstrapSettings, metrics_from_components
 from sommelier_mlflow.evaluation._seeds import derive_seed
 from sommelier_mlflow.evaluation._stats import mcnemar_from_outcomes, paired_bootstrap
-from sommelier_mlflow.toolcalls import MetricValue, mcnemar_metric
+from sommelier_mlflow.toolcalls import mcnemar_metric
 
 __all__ = [
     "COMPARISON_MARKDOWN_FILENAME",
@@ -89,13 +88,6 @@ checked on the base report first, then on the adapter report; ``adapter`` likewi
 (null for base, set for adapter). A pair's root language is covered by its pair-set
 digest, which includes the root ids."""
 
-MARGINAL_GAP_NOTE: Final = (
-    "Descriptive only: target-language slice minus root-language slice over the complete "
-    "slices, without an interval. The two slices can hold different examples (untranslated "
-    "or unmatched rows), so this difference mixes the language effect with cohort "
-    "differences; the matched-pair gaps are the primary estimate."
-)
-
 _HINTS: Final = {
     "model_kind": "pass the base arm's report first and the adapter arm's report second",
     "adapter": "the base arm must have no adapter and the adapter arm must name one",
@@ -116,7 +108,7 @@ _HINTS: Final = {
 class ComparisonArtifacts:
     """A comparison report and the two files it was written to."""
 
-    report: dict[str, Any]
+    report: ComparisonReport
     json_path: Path
     markdown_path: Path
 
@@ -127,7 +119,11 @@ def _shown(value: object) -> str:
 
 
 def _refuse(
-    field: str, base: ArmReport, adapter: ArmReport, base_value: object, adapter_value: object
+    field: str,
+    base: EvaluationReport,
+    adapter: EvaluationReport,
+    base_value: object,
+    adapter_value: object,
 ) -> NoReturn:
     hint = _HINTS[field.split(".", 1)[0]]
     raise ComparisonRefusedError(
@@ -143,42 +139,53 @@ def _same(left: object, right: object) -> bool:
     return canonical_json(left) == canonical_json(right)
 
 
-def _gate(base: ArmReport, adapter: ArmReport) -> None:
-    b, a = base.report, adapter.report
-    bi, ai = b["identity"], a["identity"]
-    if bi["model_kind"] != "base":
-        _refuse("model_kind", base, adapter, bi["model_kind"], ai["model_kind"])
-    if ai["model_kind"] != "adapter":
-        _refuse("model_kind", base, adapter, bi["model_kind"], ai["model_kind"])
-    if bi["adapter"] is not None or ai["adapter"] is None:
-        _refuse("adapter", base, adapter, bi["adapter"], ai["adapter"])
-    for group, keys in (
-        ("model_identity", ("base_model", "base_revision", "tokenizer", "tokenizer_revision")),
-        (None, ("test_split_sha256", "parser_version")),
-        ("decoding", ("temperature", "do_sample", "max_new_tokens", "batch_size")),
+def _adapter_json(report: EvaluationReport) -> dict[str, str] | None:
+    adapter = report.identity.adapter
+    return adapter.to_dict() if adapter is not None else None
+
+
+def _gate(base: EvaluationReport, adapter: EvaluationReport) -> None:
+    bi, ai = base.identity, adapter.identity
+    if bi.model_kind != "base" or ai.model_kind != "adapter":
+        _refuse("model_kind", base, adapter, bi.model_kind, ai.model_kind)
+    if bi.adapter is not None or ai.adapter is None:
+        _refuse("adapter", base, adapter, _adapter_json(base), _adapter_json(adapter))
+    left_model, right_model = bi.model_identity.to_dict(), ai.model_identity.to_dict()
+    for key in ("base_model", "base_revision", "tokenizer", "tokenizer_revision"):
+        if not _same(left_model[key], right_model[key]):
+            _refuse(f"model_identity.{key}", base, adapter, left_model[key], right_model[key])
+    for key, left, right in (
+        ("test_split_sha256", bi.test_split_sha256, ai.test_split_sha256),
+        ("parser_version", bi.parser_version, ai.parser_version),
     ):
-        for key in keys:
-            left = bi[group][key] if group else bi[key]
-            right = ai[group][key] if group else ai[key]
-            if not _same(left, right):
-                _refuse(f"{group}.{key}" if group else key, base, adapter, left, right)
-    if sorted(b["slices"]) != sorted(a["slices"]):
-        _refuse("slices", base, adapter, sorted(b["slices"]), sorted(a["slices"]))
+        if not _same(left, right):
+            _refuse(key, base, adapter, left, right)
+    left_decoding, right_decoding = bi.decoding.to_dict(), ai.decoding.to_dict()
+    for key in ("temperature", "do_sample", "max_new_tokens", "batch_size"):
+        if not _same(left_decoding[key], right_decoding[key]):
+            _refuse(f"decoding.{key}", base, adapter, left_decoding[key], right_decoding[key])
+    if sorted(base.slices) != sorted(adapter.slices):
+        _refuse("slices", base, adapter, sorted(base.slices), sorted(adapter.slices))
     if list(base.metric_names) != list(adapter.metric_names):
         _refuse("metric_names", base, adapter, base.metric_names, adapter.metric_names)
-    for language in sorted(b["slices"]):
-        left, right = bi["prompt_set_sha256"][language], ai["prompt_set_sha256"][language]
-        if left != right:
-            _refuse(f"prompt_set_sha256.{language}", base, adapter, left, right)
-    if sorted(b["paired_slices"]) != sorted(a["paired_slices"]):
+    for language in sorted(base.slices):
+        left_set = base.slices[language].prompt_set_sha256
+        right_set = adapter.slices[language].prompt_set_sha256
+        if left_set != right_set:
+            _refuse(f"prompt_set_sha256.{language}", base, adapter, left_set, right_set)
+    if sorted(base.paired_slices) != sorted(adapter.paired_slices):
         _refuse(
-            "paired_slices", base, adapter, sorted(b["paired_slices"]), sorted(a["paired_slices"])
+            "paired_slices",
+            base,
+            adapter,
+            sorted(base.paired_slices),
+            sorted(adapter.paired_slices),
         )
-    for language in sorted(b["paired_slices"]):
-        left = b["paired_slices"][language]["pair_set_sha256"]
-        right = a["paired_slices"][language]["pair_set_sha256"]
-        if left != right:
-            _refuse(f"pair_set_sha256.{language}", base, adapter, left, right)
+    for language in sorted(base.paired_slices):
+        left_pairs = base.paired_slices[language].pair_set_sha256
+        right_pairs = adapter.paired_slices[language].pair_set_sha256
+        if left_pairs != right_pairs:
+            _refuse(f"pair_set_sha256.{language}", base, adapter, left_pairs, right_pairs)
     if base.example_ids != adapter.example_ids:
         differing = sorted(set(base.example_ids) ^ set(adapter.example_ids))
         _refuse(
@@ -190,8 +197,8 @@ def _gate(base: ArmReport, adapter: ArmReport) -> None:
         )
 
 
-def check_comparable(base_report: Mapping[str, Any], adapter_report: Mapping[str, Any]) -> None:
-    """Run the comparison gate alone (both reports are fully checked first).
+def check_comparable(base_report: EvaluationReport, adapter_report: EvaluationReport) -> None:
+    """Run the comparison gate alone.
 
     Args:
         base_report: The base arm's evaluation report.
@@ -200,25 +207,20 @@ def check_comparable(base_report: Mapping[str, Any], adapter_report: Mapping[str
     Raises:
         ComparisonRefusedError: Naming the first differing field of
             :data:`GATE_FIELDS` in ``.field`` (exit 4).
-        DataError: A malformed report (exit 2).
-        InvariantViolationError: A report inconsistent with its own rows (exit 5).
     """
-    _gate(
-        parse_evaluation_report(base_report, source="base report"),
-        parse_evaluation_report(adapter_report, source="adapter report"),
-    )
+    _gate(base_report, adapter_report)
 
 
 def _compare_slice(
     name: str,
     rows: np.ndarray[Any, np.dtype[np.intp]] | slice,
-    base: ArmReport,
-    adapter: ArmReport,
+    base: EvaluationReport,
+    adapter: EvaluationReport,
     settings: BootstrapSettings,
     outcome: str,
-) -> dict[str, Any]:
+) -> SliceComparison:
     names = base.metric_names
-    full = names.index(outcome)
+    column = names.index(outcome)
     base_num, base_den = base.numerators[rows], base.denominators[rows]
     adapter_num, adapter_den = adapter.numerators[rows], adapter.denominators[rows]
     result = paired_bootstrap(
@@ -231,53 +233,83 @@ def _compare_slice(
         confidence=settings.confidence,
         metric_names=names,
     )
-    mcnemar = mcnemar_from_outcomes(base_num[:, full] == 1, adapter_num[:, full] == 1)
-    return {
-        "examples": len(base_num),
-        "base": metrics_to_dict(metrics_from_components(base_num, base_den, names)),
-        "adapter": metrics_to_dict(metrics_from_components(adapter_num, adapter_den, names)),
-        "delta": intervals_to_dict(result),
-        "bootstrap": bootstrap_provenance(result),
-        "mcnemar": {"metric": outcome, **mcnemar.to_dict()},
-    }
+    return SliceComparison(
+        examples=len(base_num),
+        base=MappingProxyType(metrics_from_components(base_num, base_den, names)),
+        adapter=MappingProxyType(metrics_from_components(adapter_num, adapter_den, names)),
+        delta=result,
+        mcnemar_metric=outcome,
+        mcnemar=mcnemar_from_outcomes(base_num[:, column] == 1, adapter_num[:, column] == 1),
+    )
 
 
-def _primary_gaps(arm: ArmReport) -> dict[str, Any]:
-    return {
-        language: {key: value for key, value in paired.items() if key != "pair_ids"}
-        for language, paired in arm.report["paired_slices"].items()
-    }
+def _primary_gaps(arm: EvaluationReport) -> Mapping[str, LanguageGap]:
+    return MappingProxyType(
+        {
+            language: LanguageGap(
+                root_language=paired.root_language,
+                pairs=len(paired.pairs),
+                coverage=paired.coverage,
+                pair_set_sha256=paired.pair_set_sha256 or "",
+                root_metrics=paired.root_metrics,
+                target_metrics=paired.target_metrics,
+                bootstrap=paired.bootstrap,
+            )
+            for language, paired in arm.paired_slices.items()
+        }
+    )
 
 
-def _marginal_gaps(arm: ArmReport) -> dict[str, Any]:
-    slices = arm.report["slices"]
-    marginal: dict[str, Any] = {}
-    for language, paired in arm.report["paired_slices"].items():
-        root_language = paired["root_language"]
-        metrics: dict[str, Any] = {}
-        for name in arm.metric_names:
-            target = MetricValue.from_dict(slices[language]["metrics"][name])
-            root = MetricValue.from_dict(slices[root_language]["metrics"][name])
-            metrics[name] = {
-                "value": clean_float(target.value - root.value),
-                "target": target.to_dict(),
-                "root": root.to_dict(),
-            }
-        marginal[language] = {"root_language": root_language, "metrics": metrics}
-    return marginal
+def _marginal_gaps(arm: EvaluationReport) -> Mapping[str, MarginalGap]:
+    return MappingProxyType(
+        {
+            language: MarginalGap(
+                root_language=paired.root_language,
+                target=arm.slices[language].metrics,
+                root=arm.slices[paired.root_language].metrics,
+            )
+            for language, paired in arm.paired_slices.items()
+        }
+    )
 
 
-def _run_summary(arm: ArmReport) -> dict[str, Any]:
-    identity = arm.report["identity"]
-    return {
-        "model_kind": identity["model_kind"],
-        "adapter": identity["adapter"],
-        "examples": arm.report["examples"],
-        "report_sha256": sha256_text(canonical_json(arm.report)),
-    }
+def _run_summary(arm: EvaluationReport) -> RunSummary:
+    return RunSummary(
+        model_kind=arm.identity.model_kind,
+        adapter=arm.identity.adapter,
+        examples=arm.examples,
+        report_sha256=arm.sha256,
+    )
 
 
-def _compare(base: ArmReport, adapter: ArmReport, settings: BootstrapSettings) -> dict[str, Any]:
+def compare_reports(
+    base_report: EvaluationReport,
+    adapter_report: EvaluationReport,
+    *,
+    seed: int = 0,
+    resamples: int = 2000,
+    confidence: float = 0.95,
+) -> ComparisonReport:
+    """Compare a base and an adapter evaluation report behind the gate.
+
+    Args:
+        base_report: The base arm's report.
+        adapter_report: The adapter arm's report.
+        seed: Base seed; the delta of slice ``s`` uses ``derive_seed(seed, f"delta/{s}")``.
+        resamples: Bootstrap resamples per delta interval.
+        confidence: Nominal coverage of every delta interval.
+
+    Returns:
+        The comparison report (deterministic for given inputs).
+
+    Raises:
+        ComparisonRefusedError: The gate refused; ``.field`` names the first
+            difference (exit 4).
+        InputError: No compared metric is registered as a McNemar outcome (exit 2).
+        ConfigError: Bad seed, resamples or confidence (exit 2).
+    """
+    settings = BootstrapSettings(seed=seed, resamples=resamples, confidence=confidence)
+    base, adapter = base_report, adapter_report
     _gate(base, adapter)
     outcome = mcnemar_metric(base.metric_names)
     if outcome is None:
@@ -286,89 +318,54 @@ def _compare(base: ArmReport, adapter: ArmReport, settings: BootstrapSettings) -
             f"outcome (such as {MCNEMAR_METRIC!r}); score both arms with this version of "
             "sommelier_mlflow"
         )
-    identity = base.report["identity"]
-    languages = sorted(base.report["slices"])
+    identity = base.identity
+    languages = tuple(sorted(base.slices))
     language_of = np.array(base.languages)
     slices = {OVERALL: _compare_slice(OVERALL, slice(None), base, adapter, settings, outcome)}
     for language in languages:
         rows = np.flatnonzero(language_of == language)
         slices[language] = _compare_slice(language, rows, base, adapter, settings, outcome)
-    return {
-        "schema_version": COMPARISON_REPORT_SCHEMA,
-        "identity": {
-            "model_identity": identity["model_identity"],
-            "test_split_sha256": identity["test_split_sha256"],
-            "parser_version": identity["parser_version"],
-            "decoding": identity["decoding"],
-            "metric_names": list(base.metric_names),
-            "slices": languages,
-            "prompt_set_sha256": identity["prompt_set_sha256"],
-            "pair_set_sha256": {
-                language: paired["pair_set_sha256"]
-                for language, paired in base.report["paired_slices"].items()
-            },
-        },
-        "runs": {"base": _run_summary(base), "adapter": _run_summary(adapter)},
-        "bootstrap": settings.to_dict(),
-        "slices": slices,
-        "gaps": {"base": _primary_gaps(base), "adapter": _primary_gaps(adapter)},
-        "marginal_full_slices": {
-            "note": MARGINAL_GAP_NOTE,
-            "base": _marginal_gaps(base),
-            "adapter": _marginal_gaps(adapter),
-        },
-    }
-
-
-def compare_reports(
-    base_report: Mapping[str, Any],
-    adapter_report: Mapping[str, Any],
-    *,
-    seed: int = 0,
-    resamples: int = 2000,
-    confidence: float = 0.95,
-) -> dict[str, Any]:
-    """Compare a base and an adapter evaluation report behind the gate.
-
-    Args:
-        base_report: The base arm's ``evaluation_report.json`` document.
-        adapter_report: The adapter arm's document.
-        seed: Base seed; the delta of slice ``s`` uses ``derive_seed(seed, f"delta/{s}")``.
-        resamples: Bootstrap resamples per delta interval.
-        confidence: Nominal coverage of every delta interval.
-
-    Returns:
-        The ``comparison_report.json`` document (deterministic for given inputs).
-
-    Raises:
-        ComparisonRefusedError: The gate refused; ``.field`` names the first
-            difference (exit 4).
-        DataError: A malformed report (exit 2).
-        InvariantViolationError: A report inconsistent with its own rows (exit 5).
-        ConfigError: Bad seed, resamples or confidence (exit 2).
-    """
-    settings = BootstrapSettings(seed=seed, resamples=resamples, confidence=confidence)
-    return _compare(
-        parse_evaluation_report(base_report, source="base report"),
-        parse_evaluation_report(adapter_report, source="adapter report"),
-        settings,
+    return ComparisonReport(
+        identity=ComparisonIdentity(
+            model_identity=identity.model_identity,
+            test_split_sha256=identity.test_split_sha256,
+            parser_version=identity.parser_version,
+            decoding=identity.decoding,
+            metric_names=base.metric_names,
+            languages=languages,
+            prompt_set_sha256=MappingProxyType(base.prompt_set_sha256),
+            pair_set_sha256=MappingProxyType(
+                {
+                    language: paired.pair_set_sha256 or ""
+                    for language, paired in base.paired_slices.items()
+                }
+            ),
+        ),
+        runs=MappingProxyType({"base": _run_summary(base), "adapter": _run_summary(adapter)}),
+        bootstrap=settings,
+        slices=MappingProxyType(slices),
+        gaps=MappingProxyType({"base": _primary_gaps(base), "adapter": _primary_gaps(adapter)}),
+        marginal=MappingProxyType(
+            {"base": _marginal_gaps(base), "adapter": _marginal_gaps(adapter)}
+        ),
     )
 
 
 def write_comparison_report(
-    out_dir: str | os.PathLike[str], report: Mapping[str, Any]
+    out_dir: str | os.PathLike[str], report: ComparisonReport
 ) -> ComparisonArtifacts:
-    """Write ``comparison_report.json`` and its Markdown rendering atomically.
+    """Write ``comparison_report.json`` and its Markdown rendering atomically (the one writer).
 
     The Markdown is rendered before anything is written, so a rendering error
     leaves no half-written pair of files behind.
     """
-    document = dict(report)
-    markdown = render_comparison_markdown(document).encode("utf-8")
+    markdown = render_comparison_markdown(report).encode("utf-8")
     directory = Path(out_dir)
-    json_path = atomic_write_bytes(directory / COMPARISON_REPORT_FILENAME, dumps_pretty(document))
+    json_path = atomic_write_bytes(
+        directory / COMPARISON_REPORT_FILENAME, dumps_pretty(report.to_json())
+    )
     markdown_path = atomic_write_bytes(directory / COMPARISON_MARKDOWN_FILENAME, markdown)
-    return ComparisonArtifacts(report=document, json_path=json_path, markdown_path=markdown_path)
+    return ComparisonArtifacts(report=report, json_path=json_path, markdown_path=markdown_path)
 
 
 def run_comparison(
@@ -397,8 +394,11 @@ def run_comparison(
         DataError: A report is unreadable or malformed (exit 2).
         InvariantViolationError: A report is inconsistent with its own rows (exit 5).
     """
-    settings = BootstrapSettings(seed=seed, resamples=resamples, confidence=confidence)
-    report = _compare(
-        load_evaluation_report(base_path), load_evaluation_report(adapter_path), settings
+    report = compare_reports(
+        read_evaluation_report(base_path),
+        read_evaluation_report(adapter_path),
+        seed=seed,
+        resamples=resamples,
+        confidence=confidence,
     )
     return write_comparison_report(out_dir, report)

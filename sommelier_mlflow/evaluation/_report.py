@@ -1,12 +1,17 @@
-"""Reading, checking and writing ``evaluation_report.json``.
+"""The evaluation report: a typed, immutable model with exactly one reader and one writer.
 
 A comparison is computed from two report files alone, possibly downloaded
-from two MLflow runs months apart, so the reader trusts nothing: the schema
-version and every field are checked (unknown or missing ones are refused),
-and every aggregate is recomputed from the per-example components stored in
-the same file. A report whose metrics, prompt-set digests or pair-set digests
-disagree with its own rows was edited or corrupted and is refused as an
-invariant violation; a malformed one is a data error naming the field.
+from two MLflow runs months apart, so the reader (:meth:`EvaluationReport.from_json`)
+trusts nothing: the schema version and every field are checked (unknown or
+missing ones are refused), and every aggregate is recomputed from the
+per-example components stored in the same file. A report whose metrics,
+prompt-set digests or pair-set digests disagree with its own rows was edited
+or corrupted and is refused as an invariant violation; a malformed one is a
+data error naming the field.
+
+The writer (:meth:`EvaluationReport.to_json` and :func:`write_evaluation_report`)
+is the only place that knows the JSON layout; everything else reads the typed
+object. Reading a file and writing it again gives the same bytes.
 """
 
 from __future__ import annotations
@@ -14,30 +19,59 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from types import MappingProxyType
+from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
 
-from sommelier_mlflow._json import JSONDecodeError, atomic_write_json, loads
+from sommelier_mlflow._json import (
+    JSONDecodeError,
+    atomic_write_json,
+    canonical_json,
+    loads,
+    sha256_text,
+)
 from sommelier_mlflow.data import (
     EVALUATION_REPORT_SCHEMA,
     Decoding,
+    ModelIdentity,
+    ModelKind,
     check_model_kind,
-    validate_language,
 )
-from sommelier_mlflow.errors import DataError, InputError, InvariantViolationError, SommelierError
+from sommelier_mlflow.errors import DataError, InputError, SommelierError
+from sommelier_mlflow.evaluation._checks import ReportChecker
 from sommelier_mlflow.evaluation._digests import pair_set_digest, prompt_set_digest
-from sommelier_mlflow.evaluation._scoring import ScoredRun, metrics_from_components
-from sommelier_mlflow.toolcalls import PARSE_STATUSES, MetricValue
+from sommelier_mlflow.evaluation._scoring import (
+    BootstrapSettings,
+    PairCoverage,
+    PairedSlice,
+    ScoredRun,
+    SliceResult,
+    metrics_from_components,
+)
+from sommelier_mlflow.evaluation._stats import (
+    BOOTSTRAP_METHOD,
+    QUANTILE_METHOD,
+    MetricInterval,
+    PairedBootstrapResult,
+)
+from sommelier_mlflow.toolcalls import PARSE_STATUSES, MetricValue, ParseStatus
 
 __all__ = [
     "EVALUATION_REPORT_FILENAME",
-    "ArmReport",
-    "load_evaluation_report",
-    "parse_evaluation_report",
+    "AdapterIdentity",
+    "ArmIdentity",
+    "EvaluationReport",
+    "bootstrap_provenance",
+    "clean_float",
+    "coverage_to_dict",
+    "intervals_to_dict",
+    "metrics_to_dict",
     "read_evaluation_report",
+    "settings_to_dict",
     "validate_evaluation_report",
     "write_evaluation_report",
 ]
@@ -105,138 +139,328 @@ _ROW_KEYS: Final = frozenset(
 _INTERVAL_KEYS: Final = frozenset({"value", "lower", "upper"})
 
 
-@dataclass(frozen=True, eq=False)
-class ArmReport:
-    """A checked evaluation report plus its per-example components as arrays.
+# --- the writer's vocabulary -------------------------------------------------------
+
+
+def clean_float(value: float) -> float:
+    """Return ``value`` as a float with ``-0.0`` folded into ``0.0``.
+
+    A difference of equal rates can come out as ``-0.0``; it means the same
+    and must not make two reports differ byte for byte or print as ``-0``.
+    """
+    return float(value) + 0.0
+
+
+def metrics_to_dict(metrics: Mapping[str, MetricValue]) -> dict[str, dict[str, Any]]:
+    """Serialise a metric mapping as ``{name: {value, numerator, denominator}}``."""
+    return {name: metric.to_dict() for name, metric in metrics.items()}
+
+
+def settings_to_dict(settings: BootstrapSettings) -> dict[str, Any]:
+    """A run's bootstrap settings with the method names, so a reader can reproduce them."""
+    return {
+        "method": BOOTSTRAP_METHOD,
+        "quantile_method": QUANTILE_METHOD,
+        "seed": settings.seed,
+        "resamples": settings.resamples,
+        "confidence": float(settings.confidence),
+    }
+
+
+def bootstrap_provenance(result: PairedBootstrapResult) -> dict[str, Any]:
+    """The settings that produced one interval set (everything but the numbers)."""
+    return {
+        "method": result.method,
+        "quantile_method": result.quantile_method,
+        "seed": result.seed,
+        "resamples": result.resamples,
+        "confidence": result.confidence,
+        "n": result.n,
+    }
+
+
+def intervals_to_dict(result: PairedBootstrapResult) -> dict[str, dict[str, float]]:
+    """Per metric ``{value: b - a, lower, upper}`` from a paired bootstrap."""
+    return {
+        interval.metric: {
+            "value": clean_float(interval.estimate),
+            "lower": clean_float(interval.lower),
+            "upper": clean_float(interval.upper),
+        }
+        for interval in result.intervals
+    }
+
+
+def coverage_to_dict(coverage: PairCoverage) -> dict[str, Any]:
+    """Pair-coverage counts and the two coverage rates."""
+    return {
+        "target_rows": coverage.target_rows,
+        "paired_targets": coverage.paired_targets,
+        "target": coverage.paired_targets / coverage.target_rows,
+        "root_rows": coverage.root_rows,
+        "paired_roots": coverage.paired_roots,
+        "root": coverage.paired_roots / coverage.root_rows,
+        "unmatched_targets": coverage.unmatched_targets,
+    }
+
+
+def _paired_to_dict(paired: PairedSlice) -> dict[str, Any]:
+    return {
+        "root_language": paired.root_language,
+        "pairs": len(paired.pairs),
+        "pair_ids": [list(pair) for pair in paired.pairs],
+        "coverage": coverage_to_dict(paired.coverage),
+        "pair_set_sha256": paired.pair_set_sha256,
+        "root_metrics": metrics_to_dict(paired.root_metrics),
+        "target_metrics": metrics_to_dict(paired.target_metrics),
+        "gaps": intervals_to_dict(paired.bootstrap),
+        "bootstrap": bootstrap_provenance(paired.bootstrap),
+    }
+
+
+# --- the model ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterIdentity:
+    """Where an adapter came from and a digest of its files."""
+
+    source: str
+    sha256: str
+
+    def to_dict(self) -> dict[str, str]:
+        """``{"source", "sha256"}`` as reports store it."""
+        return {"source": self.source, "sha256": self.sha256}
+
+
+@dataclass(frozen=True, slots=True)
+class ArmIdentity:
+    """What produced an arm's generations; the comparison gate compares these fields.
 
     Attributes:
-        report: The report document itself.
-        source: Where it came from (a path or a label), for messages.
-        metric_names: Metric names in column order.
-        example_ids: Example ids in row order (sorted).
-        languages: Each row's language.
-        numerators: ``(n, m)`` int64 components.
-        denominators: ``(n, m)`` int64 components.
+        model_kind: ``"base"`` or ``"adapter"``.
+        model_identity: Base model and tokenizer ids and revisions.
+        adapter: The adapter of an adapter arm, ``None`` for the base arm.
+        parser_version: The parser every completion was parsed with.
+        decoding: The run's single decoding configuration.
+        test_split_sha256: Digest of the test-split file.
     """
 
-    report: dict[str, Any]
-    source: str
+    model_kind: ModelKind
+    model_identity: ModelIdentity
+    adapter: AdapterIdentity | None
+    parser_version: str
+    decoding: Decoding
+    test_split_sha256: str
+
+
+def _frozen(array: NDArray[np.int64]) -> NDArray[np.int64]:
+    view = array.view()
+    view.setflags(write=False)
+    return view
+
+
+@dataclass(frozen=True, eq=False)
+class EvaluationReport:
+    """One arm's checked evaluation report (``evaluation_report.json``), read-only.
+
+    Attributes:
+        identity: What produced the generations.
+        metric_names: The scored metrics, in column order.
+        bootstrap: Settings of the language-gap intervals.
+        example_ids: Example ids in row order (sorted).
+        languages: Each row's language.
+        prompt_sha256s: Each row's prompt digest.
+        parse_statuses: Each row's parse status.
+        numerators: Read-only ``(n, m)`` int64 components.
+        denominators: Same shape.
+        metrics: Overall metrics.
+        slices: Per-language metrics and prompt-set digests.
+        paired_slices: Matched-pair gaps per target language.
+        source: Where the report came from (a path or a label), for messages.
+    """
+
+    identity: ArmIdentity
     metric_names: tuple[str, ...]
+    bootstrap: BootstrapSettings
     example_ids: tuple[str, ...]
     languages: tuple[str, ...]
+    prompt_sha256s: tuple[str, ...]
+    parse_statuses: tuple[ParseStatus, ...]
     numerators: NDArray[np.int64]
     denominators: NDArray[np.int64]
+    metrics: Mapping[str, MetricValue]
+    slices: Mapping[str, SliceResult]
+    paired_slices: Mapping[str, PairedSlice]
+    source: str = "evaluation report"
 
+    @property
+    def examples(self) -> int:
+        """Number of evaluated examples."""
+        return len(self.example_ids)
 
-class _Checker:
-    """Field checks that name the report and the dotted field that failed."""
+    @property
+    def prompt_set_sha256(self) -> dict[str, str]:
+        """Prompt-set digest per language slice."""
+        return {language: entry.prompt_set_sha256 or "" for language, entry in self.slices.items()}
 
-    def __init__(self, source: str) -> None:
-        self.source = source
+    @cached_property
+    def sha256(self) -> str:
+        """Digest of the report's canonical JSON: names this exact report in a comparison."""
+        return sha256_text(canonical_json(self.to_json()))
 
-    def fail(self, where: str, message: str) -> NoReturn:
-        raise DataError(f"{where}: {message}", path=self.source)
-
-    def broken(self, where: str, message: str) -> NoReturn:
-        raise InvariantViolationError(
-            f"{self.source}: {where}: {message}; the report was edited or corrupted, "
-            "regenerate it with `score`"
+    @classmethod
+    def from_run(cls, run: ScoredRun, *, source: str = "evaluation report") -> EvaluationReport:
+        """The report of a run scored by this package (built, not re-checked)."""
+        examples = run.examples
+        prompts = tuple(example.prompt_sha256 or "" for example in examples)
+        return cls(
+            identity=ArmIdentity(
+                model_kind=run.model_kind,
+                model_identity=run.model_identity,
+                adapter=(
+                    AdapterIdentity(run.adapter["source"], run.adapter["sha256"])
+                    if run.adapter is not None
+                    else None
+                ),
+                parser_version=run.parser_version,
+                decoding=run.decoding,
+                test_split_sha256=run.test_split_sha256,
+            ),
+            metric_names=run.metric_names,
+            bootstrap=run.bootstrap,
+            example_ids=tuple(example.example_id for example in examples),
+            languages=tuple(example.language for example in examples),
+            prompt_sha256s=prompts,
+            parse_statuses=tuple(example.parse_status for example in examples),
+            numerators=_frozen(run.numerators),
+            denominators=_frozen(run.denominators),
+            metrics=MappingProxyType(dict(run.metrics)),
+            slices=MappingProxyType(dict(run.slices)),
+            paired_slices=MappingProxyType(dict(run.paired_slices)),
+            source=source,
         )
 
-    def mapping(
-        self, value: object, where: str, keys: frozenset[str] | None = None
-    ) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            self.fail(where, f"must be an object, got {type(value).__name__}")
-        if keys is not None and set(value) != keys:
-            missing = sorted(keys - set(value))
-            extra = sorted(set(value) - keys)
-            self.fail(where, f"fields wrong: missing {missing}, unexpected {extra}")
-        return value
+    def to_json(self) -> dict[str, Any]:
+        """The ``evaluation_report.json`` document (the writer's one layout).
 
-    def text(self, value: object, where: str) -> str:
-        if not isinstance(value, str) or not value:
-            self.fail(where, f"must be a non-empty string, got {value!r}")
-        return value
+        The per-example components are included (``per_example``) so a
+        comparison can be computed from two report files alone.
+        """
+        identity = self.identity
+        numerators = self.numerators.tolist()
+        denominators = self.denominators.tolist()
+        return {
+            "schema_version": EVALUATION_REPORT_SCHEMA,
+            "identity": {
+                "model_kind": identity.model_kind,
+                "model_identity": identity.model_identity.to_dict(),
+                "adapter": identity.adapter.to_dict() if identity.adapter is not None else None,
+                "parser_version": identity.parser_version,
+                "decoding": identity.decoding.to_dict(),
+                "test_split_sha256": identity.test_split_sha256,
+                "prompt_set_sha256": self.prompt_set_sha256,
+            },
+            "metric_names": list(self.metric_names),
+            "examples": self.examples,
+            "metrics": metrics_to_dict(self.metrics),
+            "slices": {
+                language: {
+                    "examples": entry.examples,
+                    "metrics": metrics_to_dict(entry.metrics),
+                    "prompt_set_sha256": entry.prompt_set_sha256,
+                }
+                for language, entry in self.slices.items()
+            },
+            "paired_slices": {
+                language: _paired_to_dict(paired) for language, paired in self.paired_slices.items()
+            },
+            "bootstrap": settings_to_dict(self.bootstrap),
+            "per_example": [
+                {
+                    "example_id": self.example_ids[row],
+                    "language": self.languages[row],
+                    "prompt_sha256": self.prompt_sha256s[row],
+                    "parse_status": self.parse_statuses[row],
+                    "numerators": numerators[row],
+                    "denominators": denominators[row],
+                }
+                for row in range(self.examples)
+            ],
+        }
 
-    def optional_text(self, value: object, where: str) -> str | None:
-        return None if value is None else self.text(value, where)
+    @classmethod
+    def from_json(cls, document: object, *, source: str = "evaluation report") -> EvaluationReport:
+        """The one reader: check a decoded report completely and build the typed report.
 
-    def count(self, value: object, where: str) -> int:
-        if type(value) is not int or value < 0:
-            self.fail(where, f"must be a non-negative integer, got {value!r}")
-        return value
+        Args:
+            document: The decoded JSON document.
+            source: A path or label used in error messages.
 
-    def number(self, value: object, where: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.fail(where, f"must be a number, got {value!r}")
-        return float(value)
-
-    def array(self, value: object, where: str) -> list[Any]:
-        if not isinstance(value, list):
-            self.fail(where, f"must be an array, got {type(value).__name__}")
-        return value
-
-    def language(self, value: object, where: str) -> str:
-        try:
-            return validate_language(value)
-        except InputError as exc:
-            self.fail(where, str(exc))
-
-    def metrics(self, value: object, where: str, names: Sequence[str]) -> dict[str, MetricValue]:
-        entries = self.mapping(value, where, frozenset(names))
-        parsed: dict[str, MetricValue] = {}
-        for name in names:
-            entry = self.mapping(
-                entries[name], f"{where}.{name}", frozenset({"value", "numerator", "denominator"})
-            )
-            try:
-                parsed[name] = MetricValue.from_dict(entry)
-            except InputError as exc:
-                self.fail(f"{where}.{name}", str(exc))
-        return parsed
-
-    def same_metrics(
-        self, stored: Mapping[str, MetricValue], actual: Mapping[str, MetricValue], where: str
-    ) -> None:
-        for name, metric in actual.items():
-            if stored[name] != metric:
-                self.broken(
-                    f"{where}.{name}",
-                    f"stores {stored[name].numerator}/{stored[name].denominator} but its "
-                    f"per-example rows sum to {metric.numerator}/{metric.denominator}",
-                )
+        Raises:
+            DataError: Wrong or missing ``schema_version``, missing, unknown or
+                mistyped fields (exit 2).
+            InvariantViolationError: Stored aggregates or digests that disagree
+                with the report's own per-example rows (exit 5).
+        """
+        return _read(document, source)
 
 
-def _check_identity(check: _Checker, identity: dict[str, Any]) -> None:
+# --- the reader ----------------------------------------------------------------------
+
+# ids, languages, prompt digests, parse statuses, numerators, denominators
+_Rows = tuple[
+    list[str], list[str], list[str], list[ParseStatus], NDArray[np.int64], NDArray[np.int64]
+]
+
+
+def _identity(check: ReportChecker, identity: dict[str, Any]) -> ArmIdentity:
     try:
-        check_model_kind(identity["model_kind"])
+        model_kind = check_model_kind(identity["model_kind"])
     except InputError as exc:
         check.fail("identity.model_kind", str(exc))
     model = check.mapping(
         identity["model_identity"], "identity.model_identity", _MODEL_IDENTITY_KEYS
     )
-    check.text(model["base_model"], "identity.model_identity.base_model")
-    check.optional_text(model["base_revision"], "identity.model_identity.base_revision")
-    check.text(model["tokenizer"], "identity.model_identity.tokenizer")
-    check.optional_text(model["tokenizer_revision"], "identity.model_identity.tokenizer_revision")
+    model_identity = ModelIdentity(
+        base_model=check.text(model["base_model"], "identity.model_identity.base_model"),
+        base_revision=check.optional_text(
+            model["base_revision"], "identity.model_identity.base_revision"
+        ),
+        tokenizer=check.text(model["tokenizer"], "identity.model_identity.tokenizer"),
+        tokenizer_revision=check.optional_text(
+            model["tokenizer_revision"], "identity.model_identity.tokenizer_revision"
+        ),
+    )
+    adapter = None
     if identity["adapter"] is not None:
-        adapter = check.mapping(identity["adapter"], "identity.adapter", _ADAPTER_KEYS)
-        check.text(adapter["source"], "identity.adapter.source")
-        check.text(adapter["sha256"], "identity.adapter.sha256")
-    check.text(identity["parser_version"], "identity.parser_version")
+        entry = check.mapping(identity["adapter"], "identity.adapter", _ADAPTER_KEYS)
+        adapter = AdapterIdentity(
+            source=check.text(entry["source"], "identity.adapter.source"),
+            sha256=check.text(entry["sha256"], "identity.adapter.sha256"),
+        )
+    decoding_entry = check.mapping(identity["decoding"], "identity.decoding")
     try:
-        Decoding.from_dict(check.mapping(identity["decoding"], "identity.decoding"))
+        decoding = Decoding.from_dict(decoding_entry)
     except SommelierError as exc:
         check.fail("identity.decoding", str(exc))
-    check.text(identity["test_split_sha256"], "identity.test_split_sha256")
+    if decoding.to_dict() != decoding_entry:
+        check.fail("identity.decoding", f"is not in canonical form: {decoding_entry!r}")
     prompt_sets = check.mapping(identity["prompt_set_sha256"], "identity.prompt_set_sha256")
     for language, digest in prompt_sets.items():
         check.text(digest, f"identity.prompt_set_sha256.{language}")
+    return ArmIdentity(
+        model_kind=model_kind,
+        model_identity=model_identity,
+        adapter=adapter,
+        parser_version=check.text(identity["parser_version"], "identity.parser_version"),
+        decoding=decoding,
+        test_split_sha256=check.text(identity["test_split_sha256"], "identity.test_split_sha256"),
+    )
 
 
 def _check_bootstrap(
-    check: _Checker, value: object, where: str, keys: frozenset[str]
+    check: ReportChecker, value: object, where: str, keys: frozenset[str]
 ) -> dict[str, Any]:
     settings = check.mapping(value, where, keys)
     check.text(settings["method"], f"{where}.method")
@@ -251,14 +475,33 @@ def _check_bootstrap(
     return settings
 
 
-def _check_rows(
-    check: _Checker, value: object, names: Sequence[str]
-) -> tuple[list[str], list[str], list[str], NDArray[np.int64], NDArray[np.int64]]:
+def _settings(check: ReportChecker, value: object) -> BootstrapSettings:
+    settings = _check_bootstrap(check, value, "bootstrap", _BOOTSTRAP_KEYS)
+    if settings["method"] != BOOTSTRAP_METHOD or settings["quantile_method"] != QUANTILE_METHOD:
+        check.fail(
+            "bootstrap",
+            f"method {settings['method']!r} / {settings['quantile_method']!r} is not "
+            f"{BOOTSTRAP_METHOD!r} / {QUANTILE_METHOD!r}, the only one this version reads",
+        )
+    if not isinstance(settings["confidence"], float):
+        check.fail("bootstrap.confidence", f"must be a float, got {settings['confidence']!r}")
+    try:
+        return BootstrapSettings(
+            seed=settings["seed"],
+            resamples=settings["resamples"],
+            confidence=settings["confidence"],
+        )
+    except SommelierError as exc:
+        check.fail("bootstrap", str(exc))
+
+
+def _check_rows(check: ReportChecker, value: object, names: Sequence[str]) -> _Rows:
     rows = check.array(value, "per_example")
     width = len(names)
     ids: list[str] = []
     languages: list[str] = []
     prompts: list[str] = []
+    statuses: list[ParseStatus] = []
     numerators: list[list[int]] = []
     denominators: list[list[int]] = []
     previous = ""
@@ -275,8 +518,10 @@ def _check_rows(
         ids.append(example_id)
         languages.append(check.text(row["language"], f"{where}.language"))
         prompts.append(check.text(row["prompt_sha256"], f"{where}.prompt_sha256"))
-        if row["parse_status"] not in PARSE_STATUSES:
-            check.fail(f"{where}.parse_status", f"unknown status {row['parse_status']!r}")
+        status = row["parse_status"]
+        if status not in PARSE_STATUSES:
+            check.fail(f"{where}.parse_status", f"unknown status {status!r}")
+        statuses.append(status)
         for key, target in (("numerators", numerators), ("denominators", denominators)):
             counts = check.array(row[key], f"{where}.{key}")
             if len(counts) != width or any(type(item) is not int or item < 0 for item in counts):
@@ -292,21 +537,21 @@ def _check_rows(
     bad = np.flatnonzero((num > den).any(axis=1))
     if bad.size:
         check.fail(f"per_example[{int(bad[0])}]", "a numerator exceeds its denominator")
-    return ids, languages, prompts, num, den
+    return ids, languages, prompts, statuses, num, den
 
 
-def _check_paired(
-    check: _Checker,
+def _paired(
+    check: ReportChecker,
     language: str,
     value: object,
     names: Sequence[str],
-    slices: Mapping[str, dict[str, Any]],
+    slices: Mapping[str, SliceResult],
     row_of: Mapping[str, int],
     languages: Sequence[str],
     prompts: Sequence[str],
     numerators: NDArray[np.int64],
     denominators: NDArray[np.int64],
-) -> None:
+) -> PairedSlice:
     where = f"paired_slices.{language}"
     paired = check.mapping(value, where, _PAIRED_KEYS)
     if language not in slices:
@@ -318,6 +563,7 @@ def _check_paired(
     count = check.count(paired["pairs"], f"{where}.pairs")
     if count == 0 or count != len(pair_ids):
         check.fail(f"{where}.pairs", f"{count} does not match {len(pair_ids)} listed pairs")
+    pairs: list[tuple[str, str]] = []
     root_rows: list[int] = []
     target_rows: list[int] = []
     previous = ""
@@ -336,36 +582,31 @@ def _check_paired(
         root_row, target_row = row_of[root_id], row_of[target_id]
         if languages[root_row] != root_language or languages[target_row] != language:
             check.broken(at, f"does not join a {root_language} root to a {language} target")
+        pairs.append((root_id, target_id))
         root_rows.append(root_row)
         target_rows.append(target_row)
     digest = pair_set_digest(
-        (
-            pair_ids[index][0],
-            pair_ids[index][1],
-            prompts[root_rows[index]],
-            prompts[target_rows[index]],
+        (root_id, target_id, prompts[root_row], prompts[target_row])
+        for (root_id, target_id), root_row, target_row in zip(
+            pairs, root_rows, target_rows, strict=True
         )
-        for index in range(count)
     )
     if digest != paired["pair_set_sha256"]:
         check.broken(f"{where}.pair_set_sha256", "does not match the listed pairs and prompts")
 
-    coverage = check.mapping(paired["coverage"], f"{where}.coverage", _COVERAGE_KEYS)
-    expected = {
-        "target_rows": slices[language]["examples"],
-        "paired_targets": count,
-        "root_rows": slices[root_language]["examples"],
-        "paired_roots": len(set(root_rows)),
-    }
-    for key, wanted in expected.items():
-        if coverage[key] != wanted:
-            check.broken(f"{where}.coverage.{key}", f"is {coverage[key]!r}, rows say {wanted}")
-    check.count(coverage["unmatched_targets"], f"{where}.coverage.unmatched_targets")
-    if (
-        coverage["target"] != count / expected["target_rows"]
-        or coverage["root"] != expected["paired_roots"] / expected["root_rows"]
-    ):
-        check.broken(f"{where}.coverage", "rates disagree with the counts")
+    stored = check.mapping(paired["coverage"], f"{where}.coverage", _COVERAGE_KEYS)
+    coverage = PairCoverage(
+        target_rows=slices[language].examples,
+        paired_targets=count,
+        root_rows=slices[root_language].examples,
+        paired_roots=len(set(root_rows)),
+        unmatched_targets=check.count(
+            stored["unmatched_targets"], f"{where}.coverage.unmatched_targets"
+        ),
+    )
+    for key, wanted in coverage_to_dict(coverage).items():
+        if stored[key] != wanted:
+            check.broken(f"{where}.coverage.{key}", f"is {stored[key]!r}, rows say {wanted!r}")
 
     roots = np.array(root_rows, dtype=np.int64)
     targets = np.array(target_rows, dtype=np.int64)
@@ -382,40 +623,46 @@ def _check_paired(
         f"{where}.target_metrics",
     )
     gaps = check.mapping(paired["gaps"], f"{where}.gaps", frozenset(names))
+    intervals: list[MetricInterval] = []
     for name in names:
         gap = check.mapping(gaps[name], f"{where}.gaps.{name}", _INTERVAL_KEYS)
-        value = check.number(gap["value"], f"{where}.gaps.{name}.value")
+        estimate = check.number(gap["value"], f"{where}.gaps.{name}.value")
         lower = check.number(gap["lower"], f"{where}.gaps.{name}.lower")
         upper = check.number(gap["upper"], f"{where}.gaps.{name}.upper")
-        if value != target_metrics[name].value - root_metrics[name].value:
+        root_value, target_value = root_metrics[name].value, target_metrics[name].value
+        if estimate != target_value - root_value:
             check.broken(f"{where}.gaps.{name}.value", "is not target minus root")
         if not lower <= upper:
             check.broken(f"{where}.gaps.{name}", f"lower {lower} exceeds upper {upper}")
+        intervals.append(MetricInterval(name, root_value, target_value, estimate, lower, upper))
     settings = _check_bootstrap(
         check, paired["bootstrap"], f"{where}.bootstrap", _GAP_BOOTSTRAP_KEYS
     )
     if settings["n"] != count:
         check.broken(f"{where}.bootstrap.n", f"is {settings['n']!r} but there are {count} pairs")
+    return PairedSlice(
+        language=language,
+        root_language=root_language,
+        pairs=tuple(pairs),
+        coverage=coverage,
+        pair_set_sha256=digest,
+        root_metrics=MappingProxyType(root_metrics),
+        target_metrics=MappingProxyType(target_metrics),
+        bootstrap=PairedBootstrapResult(
+            method=settings["method"],
+            quantile_method=settings["quantile_method"],
+            seed=settings["seed"],
+            resamples=settings["resamples"],
+            confidence=settings["confidence"],
+            n=count,
+            intervals=tuple(intervals),
+        ),
+    )
 
 
-def parse_evaluation_report(report: object, *, source: str) -> ArmReport:
-    """Check an evaluation report completely and expose its per-example arrays.
-
-    Args:
-        report: The decoded JSON document.
-        source: A path or label used in error messages.
-
-    Returns:
-        The checked report with its components as arrays.
-
-    Raises:
-        DataError: Wrong or missing ``schema_version``, missing, unknown or
-            mistyped fields (exit 2).
-        InvariantViolationError: Stored aggregates or digests that disagree
-            with the report's own per-example rows (exit 5).
-    """
-    check = _Checker(source)
-    top = check.mapping(report, "report")
+def _read(document: object, source: str) -> EvaluationReport:
+    check = ReportChecker(source, "score")
+    top = check.mapping(document, "report")
     if "schema_version" not in top:
         check.fail("schema_version", "missing; this is not a sommelier_mlflow evaluation report")
     if top["schema_version"] != EVALUATION_REPORT_SCHEMA:
@@ -425,55 +672,62 @@ def parse_evaluation_report(report: object, *, source: str) -> ArmReport:
             f"this version reads {EVALUATION_REPORT_SCHEMA!r}",
         )
     check.mapping(top, "report", _TOP_KEYS)
-    identity = check.mapping(top["identity"], "identity", _IDENTITY_KEYS)
-    _check_identity(check, identity)
+    identity_entry = check.mapping(top["identity"], "identity", _IDENTITY_KEYS)
+    identity = _identity(check, identity_entry)
 
     names_raw = check.array(top["metric_names"], "metric_names")
     names = tuple(check.text(name, "metric_names") for name in names_raw)
     if not names or len(set(names)) != len(names):
         check.fail("metric_names", f"must be unique names, at least one, got {list(names)}")
-    _check_bootstrap(check, top["bootstrap"], "bootstrap", _BOOTSTRAP_KEYS)
+    settings = _settings(check, top["bootstrap"])
 
-    ids, languages, prompts, numerators, denominators = _check_rows(
+    ids, languages, prompts, statuses, numerators, denominators = _check_rows(
         check, top["per_example"], names
     )
     if not ids:
         check.fail("per_example", "is empty; a report covers at least one example")
     if check.count(top["examples"], "examples") != len(ids):
         check.broken("examples", f"is {top['examples']} but per_example holds {len(ids)} rows")
-    check.same_metrics(
-        check.metrics(top["metrics"], "metrics", names),
-        metrics_from_components(numerators, denominators, names),
-        "metrics",
-    )
+    metrics = check.metrics(top["metrics"], "metrics", names)
+    check.same_metrics(metrics, metrics_from_components(numerators, denominators, names), "metrics")
 
-    slices = check.mapping(top["slices"], "slices")
+    slice_entries = check.mapping(top["slices"], "slices")
     language_array = np.array(languages)
-    if set(slices) != set(languages):
-        check.broken("slices", f"are {sorted(slices)} but rows have {sorted(set(languages))}")
-    prompt_sets = identity["prompt_set_sha256"]
-    if set(prompt_sets) != set(slices):
+    if set(slice_entries) != set(languages):
+        check.broken(
+            "slices", f"are {sorted(slice_entries)} but rows have {sorted(set(languages))}"
+        )
+    prompt_sets = identity_entry["prompt_set_sha256"]
+    if set(prompt_sets) != set(slice_entries):
         check.broken("identity.prompt_set_sha256", "does not name exactly the slices")
-    for language, raw in slices.items():
+    slices: dict[str, SliceResult] = {}
+    for language, raw in slice_entries.items():
         where = f"slices.{language}"
         check.language(language, where)
         entry = check.mapping(raw, where, _SLICE_KEYS)
         rows = np.flatnonzero(language_array == language)
         if check.count(entry["examples"], f"{where}.examples") != rows.size:
             check.broken(f"{where}.examples", f"is {entry['examples']}, rows say {rows.size}")
+        slice_metrics = check.metrics(entry["metrics"], f"{where}.metrics", names)
         check.same_metrics(
-            check.metrics(entry["metrics"], f"{where}.metrics", names),
+            slice_metrics,
             metrics_from_components(numerators[rows], denominators[rows], names),
             f"{where}.metrics",
         )
         digest = prompt_set_digest([prompts[row] for row in rows])
         if entry["prompt_set_sha256"] != digest or prompt_sets[language] != digest:
             check.broken(f"{where}.prompt_set_sha256", "does not match the rows' prompt digests")
+        slices[language] = SliceResult(
+            language=language,
+            examples=int(rows.size),
+            metrics=MappingProxyType(slice_metrics),
+            prompt_set_sha256=digest,
+        )
 
     row_of = {example_id: row for row, example_id in enumerate(ids)}
-    paired_slices = check.mapping(top["paired_slices"], "paired_slices")
-    for language, raw in paired_slices.items():
-        _check_paired(
+    paired_entries = check.mapping(top["paired_slices"], "paired_slices")
+    paired = {
+        language: _paired(
             check,
             language,
             raw,
@@ -485,39 +739,37 @@ def parse_evaluation_report(report: object, *, source: str) -> ArmReport:
             numerators,
             denominators,
         )
-    return ArmReport(
-        report=top,
-        source=source,
+        for language, raw in paired_entries.items()
+    }
+    return EvaluationReport(
+        identity=identity,
         metric_names=names,
+        bootstrap=settings,
         example_ids=tuple(ids),
         languages=tuple(languages),
-        numerators=numerators,
-        denominators=denominators,
+        prompt_sha256s=tuple(prompts),
+        parse_statuses=tuple(statuses),
+        numerators=_frozen(numerators),
+        denominators=_frozen(denominators),
+        metrics=MappingProxyType(metrics),
+        slices=MappingProxyType(slices),
+        paired_slices=MappingProxyType(paired),
+        source=source,
     )
 
 
 def validate_evaluation_report(report: object, *, source: str = "evaluation report") -> None:
-    """Refuse a report that is malformed or inconsistent with its own rows.
+    """Refuse a report document that is malformed or inconsistent with its own rows.
 
     Raises:
         DataError: Malformed report (exit 2).
         InvariantViolationError: Inconsistent report (exit 5).
     """
-    parse_evaluation_report(report, source=source)
+    EvaluationReport.from_json(report, source=source)
 
 
-def read_evaluation_report(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and completely check an ``evaluation_report.json``.
-
-    Raises:
-        DataError: Unreadable, not strict JSON, or malformed (exit 2).
-        InvariantViolationError: Aggregates disagree with the rows (exit 5).
-    """
-    return load_evaluation_report(path).report
-
-
-def load_evaluation_report(path: str | os.PathLike[str]) -> ArmReport:
-    """Read and check a report file, keeping its component arrays for a comparison.
+def read_evaluation_report(path: str | os.PathLike[str]) -> EvaluationReport:
+    """Read and completely check an ``evaluation_report.json`` file.
 
     Raises:
         DataError: Unreadable, not strict JSON, or malformed (exit 2).
@@ -532,30 +784,21 @@ def load_evaluation_report(path: str | os.PathLike[str]) -> ArmReport:
         ) from exc
     except JSONDecodeError as exc:
         raise DataError(f"not valid JSON: {exc}", path=source) from exc
-    return parse_evaluation_report(data, source=source)
+    return EvaluationReport.from_json(data, source=source)
 
 
 def write_evaluation_report(
-    path: str | os.PathLike[str], report: ScoredRun | Mapping[str, Any]
+    path: str | os.PathLike[str], report: EvaluationReport | ScoredRun
 ) -> Path:
-    """Check and atomically write an evaluation report.
+    """Atomically write an evaluation report (the one writer).
 
     Args:
         path: Target file (conventionally ``evaluation_report.json``).
-        report: A scored run or a report document.
+        report: The typed report, or a scored run to write the report of.
 
     Returns:
         The written path.
-
-    Raises:
-        DataError: If a given document is malformed; nothing is written.
-        InvariantViolationError: If a given document is inconsistent; nothing is written.
     """
     if isinstance(report, ScoredRun):
-        # Built from checked objects by this package: re-checking 20,000 rows would
-        # only re-derive what score_run just computed.
-        document = report.to_report()
-    else:
-        document = dict(report)
-        parse_evaluation_report(document, source=os.fspath(path))
-    return atomic_write_json(path, document)
+        report = EvaluationReport.from_run(report, source=os.fspath(path))
+    return atomic_write_json(path, report.to_json())

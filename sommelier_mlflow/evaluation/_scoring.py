@@ -27,7 +27,6 @@ from numpy.typing import NDArray
 
 from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow.data import (
-    EVALUATION_REPORT_SCHEMA,
     Decoding,
     GenerationRecord,
     ModelIdentity,
@@ -41,8 +40,6 @@ from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationE
 from sommelier_mlflow.evaluation._digests import pair_set_digest, prompt_set_digest
 from sommelier_mlflow.evaluation._seeds import derive_seed
 from sommelier_mlflow.evaluation._stats import (
-    BOOTSTRAP_METHOD,
-    QUANTILE_METHOD,
     PairedBootstrapResult,
     paired_bootstrap,
 )
@@ -87,15 +84,6 @@ def preview_ids(ids: Sequence[str]) -> str:
     return f"{shown} and {rest} more" if rest > 0 else shown
 
 
-def clean_float(value: float) -> float:
-    """Return ``value`` as a float with ``-0.0`` folded into ``0.0``.
-
-    A difference of equal rates can come out as ``-0.0``; it means the same
-    and must not make two reports differ byte for byte or print as ``-0``.
-    """
-    return float(value) + 0.0
-
-
 def metrics_from_components(
     numerators: NDArray[np.int64],
     denominators: NDArray[np.int64],
@@ -117,11 +105,6 @@ def metrics_from_components(
         name: MetricValue(int(top[index]), int(bottom[index]))
         for index, name in enumerate(metric_names)
     }
-
-
-def metrics_to_dict(metrics: Mapping[str, MetricValue]) -> dict[str, dict[str, Any]]:
-    """Serialise a metric mapping as ``{name: {value, numerator, denominator}}``."""
-    return {name: metric.to_dict() for name, metric in metrics.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,40 +139,6 @@ class BootstrapSettings:
             raise ConfigError(
                 f"confidence must be a number strictly between 0 and 1, got {self.confidence!r}"
             )
-
-    def to_dict(self) -> dict[str, Any]:
-        """Serialise with the method names, so a reader knows how to reproduce the intervals."""
-        return {
-            "method": BOOTSTRAP_METHOD,
-            "quantile_method": QUANTILE_METHOD,
-            "seed": self.seed,
-            "resamples": self.resamples,
-            "confidence": float(self.confidence),
-        }
-
-
-def bootstrap_provenance(result: PairedBootstrapResult) -> dict[str, Any]:
-    """The settings that produced one interval set (everything but the numbers)."""
-    return {
-        "method": result.method,
-        "quantile_method": result.quantile_method,
-        "seed": result.seed,
-        "resamples": result.resamples,
-        "confidence": result.confidence,
-        "n": result.n,
-    }
-
-
-def intervals_to_dict(result: PairedBootstrapResult) -> dict[str, dict[str, float]]:
-    """Per metric ``{value: b - a, lower, upper}`` from a paired bootstrap."""
-    return {
-        interval.metric: {
-            "value": clean_float(interval.estimate),
-            "lower": clean_float(interval.lower),
-            "upper": clean_float(interval.upper),
-        }
-        for interval in result.intervals
-    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,17 +193,6 @@ class ExampleResult:
         row["raw_text"] = self.raw_text
         return row
 
-    def report_row(self) -> dict[str, Any]:
-        """The compact row stored in the report so a comparison needs only report files."""
-        return {
-            "example_id": self.example_id,
-            "language": self.language,
-            "prompt_sha256": self.prompt_sha256,
-            "parse_status": self.parse_status,
-            "numerators": list(self.score.numerators),
-            "denominators": list(self.score.denominators),
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class SliceResult:
@@ -262,16 +200,8 @@ class SliceResult:
 
     language: str
     examples: int
-    metrics: dict[str, MetricValue]
+    metrics: Mapping[str, MetricValue]
     prompt_set_sha256: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Serialise for the report's ``slices`` section."""
-        return {
-            "examples": self.examples,
-            "metrics": metrics_to_dict(self.metrics),
-            "prompt_set_sha256": self.prompt_set_sha256,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,18 +221,6 @@ class PairCoverage:
     root_rows: int
     paired_roots: int
     unmatched_targets: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """Serialise counts and the two coverage rates."""
-        return {
-            "target_rows": self.target_rows,
-            "paired_targets": self.paired_targets,
-            "target": self.paired_targets / self.target_rows,
-            "root_rows": self.root_rows,
-            "paired_roots": self.paired_roots,
-            "root": self.paired_roots / self.root_rows,
-            "unmatched_targets": self.unmatched_targets,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,23 +243,9 @@ class PairedSlice:
     pairs: tuple[tuple[str, str], ...]
     coverage: PairCoverage
     pair_set_sha256: str | None
-    root_metrics: dict[str, MetricValue]
-    target_metrics: dict[str, MetricValue]
+    root_metrics: Mapping[str, MetricValue]
+    target_metrics: Mapping[str, MetricValue]
     bootstrap: PairedBootstrapResult
-
-    def to_dict(self) -> dict[str, Any]:
-        """Serialise for the report's ``paired_slices`` section."""
-        return {
-            "root_language": self.root_language,
-            "pairs": len(self.pairs),
-            "pair_ids": [list(pair) for pair in self.pairs],
-            "coverage": self.coverage.to_dict(),
-            "pair_set_sha256": self.pair_set_sha256,
-            "root_metrics": metrics_to_dict(self.root_metrics),
-            "target_metrics": metrics_to_dict(self.target_metrics),
-            "gaps": intervals_to_dict(self.bootstrap),
-            "bootstrap": bootstrap_provenance(self.bootstrap),
-        }
 
 
 @dataclass(frozen=True, eq=False)
@@ -363,7 +267,7 @@ class ScoredExamples:
     examples: tuple[ExampleResult, ...]
     numerators: NDArray[np.int64]
     denominators: NDArray[np.int64]
-    metrics: dict[str, MetricValue]
+    metrics: Mapping[str, MetricValue]
     slices: dict[str, SliceResult]
     paired_slices: dict[str, PairedSlice]
 
@@ -422,7 +326,7 @@ class ScoredRun:
         return self.scored.denominators
 
     @property
-    def metrics(self) -> dict[str, MetricValue]:
+    def metrics(self) -> Mapping[str, MetricValue]:
         """Overall metrics."""
         return self.scored.metrics
 
@@ -439,36 +343,6 @@ class ScoredRun:
     def table_rows(self) -> list[dict[str, Any]]:
         """The per-example table (one flat dict per example, ``example_id`` order)."""
         return self.scored.table_rows()
-
-    def to_report(self) -> dict[str, Any]:
-        """Build the ``evaluation_report.json`` document.
-
-        The per-example components are included (``per_example``) so a
-        comparison can be computed from two report files alone.
-        """
-        return {
-            "schema_version": EVALUATION_REPORT_SCHEMA,
-            "identity": {
-                "model_kind": self.model_kind,
-                "model_identity": self.model_identity.to_dict(),
-                "adapter": dict(self.adapter) if self.adapter is not None else None,
-                "parser_version": self.parser_version,
-                "decoding": self.decoding.to_dict(),
-                "test_split_sha256": self.test_split_sha256,
-                "prompt_set_sha256": {
-                    language: result.prompt_set_sha256 for language, result in self.slices.items()
-                },
-            },
-            "metric_names": list(self.metric_names),
-            "examples": len(self.examples),
-            "metrics": metrics_to_dict(self.metrics),
-            "slices": {language: result.to_dict() for language, result in self.slices.items()},
-            "paired_slices": {
-                language: paired.to_dict() for language, paired in self.paired_slices.items()
-            },
-            "bootstrap": self.bootstrap.to_dict(),
-            "per_example": [example.report_row() for example in self.examples],
-        }
 
 
 def _check_adapter(model_kind: str, adapter: Mapping[str, Any] | None) -> dict[str, str] | None:
@@ -921,7 +795,7 @@ def score_run(
         confidence: Nominal coverage of the gap intervals.
 
     Returns:
-        The scored run; :meth:`ScoredRun.to_report` gives ``evaluation_report.json``.
+        The scored run; ``EvaluationReport.from_run`` gives its report.
 
     Raises:
         InputError: Unknown, missing or duplicate generations, a wrong

@@ -20,13 +20,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Final, Protocol
 
 from sommelier_mlflow.data import OVERALL
 from sommelier_mlflow.errors import DataError
+from sommelier_mlflow.evaluation import (
+    ComparisonReport,
+    LanguageGap,
+    PairedBootstrapResult,
+    PairedSlice,
+    SliceResult,
+)
+from sommelier_mlflow.toolcalls import MetricValue
 
 __all__ = [
     "OVERALL",
+    "SlicedScores",
     "comparison_metric_keys",
     "evaluation_metric_keys",
     "interval_label",
@@ -35,26 +44,32 @@ __all__ = [
 _DEFAULT_CONFIDENCE: Final = 0.95
 
 
-def _fail(where: str, message: str) -> DataError:
-    return DataError(
-        f"{where}: {message}; the report cannot be turned into MLflow metrics, "
-        "regenerate it with this version of sommelier_mlflow"
-    )
+class SlicedScores(Protocol):
+    """What the arm keys are made of: an ``EvaluationReport`` or a ``ScoredExamples``."""
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """The metrics, in column order."""
+        ...
+
+    @property
+    def metrics(self) -> Mapping[str, MetricValue]:
+        """Overall metrics."""
+        ...
+
+    @property
+    def slices(self) -> Mapping[str, SliceResult]:
+        """Per-language metrics."""
+        ...
+
+    @property
+    def paired_slices(self) -> Mapping[str, PairedSlice]:
+        """Matched-pair gaps per target language."""
+        ...
 
 
-def _mapping(value: object, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise _fail(where, f"expected an object, got {type(value).__name__}")
-    return value
-
-
-def _number(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _fail(where, f"expected a number, got {value!r}")
-    number = float(value)
-    if not math.isfinite(number):
-        raise _fail(where, f"expected a finite number, got {value!r}")
-    return number
+def _clean(value: float) -> float:
+    return float(value) + 0.0
 
 
 def interval_label(confidence: object) -> str:
@@ -62,100 +77,71 @@ def interval_label(confidence: object) -> str:
 
     The contract names the 95 % intervals ``ci95``; deriving the label from the
     recorded confidence keeps a key from claiming a coverage it does not have.
+
+    Raises:
+        DataError: If the confidence is not a number strictly between 0 and 1.
     """
-    level = _number(confidence, "bootstrap.confidence")
-    if not 0.0 < level < 1.0:
-        raise _fail("bootstrap.confidence", f"must be strictly between 0 and 1, got {level}")
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)):
+        raise DataError(f"bootstrap.confidence must be a number, got {confidence!r}")
+    level = float(confidence)
+    if not math.isfinite(level) or not 0.0 < level < 1.0:
+        raise DataError(f"bootstrap.confidence must be strictly between 0 and 1, got {level}")
     percent = level * 100.0
     if abs(percent - round(percent)) < 1e-9:
         return f"ci{round(percent)}"
     return f"ci{percent:g}"
 
 
-def _confidence(*settings: object) -> object:
-    # The interval's own provenance wins; then the report's; then the contract's 95 %.
-    for candidate in settings:
-        if isinstance(candidate, Mapping) and "confidence" in candidate:
-            return candidate["confidence"]
-    return _DEFAULT_CONFIDENCE
-
-
-def _metric_names(report: Mapping[str, Any], metrics: Mapping[str, Any]) -> Iterable[str]:
-    names = report.get("metric_names")
-    if isinstance(names, list) and all(isinstance(name, str) for name in names):
-        return names
-    return list(metrics)
-
-
 def _counted(
-    keys: dict[str, float], section: str, metrics: Mapping[str, Any], names: Iterable[str]
+    keys: dict[str, float], section: str, metrics: Mapping[str, MetricValue], names: Iterable[str]
 ) -> None:
     for name in names:
-        entry = _mapping(metrics.get(name), f"{section}.{name}")
-        keys[f"{section}/{name}"] = _number(entry.get("value"), f"{section}.{name}.value")
-        for part in ("numerator", "denominator"):
-            keys[f"{section}/counts/{name}.{part}"] = _number(
-                entry.get(part), f"{section}.{name}.{part}"
-            )
+        metric = metrics[name]
+        keys[f"{section}/{name}"] = metric.value
+        keys[f"{section}/counts/{name}.numerator"] = float(metric.numerator)
+        keys[f"{section}/counts/{name}.denominator"] = float(metric.denominator)
 
 
 def _intervals(
-    keys: dict[str, float],
-    section: str,
-    intervals: Mapping[str, Any],
-    names: Iterable[str],
-    label: str,
-    where: str,
+    keys: dict[str, float], section: str, result: PairedBootstrapResult, names: Iterable[str]
 ) -> None:
+    label = interval_label(result.confidence)
     for name in names:
-        entry = _mapping(intervals.get(name), f"{where}.{name}")
-        keys[f"{section}/{name}"] = _number(entry.get("value"), f"{where}.{name}.value")
-        for bound in ("lower", "upper"):
-            keys[f"{section}/{label}/{name}.{bound}"] = _number(
-                entry.get(bound), f"{where}.{name}.{bound}"
-            )
+        interval = result.interval(name)
+        keys[f"{section}/{name}"] = _clean(interval.estimate)
+        keys[f"{section}/{label}/{name}.lower"] = _clean(interval.lower)
+        keys[f"{section}/{label}/{name}.upper"] = _clean(interval.upper)
 
 
-def evaluation_metric_keys(report: Mapping[str, Any]) -> dict[str, float]:
-    """Flatten an evaluation report (one arm, or the evaluator's report) into metric keys.
+def evaluation_metric_keys(report: SlicedScores) -> dict[str, float]:
+    """Flatten one arm's report (or the evaluator's scores) into metric keys.
 
     Keys: ``overall/<metric>``, ``overall/counts/<metric>.numerator|.denominator``,
     the same under ``<language>/`` for each slice, and for each translated
     language ``gap/<language>/<metric>``, ``gap/<language>/ci95/<metric>.lower|.upper``
     and ``gap/<language>/pairs``. Counts are logged as floats, which is exact
     below 2**53.
-
-    Raises:
-        DataError: If a field the scheme needs is missing or not a finite number.
     """
-    metrics = _mapping(report.get("metrics"), "metrics")
-    names = list(_metric_names(report, metrics))
+    names = report.metric_names
     keys: dict[str, float] = {}
-    _counted(keys, OVERALL, metrics, names)
-    slices = _mapping(report.get("slices", {}), "slices")
-    for language in sorted(slices):
-        entry = _mapping(slices[language], f"slices.{language}")
-        _counted(
-            keys, language, _mapping(entry.get("metrics"), f"slices.{language}.metrics"), names
-        )
-    paired = _mapping(report.get("paired_slices", {}), "paired_slices")
-    for language in sorted(paired):
-        where = f"paired_slices.{language}"
-        entry = _mapping(paired[language], where)
-        label = interval_label(_confidence(entry.get("bootstrap"), report.get("bootstrap")))
-        _intervals(
-            keys,
-            f"gap/{language}",
-            _mapping(entry.get("gaps"), f"{where}.gaps"),
-            names,
-            label,
-            f"{where}.gaps",
-        )
-        keys[f"gap/{language}/pairs"] = _number(entry.get("pairs"), f"{where}.pairs")
+    _counted(keys, OVERALL, report.metrics, names)
+    for language in sorted(report.slices):
+        _counted(keys, language, report.slices[language].metrics, names)
+    for language in sorted(report.paired_slices):
+        paired = report.paired_slices[language]
+        _intervals(keys, f"gap/{language}", paired.bootstrap, names)
+        keys[f"gap/{language}/pairs"] = float(len(paired.pairs))
     return keys
 
 
-def comparison_metric_keys(report: Mapping[str, Any]) -> dict[str, float]:
+def _gap_keys(
+    keys: dict[str, float], kind: str, gaps: Mapping[str, LanguageGap], names: Iterable[str]
+) -> None:
+    for language in sorted(gaps):
+        _intervals(keys, f"gap/{kind}/{language}", gaps[language].bootstrap, names)
+
+
+def comparison_metric_keys(report: ComparisonReport) -> dict[str, float]:
     """Flatten a comparison report into metric keys.
 
     Keys: ``delta/<slice>/<metric>`` with ``delta/<slice>/ci95/<metric>.lower|.upper``
@@ -163,50 +149,17 @@ def comparison_metric_keys(report: Mapping[str, Any]) -> dict[str, float]:
     ``gap/<model_kind>/<language>/<metric>`` (+ ``ci95`` bounds) for the
     matched-pair gaps of both models; ``marginal_gap/<model_kind>/<language>/<metric>``
     for the descriptive full-slice gaps.
-
-    Raises:
-        DataError: If a field the scheme needs is missing or not a finite number.
     """
-    identity = _mapping(report.get("identity", {}), "identity")
-    raw_names = identity.get("metric_names")
-    slices = _mapping(report.get("slices"), "slices")
+    names = report.metric_names
     keys: dict[str, float] = {}
-    ordered = [OVERALL, *sorted(name for name in slices if name != OVERALL)]
-    for slice_name in ordered:
-        if slice_name not in slices:
-            raise _fail("slices", f"missing the {OVERALL!r} slice")
-        where = f"slices.{slice_name}"
-        entry = _mapping(slices[slice_name], where)
-        delta = _mapping(entry.get("delta"), f"{where}.delta")
-        names = raw_names if isinstance(raw_names, list) else list(delta)
-        label = interval_label(_confidence(entry.get("bootstrap"), report.get("bootstrap")))
-        _intervals(keys, f"delta/{slice_name}", delta, names, label, f"{where}.delta")
-        mcnemar = _mapping(entry.get("mcnemar"), f"{where}.mcnemar")
-        keys[f"mcnemar/{slice_name}/p_value"] = _number(
-            mcnemar.get("p_value"), f"{where}.mcnemar.p_value"
-        )
-    gaps = _mapping(report.get("gaps", {}), "gaps")
-    for kind in sorted(gaps):
-        for language, raw in sorted(_mapping(gaps[kind], f"gaps.{kind}").items()):
-            where = f"gaps.{kind}.{language}"
-            entry = _mapping(raw, where)
-            intervals = _mapping(entry.get("gaps"), f"{where}.gaps")
-            names = raw_names if isinstance(raw_names, list) else list(intervals)
-            label = interval_label(_confidence(entry.get("bootstrap"), report.get("bootstrap")))
-            _intervals(keys, f"gap/{kind}/{language}", intervals, names, label, f"{where}.gaps")
-    marginal = _mapping(report.get("marginal_full_slices", {}), "marginal_full_slices")
-    for kind in sorted(marginal):
-        if kind == "note":
-            continue
-        for language, raw in sorted(
-            _mapping(marginal[kind], f"marginal_full_slices.{kind}").items()
-        ):
-            where = f"marginal_full_slices.{kind}.{language}"
-            metrics = _mapping(_mapping(raw, where).get("metrics"), f"{where}.metrics")
-            names = raw_names if isinstance(raw_names, list) else list(metrics)
+    for slice_name in (OVERALL, *sorted(name for name in report.slices if name != OVERALL)):
+        entry = report.slices[slice_name]
+        _intervals(keys, f"delta/{slice_name}", entry.delta, names)
+        keys[f"mcnemar/{slice_name}/p_value"] = entry.mcnemar.p_value
+    for kind in sorted(report.gaps):
+        _gap_keys(keys, kind, report.gaps[kind], names)
+    for kind in sorted(report.marginal):
+        for language, gap in sorted(report.marginal[kind].items()):
             for name in names:
-                value = _mapping(metrics.get(name), f"{where}.metrics.{name}").get("value")
-                keys[f"marginal_gap/{kind}/{language}/{name}"] = _number(
-                    value, f"{where}.metrics.{name}.value"
-                )
+                keys[f"marginal_gap/{kind}/{language}/{name}"] = gap.value(name)
     return keys

@@ -36,10 +36,12 @@ from sommelier_mlflow.evaluation import (
     ScoredExamples,
     score_completions,
 )
-from sommelier_mlflow.evaluation._scoring import (
+from sommelier_mlflow.evaluation._report import (
     bootstrap_provenance,
+    coverage_to_dict,
     intervals_to_dict,
     metrics_to_dict,
+    settings_to_dict,
 )
 from sommelier_mlflow.integration._keys import evaluation_metric_keys
 from sommelier_mlflow.metrics import BaseMetric, MetricSpec
@@ -326,7 +328,7 @@ def score_predictions(
     extra_keys, extra_summary = extra_metric_keys(rows, list(extra_columns), langs)
 
     report = _evaluator_report(scored, settings, extra_summary)
-    keys = evaluation_metric_keys(report)
+    keys = evaluation_metric_keys(scored)
     keys.update(extra_keys)
     return PredictionScores(report=report, table_rows=rows, metrics=keys)
 
@@ -351,7 +353,7 @@ def _evaluator_report(
                 "root_language": paired.root_language,
                 "pairs": len(paired.pairs),
                 "pair_ids": [list(pair) for pair in paired.pairs],
-                "coverage": paired.coverage.to_dict(),
+                "coverage": coverage_to_dict(paired.coverage),
                 "root_metrics": metrics_to_dict(paired.root_metrics),
                 "target_metrics": metrics_to_dict(paired.target_metrics),
                 "gaps": intervals_to_dict(paired.bootstrap),
@@ -359,6 +361,6 @@ def _evaluator_report(
             }
             for language, paired in scored.paired_slices.items()
         },
-        "bootstrap": settings.to_dict(),
+        "bootstrap": settings_to_dict(settings),
         "extra_metrics": extra_summary,
     }

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 from sommelier_mlflow._json import canonical_json, dumps_pretty
 from sommelier_mlflow._redact import REDACTED, is_secret_key, redact, redact_value
 from sommelier_mlflow.errors import ConfigError
+from sommelier_mlflow.evaluation import ComparisonReport
 from sommelier_mlflow.integration._figure import comparison_figure
 from sommelier_mlflow.integration._store_errors import tracking_errors
 
@@ -394,7 +395,7 @@ def log_test_split_input(
 
 
 def log_comparison_figure(
-    comparison_report: Mapping[str, Any],
+    comparison_report: ComparisonReport,
     *,
     run_id: str,
     artifact_file: str = COMPARISON_FIGURE,

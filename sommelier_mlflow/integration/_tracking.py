@@ -12,11 +12,11 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sommelier_mlflow.evaluation import ComparisonReport, EvaluationReport
 from sommelier_mlflow.integration._keys import comparison_metric_keys, evaluation_metric_keys
 from sommelier_mlflow.integration._params import (
     comparison_params,
     evaluation_params,
-    report_field,
 )
 from sommelier_mlflow.integration._primitives import (
     ARTIFACT_DIR,
@@ -44,7 +44,7 @@ __all__ = ["log_comparison_run", "log_evaluation_run"]
 
 
 def log_evaluation_run(
-    report: Mapping[str, Any],
+    report: EvaluationReport,
     *,
     run_id: str,
     artifacts_dir: str | os.PathLike[str] | None = None,
@@ -63,7 +63,7 @@ def log_evaluation_run(
     ``sommelier/evaluation_report.json`` and the per-example table.
 
     Args:
-        report: The arm's ``evaluation_report.json`` document.
+        report: The arm's evaluation report.
         run_id: The run to log into (the caller creates and ends it).
         artifacts_dir: Local output directory to log under ``sommelier/``.
         test_split_path: The test-split file to log with ``log_input``.
@@ -77,28 +77,28 @@ def log_evaluation_run(
     """
     tracker = resolve_client(client)
     keys = evaluation_metric_keys(report)
-    identity = report_field(report, "identity")
+    document = report.to_json()
     log_metrics_batch(run_id, keys, client=tracker)
-    log_params(run_id, {**evaluation_params(report), **(params or {})}, client=tracker)
+    log_params(run_id, {**evaluation_params(document), **(params or {})}, client=tracker)
     set_sommelier_tags(
         run_id,
-        model_kind=str(identity.get("model_kind")),
-        parser_version=str(identity.get("parser_version")),
-        test_split_sha256=str(identity.get("test_split_sha256")),
+        model_kind=report.identity.model_kind,
+        parser_version=report.identity.parser_version,
+        test_split_sha256=report.identity.test_split_sha256,
         client=tracker,
     )
     if test_split_path is not None:
         log_test_split_input(test_split_path, run_id=run_id, split=split, client=tracker)
     if artifacts_dir is not None:
         log_artifacts_dir(artifacts_dir, ARTIFACT_DIR, run_id=run_id, client=tracker)
-    log_json_artifact(report, EVALUATION_REPORT_ARTIFACT, run_id=run_id, client=tracker)
+    log_json_artifact(document, EVALUATION_REPORT_ARTIFACT, run_id=run_id, client=tracker)
     if table_rows is not None:
         log_example_table(table_rows, run_id=run_id, client=tracker)
     return keys
 
 
 def log_comparison_run(
-    report: Mapping[str, Any],
+    report: ComparisonReport,
     *,
     run_id: str,
     artifacts_dir: str | os.PathLike[str] | None = None,
@@ -121,21 +121,21 @@ def log_comparison_run(
 
     tracker = resolve_client(client)
     keys = comparison_metric_keys(report)
-    identity = report_field(report, "identity")
+    document = report.to_json()
     log_metrics_batch(run_id, keys, client=tracker)
-    log_params(run_id, {**comparison_params(report), **(params or {})}, client=tracker)
+    log_params(run_id, {**comparison_params(document), **(params or {})}, client=tracker)
     set_sommelier_tags(
         run_id,
         model_kind="comparison",
-        parser_version=str(identity.get("parser_version")),
-        test_split_sha256=str(identity.get("test_split_sha256")),
+        parser_version=report.identity.parser_version,
+        test_split_sha256=report.identity.test_split_sha256,
         client=tracker,
     )
     if artifacts_dir is not None:
         log_artifacts_dir(artifacts_dir, ARTIFACT_DIR, run_id=run_id, client=tracker)
-    log_json_artifact(report, COMPARISON_REPORT_ARTIFACT, run_id=run_id, client=tracker)
+    log_json_artifact(document, COMPARISON_REPORT_ARTIFACT, run_id=run_id, client=tracker)
     log_text_artifact(
-        render_comparison_markdown(dict(report)),
+        render_comparison_markdown(report),
         COMPARISON_MARKDOWN_ARTIFACT,
         run_id=run_id,
         client=tracker,

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from report_docs import doc
 
 from sommelier_mlflow._json import sha256_text
 from sommelier_mlflow.data import Decoding, GenerationRecord, ModelIdentity, TestExample, TestSplit
@@ -194,8 +195,8 @@ class Kit:
     @staticmethod
     def golden_reports(resamples: int = 200) -> tuple[dict[str, Any], dict[str, Any]]:
         split = Kit.golden_split()
-        base = Kit.score(split, BASE_TEXTS, "base", resamples=resamples).to_report()
-        adapter = Kit.score(split, ADAPTER_TEXTS, "adapter", resamples=resamples).to_report()
+        base = doc(Kit.score(split, BASE_TEXTS, "base", resamples=resamples))
+        adapter = doc(Kit.score(split, ADAPTER_TEXTS, "adapter", resamples=resamples))
         return base, adapter
 
     @staticmethod

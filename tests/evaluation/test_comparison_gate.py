@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from report_docs import check_docs, compare_docs, doc, typed
 
 from sommelier_mlflow.data import Decoding
 from sommelier_mlflow.errors import ComparisonRefusedError, DataError
 from sommelier_mlflow.evaluation import (
     GATE_FIELDS,
-    check_comparable,
-    compare_reports,
     run_comparison,
     write_evaluation_report,
 )
@@ -20,7 +19,7 @@ from sommelier_mlflow.evaluation import (
 def _adapter_report(kit, split=None, **options):
     split = split if split is not None else kit.golden_split()
     texts = options.pop("texts", kit.ADAPTER_TEXTS)
-    return kit.score(split, texts, "adapter", **options).to_report()
+    return doc(kit.score(split, texts, "adapter", **options))
 
 
 def _drop_metric(report, name):
@@ -173,7 +172,7 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def golden_base(kit):
-    return kit.score(kit.golden_split(), kit.BASE_TEXTS, "base", resamples=50).to_report()
+    return doc(kit.score(kit.golden_split(), kit.BASE_TEXTS, "base", resamples=50))
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -181,12 +180,12 @@ def test_gate_refuses_naming_the_field(kit, golden_base, case):
     field, build = CASES[case]
     base, adapter = build(kit, golden_base)
     with pytest.raises(ComparisonRefusedError) as info:
-        compare_reports(base, adapter, resamples=50)
+        compare_docs(base, adapter, resamples=50)
     assert info.value.field == field
     assert info.value.exit_code == 4
     assert field in str(info.value) and "refusing to compare" in str(info.value)
     with pytest.raises(ComparisonRefusedError) as again:
-        check_comparable(base, adapter)
+        check_docs(base, adapter)
     assert again.value.field == field
 
 
@@ -203,7 +202,7 @@ def test_non_greedy_decoding_is_refused_before_the_gate(kit, golden_base, key, v
     adapter = _adapter_report(kit)
     adapter["identity"]["decoding"][key] = value
     with pytest.raises(DataError, match=r"adapter report: identity\.decoding") as info:
-        compare_reports(golden_base, adapter)
+        compare_docs(golden_base, adapter)
     assert info.value.exit_code == 2
 
 
@@ -214,14 +213,18 @@ def test_the_first_difference_in_gate_order_is_named(kit, golden_base):
         decoding=_decoding(kit, batch_size=2),
     )
     with pytest.raises(ComparisonRefusedError) as info:
-        compare_reports(golden_base, adapter)
+        compare_docs(golden_base, adapter)
     assert info.value.field == "test_split_sha256"
 
 
 def test_refused_comparison_writes_nothing(kit, golden_base, tmp_path):
-    base_path = write_evaluation_report(tmp_path / "base" / "evaluation_report.json", golden_base)
+    base_path = write_evaluation_report(
+        tmp_path / "base" / "evaluation_report.json", typed(golden_base)
+    )
     adapter = _adapter_report(kit, decoding=_decoding(kit, batch_size=8))
-    adapter_path = write_evaluation_report(tmp_path / "adapter" / "evaluation_report.json", adapter)
+    adapter_path = write_evaluation_report(
+        tmp_path / "adapter" / "evaluation_report.json", typed(adapter)
+    )
     out = tmp_path / "comparison"
     with pytest.raises(ComparisonRefusedError) as info:
         run_comparison(base_path, adapter_path, out)
@@ -231,4 +234,4 @@ def test_refused_comparison_writes_nothing(kit, golden_base, tmp_path):
 
 
 def test_identical_conditions_pass_the_gate(kit, golden_base):
-    check_comparable(golden_base, _adapter_report(kit))
+    check_docs(golden_base, _adapter_report(kit))

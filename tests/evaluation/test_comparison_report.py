@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import pytest
+from report_docs import compare_docs, doc, markdown_of, typed
 
 from sommelier_mlflow._json import canonical_json, dumps_pretty, loads, sha256_text
 from sommelier_mlflow.data import COMPARISON_REPORT_SCHEMA
@@ -32,14 +34,13 @@ from sommelier_mlflow.evaluation import (
     COMPARISON_MARKDOWN_FILENAME,
     COMPARISON_REPORT_FILENAME,
     MARGINAL_GAP_NOTE,
-    compare_reports,
     derive_seed,
     render_comparison_markdown,
     run_comparison,
     write_evaluation_report,
 )
 from sommelier_mlflow.evaluation._markdown import format_delta, format_metric, format_p_value
-from sommelier_mlflow.toolcalls import METRIC_NAMES
+from sommelier_mlflow.toolcalls import METRIC_NAMES, MetricValue
 
 BASE = {
     "overall": [(7, 10), (6, 10), (5, 10), (26, 36), (4, 10)],
@@ -56,6 +57,10 @@ MCNEMAR = {
     "en": (1, 2, 4, 1.0),
     "fr": (1, 3, 6, 2 * (1 + 4) / 2**4),
 }
+
+
+def _format_metric(entry: dict[str, Any]) -> str:
+    return format_metric(MetricValue.from_dict(entry))
 
 
 def _dig(document, keys):
@@ -76,7 +81,7 @@ def reports(kit):
 @pytest.fixture(scope="module")
 def comparison(reports):
     base, adapter = reports
-    return compare_reports(base, adapter, seed=5, resamples=400)
+    return compare_docs(base, adapter, seed=5, resamples=400)
 
 
 def test_per_slice_metrics_with_exact_counts(comparison):
@@ -186,25 +191,25 @@ def test_identity_and_runs(kit, reports, comparison):
 
 def test_same_inputs_and_seed_give_byte_identical_reports(reports, comparison):
     base, adapter = reports
-    again = compare_reports(base, adapter, seed=5, resamples=400)
+    again = compare_docs(base, adapter, seed=5, resamples=400)
     assert dumps_pretty(again) == dumps_pretty(comparison)
-    other = compare_reports(base, adapter, seed=6, resamples=400)
+    other = compare_docs(base, adapter, seed=6, resamples=400)
     seed_key = ("slices", "overall", "bootstrap", "seed")
     assert _dig(other, seed_key) != _dig(comparison, seed_key)
 
 
 def test_run_comparison_writes_identical_files_from_report_files(kit, tmp_path, reports):
     base, adapter = reports
-    base_path = write_evaluation_report(tmp_path / "base.json", base)
-    adapter_path = write_evaluation_report(tmp_path / "adapter.json", adapter)
+    base_path = write_evaluation_report(tmp_path / "base.json", typed(base))
+    adapter_path = write_evaluation_report(tmp_path / "adapter.json", typed(adapter))
     first = run_comparison(base_path, adapter_path, tmp_path / "one", seed=9, resamples=100)
     second = run_comparison(base_path, adapter_path, tmp_path / "two", seed=9, resamples=100)
     assert first.json_path.name == COMPARISON_REPORT_FILENAME
     assert first.markdown_path.name == COMPARISON_MARKDOWN_FILENAME
     assert first.json_path.read_bytes() == second.json_path.read_bytes()
     assert first.markdown_path.read_bytes() == second.markdown_path.read_bytes()
-    assert loads(first.json_path.read_bytes()) == first.report
-    assert first.report == compare_reports(base, adapter, seed=9, resamples=100)
+    assert loads(first.json_path.read_bytes()) == first.report.to_json()
+    assert first.report.to_json() == compare_docs(base, adapter, seed=9, resamples=100)
     assert first.markdown_path.read_text(encoding="utf-8") == render_comparison_markdown(
         first.report
     )
@@ -217,27 +222,27 @@ def test_comparison_of_a_single_language_without_pairs(kit):
     split = kit.make_split(kit.golden_examples()[:4])
     en = {key: value for key, value in kit.BASE_TEXTS.items() if key.startswith("en")}
     en_adapter = {key: value for key, value in kit.ADAPTER_TEXTS.items() if key.startswith("en")}
-    base = kit.score(split, en).to_report()
-    adapter = kit.score(split, en_adapter, "adapter").to_report()
-    report = compare_reports(base, adapter, resamples=100)
+    base = doc(kit.score(split, en))
+    adapter = doc(kit.score(split, en_adapter, "adapter"))
+    report = compare_docs(base, adapter, resamples=100)
     assert list(report["slices"]) == ["overall", "en"]
     assert report["gaps"] == {"base": {}, "adapter": {}}
     assert _counts(report["slices"]["overall"]["adapter"]) == ADAPTER["en"]
-    assert "No translated rows" in render_comparison_markdown(report)
+    assert "No translated rows" in markdown_of(report)
 
 
 # --- markdown ------------------------------------------------------------------------------
 
 
 def test_markdown_shows_the_json_numbers(comparison):
-    text = render_comparison_markdown(comparison)
+    text = markdown_of(comparison)
     for name, entry in comparison["slices"].items():
         assert f"### {name} ({entry['examples']} examples)" in text
         for metric in METRIC_NAMES:
             delta = entry["delta"][metric]
             row = (
-                f"| {metric} | {format_metric(entry['base'][metric])} | "
-                f"{format_metric(entry['adapter'][metric])} | {format_delta(delta['value'])} | "
+                f"| {metric} | {_format_metric(entry['base'][metric])} | "
+                f"{_format_metric(entry['adapter'][metric])} | {format_delta(delta['value'])} | "
                 f"[{format_delta(delta['lower'])}, {format_delta(delta['upper'])}] |"
             )
             assert row in text
@@ -263,7 +268,7 @@ def test_markdown_shows_the_json_numbers(comparison):
         for metric in METRIC_NAMES:
             item = marginal[metric]
             assert (
-                f"| {metric} | {format_metric(item['root'])} | {format_metric(item['target'])} | "
+                f"| {metric} | {_format_metric(item['root'])} | {_format_metric(item['target'])} | "
                 f"{format_delta(item['value'])} |"
             ) in text
     assert "primary: matched pairs" in text
@@ -275,7 +280,7 @@ def test_markdown_shows_the_json_numbers(comparison):
 
 def test_markdown_numbers_all_come_from_the_json(comparison):
     """Every number printed is a JSON number (rounded) or a count the JSON holds."""
-    text = render_comparison_markdown(comparison)
+    text = markdown_of(comparison)
     json_numbers: set[str] = set()
 
     def collect(value):
@@ -306,4 +311,4 @@ def test_markdown_numbers_all_come_from_the_json(comparison):
 
 def test_markdown_is_a_pure_function_of_the_json(comparison):
     copy = loads(dumps_pretty(comparison))
-    assert render_comparison_markdown(copy) == render_comparison_markdown(comparison)
+    assert markdown_of(copy) == markdown_of(comparison)

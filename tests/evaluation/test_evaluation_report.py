@@ -3,6 +3,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+from report_docs import doc, typed
 
 from sommelier_mlflow._json import canonical_json, dumps_pretty, loads
 from sommelier_mlflow.data import EVALUATION_REPORT_SCHEMA
@@ -22,7 +23,7 @@ from sommelier_mlflow.toolcalls import METRIC_NAMES, PARSER_VERSION
 
 @pytest.fixture
 def base_report(kit):
-    return kit.score(kit.golden_split(), kit.BASE_TEXTS, seed=3).to_report()
+    return doc(kit.score(kit.golden_split(), kit.BASE_TEXTS, seed=3))
 
 
 def test_report_layout(kit, base_report):
@@ -118,15 +119,15 @@ def test_write_then_read_round_trips(kit, tmp_path, base_report):
     run = kit.score(kit.golden_split(), kit.BASE_TEXTS, seed=3)
     path = write_evaluation_report(tmp_path / EVALUATION_REPORT_FILENAME, run)
     assert path.read_bytes() == dumps_pretty(base_report)
-    assert read_evaluation_report(path) == base_report
+    assert read_evaluation_report(path).to_json() == base_report
     assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
 
 
 def test_same_inputs_and_seed_give_byte_identical_reports(kit):
-    first = kit.score(kit.golden_split(), kit.ADAPTER_TEXTS, "adapter", seed=11).to_report()
-    second = kit.score(kit.golden_split(), kit.ADAPTER_TEXTS, "adapter", seed=11).to_report()
+    first = doc(kit.score(kit.golden_split(), kit.ADAPTER_TEXTS, "adapter", seed=11))
+    second = doc(kit.score(kit.golden_split(), kit.ADAPTER_TEXTS, "adapter", seed=11))
     assert dumps_pretty(first) == dumps_pretty(second)
-    other = kit.score(kit.golden_split(), kit.ADAPTER_TEXTS, "adapter", seed=12).to_report()
+    other = doc(kit.score(kit.golden_split(), kit.ADAPTER_TEXTS, "adapter", seed=12))
     gap_seeds = [r["paired_slices"]["fr"]["bootstrap"]["seed"] for r in (first, other)]
     assert gap_seeds[0] != gap_seeds[1]
     assert other["paired_slices"]["fr"]["gaps"] != first["paired_slices"]["fr"]["gaps"]
@@ -249,9 +250,9 @@ def test_write_refuses_an_inconsistent_document_and_writes_nothing(tmp_path, bas
     broken = copy.deepcopy(base_report)
     _consistent_tamper_of_metric(broken)
     with pytest.raises(InvariantViolationError):
-        write_evaluation_report(tmp_path / EVALUATION_REPORT_FILENAME, broken)
+        write_evaluation_report(tmp_path / EVALUATION_REPORT_FILENAME, typed(broken))
     assert list(tmp_path.iterdir()) == []
-    write_evaluation_report(tmp_path / EVALUATION_REPORT_FILENAME, base_report)
+    write_evaluation_report(tmp_path / EVALUATION_REPORT_FILENAME, typed(base_report))
     assert canonical_json(loads((tmp_path / EVALUATION_REPORT_FILENAME).read_bytes())) == (
         canonical_json(base_report)
     )

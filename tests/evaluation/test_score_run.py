@@ -5,11 +5,13 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from report_docs import doc
 
 from sommelier_mlflow._json import canonical_json, sha256_text
 from sommelier_mlflow.data import Decoding, GenerationRecord
 from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
 from sommelier_mlflow.evaluation import derive_seed, paired_bootstrap, score_run
+from sommelier_mlflow.evaluation._report import coverage_to_dict, intervals_to_dict
 from sommelier_mlflow.toolcalls import METRIC_NAMES, PARSER_VERSION
 
 
@@ -57,7 +59,7 @@ def test_worked_example_from_the_spec(kit):
     assert [example.parse_status for example in run.examples] == ["ok", "ok", "ok", "no_json"]
     assert run.paired_slices == {}
     assert list(run.slices) == ["en"]
-    report = run.to_report()
+    report = doc(run)
     assert report["metrics"]["argument_f1"] == {
         "value": 10 / 14,
         "numerator": 10,
@@ -111,7 +113,7 @@ def test_matched_pairs_coverage_digest_and_gaps(kit):
     paired = run.paired_slices["fr"]
     assert paired.root_language == "en"
     assert paired.pairs == (("en-1", "fr-1"), ("en-2", "fr-2"), ("en-3", "fr-3"), ("en-4", "fr-4"))
-    coverage = paired.coverage.to_dict()
+    coverage = coverage_to_dict(paired.coverage)
     assert coverage == {
         "target_rows": 6,
         "paired_targets": 4,
@@ -140,7 +142,7 @@ def test_matched_pairs_coverage_digest_and_gaps(kit):
     }
     assert counts(paired.root_metrics) == counts(run.slices["en"].metrics)
 
-    gaps = paired.to_dict()["gaps"]
+    gaps = intervals_to_dict(paired.bootstrap)
     assert gaps["full_call_exact_match"]["value"] == 0.25 - 0.5
     assert gaps["argument_f1"]["value"] == 12 / 15 - 10 / 15
     # Every pair has the same argument_exact_match outcome in both languages: a zero-width gap.
@@ -186,7 +188,10 @@ def test_several_target_languages_each_get_a_paired_slice(kit):
     assert run.paired_slices["de"].pairs == (("en-1", "de-1"),)
     assert run.paired_slices["de"].coverage.paired_roots == 1
     assert run.paired_slices["fr"].root_language == "en"
-    assert run.paired_slices["fr"].to_dict()["gaps"]["full_call_exact_match"]["value"] == -0.5
+    assert (
+        intervals_to_dict(run.paired_slices["fr"].bootstrap)["full_call_exact_match"]["value"]
+        == -0.5
+    )
     assert run.paired_slices["de"].bootstrap.seed == derive_seed(0, "gap/adapter/de")
 
 
@@ -205,8 +210,8 @@ def test_generation_order_does_not_matter(kit):
     shuffled = list(records)
     random.Random(3).shuffle(shuffled)
     common = {"model_kind": "base", "model_identity": kit.IDENTITY, "adapter": None}
-    first = score_run(split, records, **common).to_report()
-    second = score_run(split, shuffled, **common).to_report()
+    first = doc(score_run(split, records, **common))
+    second = doc(score_run(split, shuffled, **common))
     assert canonical_json(first) == canonical_json(second)
 
 

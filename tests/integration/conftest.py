@@ -25,7 +25,7 @@ from integration_helpers import (
 )
 
 from sommelier_mlflow.data import read_test_split, write_test_split
-from sommelier_mlflow.evaluation import compare_reports, score_run
+from sommelier_mlflow.evaluation import EvaluationReport, compare_reports, score_run
 
 HERE = Path(__file__).resolve().parent
 
@@ -78,9 +78,20 @@ def arms(tmp_path_factory: pytest.TempPathFactory) -> Arms:
         adapter={"source": "/models/adapter", "sha256": ADAPTER_SHA},
         resamples=300,
     )
-    base_report, adapter_report = base.to_report(), adapter.to_report()
-    comparison = compare_reports(base_report, adapter_report, resamples=300)
-    return Arms(split_path, split, base, adapter, base_report, adapter_report, comparison)
+    base_typed, adapter_typed = EvaluationReport.from_run(base), EvaluationReport.from_run(adapter)
+    comparison = compare_reports(base_typed, adapter_typed, resamples=300)
+    return Arms(
+        split_path,
+        split,
+        base,
+        adapter,
+        base_typed.to_json(),
+        adapter_typed.to_json(),
+        comparison.to_json(),
+        base_typed,
+        adapter_typed,
+        comparison,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from typing import Any
 
 from sommelier_mlflow._json import sha256_text
 from sommelier_mlflow.data import GenerationRecord, ModelIdentity, TestExample, TestSplit
-from sommelier_mlflow.evaluation import ScoredRun
+from sommelier_mlflow.evaluation import ComparisonReport, EvaluationReport, ScoredRun
 from sommelier_mlflow.toolcalls import parse_tool_call
 
 TOOLS = [
@@ -106,6 +106,9 @@ class Arms:
     base_report: dict[str, Any]
     adapter_report: dict[str, Any]
     comparison: dict[str, Any]
+    base_typed: EvaluationReport
+    adapter_typed: EvaluationReport
+    comparison_typed: ComparisonReport
 
 
 @dataclass(frozen=True)

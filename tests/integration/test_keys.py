@@ -6,6 +6,7 @@ import pytest
 from integration_helpers import Arms
 
 from sommelier_mlflow.errors import DataError
+from sommelier_mlflow.evaluation import ComparisonReport, EvaluationReport
 from sommelier_mlflow.integration import (
     comparison_metric_keys,
     evaluation_metric_keys,
@@ -37,14 +38,14 @@ def _interval(section: str) -> set[str]:
 
 
 def test_evaluation_keys_follow_the_contract_exactly(arms: Arms) -> None:
-    keys = evaluation_metric_keys(arms.base_report)
+    keys = evaluation_metric_keys(arms.base_typed)
     expected = _counted("overall") | _counted("en") | _counted("fr") | _interval("gap/fr")
     assert set(keys) == expected | {"gap/fr/pairs"}
     assert all(type(value) is float for value in keys.values())
 
 
 def test_evaluation_key_values_are_the_reports_exact_counts(arms: Arms) -> None:
-    keys = evaluation_metric_keys(arms.base_report)
+    keys = evaluation_metric_keys(arms.base_typed)
     # The worked example of the metrics spec is the English slice.
     assert keys["en/valid_json_rate"] == 0.75
     assert (
@@ -80,7 +81,7 @@ def test_evaluation_key_values_are_the_reports_exact_counts(arms: Arms) -> None:
 
 
 def test_comparison_keys_follow_the_contract_exactly(arms: Arms) -> None:
-    keys = comparison_metric_keys(arms.comparison)
+    keys = comparison_metric_keys(arms.comparison_typed)
     expected = set()
     for slice_name in ("overall", "en", "fr"):
         expected |= _interval(f"delta/{slice_name}") | {f"mcnemar/{slice_name}/p_value"}
@@ -91,7 +92,7 @@ def test_comparison_keys_follow_the_contract_exactly(arms: Arms) -> None:
 
 
 def test_comparison_key_values(arms: Arms) -> None:
-    keys = comparison_metric_keys(arms.comparison)
+    keys = comparison_metric_keys(arms.comparison_typed)
     assert keys["delta/overall/full_call_exact_match"] == pytest.approx(1 - 2 / 6)
     assert keys["delta/overall/argument_f1"] == pytest.approx(1 - 14 / 20)
     assert keys["delta/en/valid_json_rate"] == pytest.approx(0.25)
@@ -116,7 +117,7 @@ def test_interval_label_names_the_recorded_coverage(confidence: float, label: st
 def test_interval_keys_use_the_reports_confidence(arms: Arms) -> None:
     report = copy.deepcopy(arms.base_report)
     report["paired_slices"]["fr"]["bootstrap"]["confidence"] = 0.9
-    keys = evaluation_metric_keys(report)
+    keys = evaluation_metric_keys(EvaluationReport.from_json(report))
     assert "gap/fr/ci90/argument_f1.lower" in keys
     assert not any("/ci95/" in key for key in keys)
 
@@ -130,20 +131,21 @@ def test_interval_keys_use_the_reports_confidence(arms: Arms) -> None:
         (("paired_slices", "fr", "pairs"), True),
     ],
 )
-def test_malformed_reports_are_refused_by_field(
+def test_malformed_reports_never_become_keys(
     arms: Arms, path: tuple[str, ...], value: object
 ) -> None:
+    # Keys are built from typed reports only, and the one reader refuses the document.
     report = copy.deepcopy(arms.base_report)
     target = report
     for part in path[:-1]:
         target = target[part]
     target[path[-1]] = value
-    with pytest.raises(DataError, match=path[-2] if path[-1] == "metrics" else path[-1]):
-        evaluation_metric_keys(report)
+    with pytest.raises(DataError, match=".".join(path[:-1]) if path[-1] != "metrics" else path[1]):
+        evaluation_metric_keys(EvaluationReport.from_json(report))
 
 
 def test_comparison_without_overall_slice_is_refused(arms: Arms) -> None:
     report = copy.deepcopy(arms.comparison)
     del report["slices"]["overall"]
-    with pytest.raises(DataError, match="overall"):
-        comparison_metric_keys(report)
+    with pytest.raises(DataError, match="slices"):
+        comparison_metric_keys(ComparisonReport.from_json(report))

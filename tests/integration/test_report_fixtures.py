@@ -11,12 +11,24 @@ from pathlib import Path
 from typing import Any
 
 from sommelier_mlflow._json import loads
+from sommelier_mlflow.evaluation import ComparisonReport, EvaluationReport
 from sommelier_mlflow.integration import (
     comparison_metric_keys,
     evaluation_metric_keys,
     score_predictions,
 )
 
+LEGACY_COLUMNS = (
+    "example_id",
+    "language",
+    "parse_status",
+    "name_correct",
+    "arguments_correct",
+    "full_call_correct",
+    "argument_f1_numerator",
+    "argument_f1_denominator",
+    "raw_text",
+)
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "reports"
 
 
@@ -25,12 +37,12 @@ def _load(name: str) -> Any:
 
 
 def test_arm_report_keys_are_unchanged() -> None:
-    report = _load("base_evaluation_report.json")
+    report = EvaluationReport.from_json(_load("base_evaluation_report.json"))
     assert evaluation_metric_keys(report) == _load("base_metric_keys.json")
 
 
 def test_comparison_keys_are_unchanged() -> None:
-    report = _load("comparison_report.json")
+    report = ComparisonReport.from_json(_load("comparison_report.json"))
     assert comparison_metric_keys(report) == _load("comparison_metric_keys.json")
 
 
@@ -47,4 +59,6 @@ def test_evaluator_output_is_unchanged() -> None:
     expected = _load("evaluator_report.json")
     assert scores.report == expected["report"]
     assert scores.table_rows == expected["table_rows"]
+    # The column order of the per-example table, as the pre-registry code wrote it.
+    assert all(list(row) == list(LEGACY_COLUMNS) for row in scores.table_rows)
     assert scores.metrics == expected["metrics"]

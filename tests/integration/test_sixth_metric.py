@@ -36,6 +36,7 @@ from sommelier_mlflow import (
 )
 from sommelier_mlflow.data import read_test_split, write_test_split
 from sommelier_mlflow.evaluation import (
+    EvaluationReport,
     compare_reports,
     read_evaluation_report,
     render_comparison_markdown,
@@ -102,17 +103,19 @@ def test_a_sixth_metric_flows_through_reports_stats_keys_and_markdown(
     # Evaluation report: named, summed, per slice, per pair, per example, and it round-trips.
     path = write_evaluation_report(tmp_path / "base.json", base)
     report = read_evaluation_report(path)
-    assert report["metric_names"] == [*METRIC_NAMES, SIXTH]
+    document = report.to_json()
+    assert report.metric_names == (*METRIC_NAMES, SIXTH)
     numerator, denominator = _expected_recall(BASE_OUTPUTS)
-    assert report["metrics"][SIXTH]["numerator"] == numerator
-    assert report["metrics"][SIXTH]["denominator"] == denominator
-    assert set(report["slices"]) == {"en", "fr"}
-    assert all(SIXTH in entry["metrics"] for entry in report["slices"].values())
-    assert SIXTH in report["paired_slices"]["fr"]["gaps"]
-    assert all(len(row["numerators"]) == 6 for row in report["per_example"])
+    assert document["metrics"][SIXTH]["numerator"] == numerator
+    assert document["metrics"][SIXTH]["denominator"] == denominator
+    assert set(document["slices"]) == {"en", "fr"}
+    assert all(SIXTH in entry["metrics"] for entry in document["slices"].values())
+    assert SIXTH in document["paired_slices"]["fr"]["gaps"]
+    assert all(len(row["numerators"]) == 6 for row in document["per_example"])
 
     # Bootstrap deltas, MLflow keys and Markdown of the comparison.
-    comparison = compare_reports(base.to_report(), adapter.to_report(), resamples=200)
+    typed = compare_reports(report, EvaluationReport.from_run(adapter), resamples=200)
+    comparison = typed.to_json()
     overall = comparison["slices"]["overall"]
     adapter_numerator, _ = _expected_recall(ADAPTER_OUTPUTS)
     assert math.isclose(
@@ -125,12 +128,12 @@ def test_a_sixth_metric_flows_through_reports_stats_keys_and_markdown(
     assert arm_keys[f"overall/{SIXTH}"] == numerator / denominator
     assert arm_keys[f"overall/counts/{SIXTH}.denominator"] == denominator
     assert f"gap/fr/ci95/{SIXTH}.lower" in arm_keys
-    comparison_keys = comparison_metric_keys(comparison)
+    comparison_keys = comparison_metric_keys(typed)
     assert f"delta/overall/{SIXTH}" in comparison_keys
     assert f"delta/fr/ci95/{SIXTH}.upper" in comparison_keys
     assert f"marginal_gap/adapter/fr/{SIXTH}" in comparison_keys
 
-    markdown = render_comparison_markdown(comparison)
+    markdown = render_comparison_markdown(typed)
     assert markdown.count(f"| {SIXTH} |") == len(comparison["slices"]) + 4  # slices, 2 gaps x 2
 
 

@@ -11,6 +11,7 @@ from mlflow.tracking import MlflowClient
 
 from sommelier_mlflow._json import dumps_line, loads
 from sommelier_mlflow.errors import ConfigError, TrackingError
+from sommelier_mlflow.evaluation import EvaluationReport
 from sommelier_mlflow.integration import (
     MAX_METRICS_PER_BATCH,
     REDACTED,
@@ -74,7 +75,7 @@ def test_evaluation_run_records_metrics_params_tags_input_and_artifacts(
 ) -> None:
     run_id = _new_run(store)
     keys = log_evaluation_run(
-        arms.base_report,
+        arms.base_typed,
         run_id=run_id,
         artifacts_dir=outputs_dir,
         test_split_path=arms.split_path,
@@ -84,7 +85,7 @@ def test_evaluation_run_records_metrics_params_tags_input_and_artifacts(
     )
     run = MlflowClient().get_run(run_id)
 
-    assert keys == evaluation_metric_keys(arms.base_report)
+    assert keys == evaluation_metric_keys(arms.base_typed)
     assert run.data.metrics == keys
     assert run.data.metrics["en/valid_json_rate"] == 0.75
     assert run.data.metrics["en/counts/valid_json_rate.numerator"] == 3.0
@@ -142,10 +143,10 @@ def test_comparison_run_records_keys_reports_and_chart(
     store: Store, arms: Arms, tmp_path: Path
 ) -> None:
     run_id = _new_run(store)
-    keys = log_comparison_run(arms.comparison, run_id=run_id, params={"note": "ci"})
+    keys = log_comparison_run(arms.comparison_typed, run_id=run_id, params={"note": "ci"})
     run = MlflowClient().get_run(run_id)
 
-    assert run.data.metrics == keys == comparison_metric_keys(arms.comparison)
+    assert run.data.metrics == keys == comparison_metric_keys(arms.comparison_typed)
     assert run.data.metrics["mcnemar/overall/p_value"] == pytest.approx(0.125)
     assert run.data.tags["sommelier.model_kind"] == "comparison"
     assert run.data.tags["sommelier.test_split_sha256"] == arms.split.sha256
@@ -172,7 +173,7 @@ def test_metric_batches_respect_mlflows_limit(store: Store) -> None:
 
 def test_all_keys_of_a_run_go_in_one_request(store: Store, arms: Arms) -> None:
     run_id = _new_run(store)
-    assert log_metrics_batch(run_id, evaluation_metric_keys(arms.base_report)) == 1
+    assert log_metrics_batch(run_id, evaluation_metric_keys(arms.base_typed)) == 1
     assert log_metrics_batch(run_id, {}) == 0
 
 
@@ -205,7 +206,7 @@ def test_secrets_never_reach_the_tracking_store(
 
     run_id = _new_run(store)
     log_evaluation_run(
-        report,
+        EvaluationReport.from_json(report),
         run_id=run_id,
         artifacts_dir=outputs_dir,
         test_split_path=arms.split_path,
@@ -278,7 +279,7 @@ def test_redact(raw: str, clean: str) -> None:
 
 def test_report_metric_names_are_all_logged(store: Store, arms: Arms) -> None:
     run_id = _new_run(store)
-    log_metrics_batch(run_id, evaluation_metric_keys(arms.adapter_report))
+    log_metrics_batch(run_id, evaluation_metric_keys(arms.adapter_typed))
     metrics = MlflowClient().get_run(run_id).data.metrics
     for name in METRIC_NAMES:
         assert metrics[f"overall/{name}"] == 1.0

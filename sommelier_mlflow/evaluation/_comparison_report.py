@@ -1,0 +1,628 @@
+"""The comparison report: a typed, immutable model with exactly one reader and one writer.
+
+``comparison_report.json`` holds no per-example rows, so its reader cannot
+recompute the deltas' intervals; what it can recompute, it does: every rate
+from its counts, every delta and gap from the two values it separates, every
+McNemar p-value from its discordant counts, the slice set from the identity.
+A file that disagrees with itself was edited and is refused (exit 5); a
+malformed one is a data error naming the field (exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final
+
+from sommelier_mlflow._json import JSONDecodeError, loads
+from sommelier_mlflow.data import (
+    COMPARISON_REPORT_SCHEMA,
+    OVERALL,
+    Decoding,
+    ModelIdentity,
+    ModelKind,
+    check_model_kind,
+)
+from sommelier_mlflow.errors import DataError, InputError, SommelierError
+from sommelier_mlflow.evaluation._checks import ReportChecker
+from sommelier_mlflow.evaluation._report import (
+    AdapterIdentity,
+    bootstrap_provenance,
+    clean_float,
+    coverage_to_dict,
+    intervals_to_dict,
+    metrics_to_dict,
+    settings_to_dict,
+)
+from sommelier_mlflow.evaluation._scoring import BootstrapSettings, PairCoverage
+from sommelier_mlflow.evaluation._stats import (
+    BOOTSTRAP_METHOD,
+    MCNEMAR_METHOD,
+    QUANTILE_METHOD,
+    McNemarResult,
+    MetricInterval,
+    PairedBootstrapResult,
+    mcnemar_exact,
+)
+from sommelier_mlflow.toolcalls import MetricValue
+
+__all__ = [
+    "ARM_KINDS",
+    "ComparisonIdentity",
+    "ComparisonReport",
+    "LanguageGap",
+    "MARGINAL_GAP_NOTE",
+    "MarginalGap",
+    "RunSummary",
+    "SliceComparison",
+    "read_comparison_report",
+]
+
+ARM_KINDS: Final[tuple[ModelKind, ...]] = ("base", "adapter")
+
+MARGINAL_GAP_NOTE: Final = (
+    "Descriptive only: target-language slice minus root-language slice over the complete "
+    "slices, without an interval. The two slices can hold different examples (untranslated "
+    "or unmatched rows), so this difference mixes the language effect with cohort "
+    "differences; the matched-pair gaps are the primary estimate."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ComparisonIdentity:
+    """What both arms share (the gate proved it): the conditions of the comparison."""
+
+    model_identity: ModelIdentity
+    test_split_sha256: str
+    parser_version: str
+    decoding: Decoding
+    metric_names: tuple[str, ...]
+    languages: tuple[str, ...]
+    prompt_set_sha256: Mapping[str, str]
+    pair_set_sha256: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One compared arm: its kind, adapter, size and the digest of its report."""
+
+    model_kind: ModelKind
+    adapter: AdapterIdentity | None
+    examples: int
+    report_sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class SliceComparison:
+    """Adapter minus base on one slice: both arms' metrics, the deltas and McNemar."""
+
+    examples: int
+    base: Mapping[str, MetricValue]
+    adapter: Mapping[str, MetricValue]
+    delta: PairedBootstrapResult
+    mcnemar_metric: str
+    mcnemar: McNemarResult
+
+
+@dataclass(frozen=True, slots=True)
+class LanguageGap:
+    """One arm's matched-pair language gap as a comparison carries it (pair count, no ids)."""
+
+    root_language: str
+    pairs: int
+    coverage: PairCoverage
+    pair_set_sha256: str
+    root_metrics: Mapping[str, MetricValue]
+    target_metrics: Mapping[str, MetricValue]
+    bootstrap: PairedBootstrapResult
+
+
+@dataclass(frozen=True, slots=True)
+class MarginalGap:
+    """Target slice minus root slice over the full slices (descriptive, no interval)."""
+
+    root_language: str
+    target: Mapping[str, MetricValue]
+    root: Mapping[str, MetricValue]
+
+    def value(self, metric: str) -> float:
+        """Target minus root value of one metric."""
+        return clean_float(self.target[metric].value - self.root[metric].value)
+
+
+@dataclass(frozen=True, eq=False)
+class ComparisonReport:
+    """A checked ``comparison_report.json``, read-only.
+
+    Attributes:
+        identity: The shared conditions of both arms.
+        runs: ``base`` and ``adapter`` summaries.
+        bootstrap: Settings of the delta intervals.
+        slices: ``overall`` then each language, in that order.
+        gaps: Matched-pair gaps per arm kind and target language (primary).
+        marginal: Full-slice differences per arm kind and target language.
+        source: Where it came from, for messages.
+    """
+
+    identity: ComparisonIdentity
+    runs: Mapping[str, RunSummary]
+    bootstrap: BootstrapSettings
+    slices: Mapping[str, SliceComparison]
+    gaps: Mapping[str, Mapping[str, LanguageGap]]
+    marginal: Mapping[str, Mapping[str, MarginalGap]]
+    source: str = "comparison report"
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """The compared metrics, in column order."""
+        return self.identity.metric_names
+
+    @property
+    def mcnemar_metric(self) -> str:
+        """The metric whose per-example outcome McNemar tested."""
+        return self.slices[OVERALL].mcnemar_metric
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``comparison_report.json`` document (the writer's one layout)."""
+        identity = self.identity
+        return {
+            "schema_version": COMPARISON_REPORT_SCHEMA,
+            "identity": {
+                "model_identity": identity.model_identity.to_dict(),
+                "test_split_sha256": identity.test_split_sha256,
+                "parser_version": identity.parser_version,
+                "decoding": identity.decoding.to_dict(),
+                "metric_names": list(identity.metric_names),
+                "slices": list(identity.languages),
+                "prompt_set_sha256": dict(identity.prompt_set_sha256),
+                "pair_set_sha256": dict(identity.pair_set_sha256),
+            },
+            "runs": {
+                kind: {
+                    "model_kind": run.model_kind,
+                    "adapter": run.adapter.to_dict() if run.adapter is not None else None,
+                    "examples": run.examples,
+                    "report_sha256": run.report_sha256,
+                }
+                for kind, run in self.runs.items()
+            },
+            "bootstrap": settings_to_dict(self.bootstrap),
+            "slices": {
+                name: {
+                    "examples": entry.examples,
+                    "base": metrics_to_dict(entry.base),
+                    "adapter": metrics_to_dict(entry.adapter),
+                    "delta": intervals_to_dict(entry.delta),
+                    "bootstrap": bootstrap_provenance(entry.delta),
+                    "mcnemar": {"metric": entry.mcnemar_metric, **entry.mcnemar.to_dict()},
+                }
+                for name, entry in self.slices.items()
+            },
+            "gaps": {
+                kind: {
+                    language: {
+                        "root_language": gap.root_language,
+                        "pairs": gap.pairs,
+                        "coverage": coverage_to_dict(gap.coverage),
+                        "pair_set_sha256": gap.pair_set_sha256,
+                        "root_metrics": metrics_to_dict(gap.root_metrics),
+                        "target_metrics": metrics_to_dict(gap.target_metrics),
+                        "gaps": intervals_to_dict(gap.bootstrap),
+                        "bootstrap": bootstrap_provenance(gap.bootstrap),
+                    }
+                    for language, gap in by_language.items()
+                }
+                for kind, by_language in self.gaps.items()
+            },
+            "marginal_full_slices": {
+                "note": MARGINAL_GAP_NOTE,
+                **{
+                    kind: {
+                        language: {
+                            "root_language": gap.root_language,
+                            "metrics": {
+                                name: {
+                                    "value": gap.value(name),
+                                    "target": gap.target[name].to_dict(),
+                                    "root": gap.root[name].to_dict(),
+                                }
+                                for name in self.metric_names
+                            },
+                        }
+                        for language, gap in by_language.items()
+                    }
+                    for kind, by_language in self.marginal.items()
+                },
+            },
+        }
+
+    @classmethod
+    def from_json(cls, document: object, *, source: str = "comparison report") -> ComparisonReport:
+        """The one reader: check a decoded comparison report and build the typed report.
+
+        Raises:
+            DataError: Wrong or missing ``schema_version``, missing, unknown or
+                mistyped fields (exit 2).
+            InvariantViolationError: Values that disagree with the counts or
+                values they are derived from (exit 5).
+        """
+        return _Reader(source).report(document)
+
+
+def read_comparison_report(path: str | os.PathLike[str]) -> ComparisonReport:
+    """Read and check a ``comparison_report.json`` file.
+
+    Raises:
+        DataError: Unreadable, not strict JSON, or malformed (exit 2).
+        InvariantViolationError: The file disagrees with itself (exit 5).
+    """
+    source = os.fspath(path)
+    try:
+        data = loads(Path(source).read_bytes())
+    except OSError as exc:
+        raise DataError(
+            f"cannot read comparison report: {exc.strerror or exc}", path=source
+        ) from exc
+    except JSONDecodeError as exc:
+        raise DataError(f"not valid JSON: {exc}", path=source) from exc
+    return ComparisonReport.from_json(data, source=source)
+
+
+_TOP: Final = frozenset(
+    {"schema_version", "identity", "runs", "bootstrap", "slices", "gaps", "marginal_full_slices"}
+)
+_IDENTITY: Final = frozenset(
+    {
+        "model_identity",
+        "test_split_sha256",
+        "parser_version",
+        "decoding",
+        "metric_names",
+        "slices",
+        "prompt_set_sha256",
+        "pair_set_sha256",
+    }
+)
+_MODEL: Final = frozenset({"base_model", "base_revision", "tokenizer", "tokenizer_revision"})
+_RUN: Final = frozenset({"model_kind", "adapter", "examples", "report_sha256"})
+_SETTINGS: Final = frozenset({"method", "quantile_method", "seed", "resamples", "confidence"})
+_PROVENANCE: Final = _SETTINGS | {"n"}
+_SLICE: Final = frozenset({"examples", "base", "adapter", "delta", "bootstrap", "mcnemar"})
+_MCNEMAR: Final = frozenset({"metric", "method", "n", "b", "c", "p_value"})
+_GAP: Final = frozenset(
+    {
+        "root_language",
+        "pairs",
+        "coverage",
+        "pair_set_sha256",
+        "root_metrics",
+        "target_metrics",
+        "gaps",
+        "bootstrap",
+    }
+)
+_COVERAGE: Final = frozenset(
+    {
+        "target_rows",
+        "paired_targets",
+        "target",
+        "root_rows",
+        "paired_roots",
+        "root",
+        "unmatched_targets",
+    }
+)
+_INTERVAL: Final = frozenset({"value", "lower", "upper"})
+
+
+class _Reader:
+    """Builds a :class:`ComparisonReport`, checking each field on the way."""
+
+    def __init__(self, source: str) -> None:
+        self.check = ReportChecker(source, "compare")
+        self.source = source
+
+    def report(self, document: object) -> ComparisonReport:
+        check = self.check
+        top = check.mapping(document, "report")
+        if top.get("schema_version") != COMPARISON_REPORT_SCHEMA:
+            check.fail(
+                "schema_version",
+                f"is {top.get('schema_version')!r}; this version reads "
+                f"{COMPARISON_REPORT_SCHEMA!r}",
+            )
+        check.mapping(top, "report", _TOP)
+        identity = self.identity(top["identity"])
+        names = identity.metric_names
+        bootstrap = self.settings(top["bootstrap"])
+        runs_entry = check.mapping(top["runs"], "runs", frozenset(ARM_KINDS))
+        runs: dict[str, RunSummary] = {kind: self.run(kind, runs_entry[kind]) for kind in ARM_KINDS}
+        slices_entry = check.mapping(
+            top["slices"], "slices", frozenset({OVERALL, *identity.languages})
+        )
+        slices = {
+            name: self.slice(name, slices_entry[name], names)
+            for name in (OVERALL, *identity.languages)
+        }
+        for name, entry in slices.items():
+            if entry.delta.resamples != bootstrap.resamples:
+                check.broken(f"slices.{name}.bootstrap.resamples", "differs from the report's")
+        gaps_entry = check.mapping(top["gaps"], "gaps", frozenset(ARM_KINDS))
+        gaps: dict[str, Mapping[str, LanguageGap]] = {
+            kind: MappingProxyType(
+                {
+                    language: self.gap(f"gaps.{kind}.{language}", raw, names)
+                    for language, raw in check.mapping(gaps_entry[kind], f"gaps.{kind}").items()
+                }
+            )
+            for kind in ARM_KINDS
+        }
+        for kind, by_language in gaps.items():
+            if set(by_language) != set(identity.pair_set_sha256):
+                check.broken(f"gaps.{kind}", "does not cover exactly the paired languages")
+            for language, gap in by_language.items():
+                if gap.pair_set_sha256 != identity.pair_set_sha256[language]:
+                    check.broken(f"gaps.{kind}.{language}.pair_set_sha256", "differs")
+        marginal_entry = check.mapping(
+            top["marginal_full_slices"], "marginal_full_slices", frozenset({"note", *ARM_KINDS})
+        )
+        if marginal_entry["note"] != MARGINAL_GAP_NOTE:
+            check.fail("marginal_full_slices.note", "is not this version's note")
+        marginal: dict[str, Mapping[str, MarginalGap]] = {
+            kind: MappingProxyType(
+                {
+                    language: self.marginal(f"marginal_full_slices.{kind}.{language}", raw, names)
+                    for language, raw in check.mapping(
+                        marginal_entry[kind], f"marginal_full_slices.{kind}"
+                    ).items()
+                }
+            )
+            for kind in ARM_KINDS
+        }
+        return ComparisonReport(
+            identity=identity,
+            runs=MappingProxyType(runs),
+            bootstrap=bootstrap,
+            slices=MappingProxyType(slices),
+            gaps=MappingProxyType(gaps),
+            marginal=MappingProxyType(marginal),
+            source=self.source,
+        )
+
+    def identity(self, value: object) -> ComparisonIdentity:
+        check = self.check
+        entry = check.mapping(value, "identity", _IDENTITY)
+        model = check.mapping(entry["model_identity"], "identity.model_identity", _MODEL)
+        decoding_entry = check.mapping(entry["decoding"], "identity.decoding")
+        try:
+            decoding = Decoding.from_dict(decoding_entry)
+        except SommelierError as exc:
+            check.fail("identity.decoding", str(exc))
+        if decoding.to_dict() != decoding_entry:
+            check.fail("identity.decoding", f"is not in canonical form: {decoding_entry!r}")
+        names = tuple(
+            check.text(name, "identity.metric_names")
+            for name in check.array(entry["metric_names"], "identity.metric_names")
+        )
+        if not names or len(set(names)) != len(names):
+            check.fail("identity.metric_names", f"must be unique names, got {list(names)}")
+        languages = tuple(
+            check.language(language, "identity.slices")
+            for language in check.array(entry["slices"], "identity.slices")
+        )
+        if list(languages) != sorted(set(languages)):
+            check.fail("identity.slices", "must be sorted and unique")
+        prompt_sets = check.mapping(entry["prompt_set_sha256"], "identity.prompt_set_sha256")
+        if set(prompt_sets) != set(languages):
+            check.broken("identity.prompt_set_sha256", "does not name exactly the slices")
+        pair_sets = check.mapping(entry["pair_set_sha256"], "identity.pair_set_sha256")
+        if not set(pair_sets) <= set(languages):
+            check.broken("identity.pair_set_sha256", "names a language that is not a slice")
+        return ComparisonIdentity(
+            model_identity=ModelIdentity(
+                base_model=check.text(model["base_model"], "identity.model_identity.base_model"),
+                base_revision=check.optional_text(
+                    model["base_revision"], "identity.model_identity.base_revision"
+                ),
+                tokenizer=check.text(model["tokenizer"], "identity.model_identity.tokenizer"),
+                tokenizer_revision=check.optional_text(
+                    model["tokenizer_revision"], "identity.model_identity.tokenizer_revision"
+                ),
+            ),
+            test_split_sha256=check.text(entry["test_split_sha256"], "identity.test_split_sha256"),
+            parser_version=check.text(entry["parser_version"], "identity.parser_version"),
+            decoding=decoding,
+            metric_names=names,
+            languages=languages,
+            prompt_set_sha256=MappingProxyType(
+                {
+                    language: check.text(digest, f"identity.prompt_set_sha256.{language}")
+                    for language, digest in prompt_sets.items()
+                }
+            ),
+            pair_set_sha256=MappingProxyType(
+                {
+                    language: check.text(digest, f"identity.pair_set_sha256.{language}")
+                    for language, digest in pair_sets.items()
+                }
+            ),
+        )
+
+    def settings(self, value: object) -> BootstrapSettings:
+        entry = self.check.mapping(value, "bootstrap", _SETTINGS)
+        self.methods(entry, "bootstrap")
+        try:
+            return BootstrapSettings(
+                seed=entry["seed"], resamples=entry["resamples"], confidence=entry["confidence"]
+            )
+        except SommelierError as exc:
+            self.check.fail("bootstrap", str(exc))
+
+    def methods(self, entry: Mapping[str, Any], where: str) -> None:
+        if entry["method"] != BOOTSTRAP_METHOD or entry["quantile_method"] != QUANTILE_METHOD:
+            self.check.fail(
+                where,
+                f"method {entry['method']!r} / {entry['quantile_method']!r} is not "
+                f"{BOOTSTRAP_METHOD!r} / {QUANTILE_METHOD!r}, the only one this version reads",
+            )
+        if not isinstance(entry["confidence"], float):
+            self.check.fail(f"{where}.confidence", f"must be a float, got {entry['confidence']!r}")
+
+    def run(self, kind: str, value: object) -> RunSummary:
+        check = self.check
+        where = f"runs.{kind}"
+        entry = check.mapping(value, where, _RUN)
+        try:
+            model_kind = check_model_kind(entry["model_kind"])
+        except InputError as exc:
+            check.fail(f"{where}.model_kind", str(exc))
+        if model_kind != kind:
+            check.broken(f"{where}.model_kind", f"is {model_kind!r}")
+        adapter = None
+        if entry["adapter"] is not None:
+            raw = check.mapping(
+                entry["adapter"], f"{where}.adapter", frozenset({"source", "sha256"})
+            )
+            adapter = AdapterIdentity(
+                check.text(raw["source"], f"{where}.adapter.source"),
+                check.text(raw["sha256"], f"{where}.adapter.sha256"),
+            )
+        if (adapter is None) != (kind == "base"):
+            check.broken(f"{where}.adapter", "the base arm has no adapter, the adapter arm one")
+        return RunSummary(
+            model_kind=model_kind,
+            adapter=adapter,
+            examples=check.count(entry["examples"], f"{where}.examples"),
+            report_sha256=check.text(entry["report_sha256"], f"{where}.report_sha256"),
+        )
+
+    def intervals(
+        self,
+        where: str,
+        value: object,
+        provenance: object,
+        names: Sequence[str],
+        a: Mapping[str, MetricValue],
+        b: Mapping[str, MetricValue],
+        n: int,
+    ) -> PairedBootstrapResult:
+        check = self.check
+        entries = check.mapping(value, where, frozenset(names))
+        intervals = []
+        for name in names:
+            at = f"{where}.{name}"
+            entry = check.mapping(entries[name], at, _INTERVAL)
+            estimate = check.number(entry["value"], f"{at}.value")
+            lower = check.number(entry["lower"], f"{at}.lower")
+            upper = check.number(entry["upper"], f"{at}.upper")
+            if estimate != clean_float(b[name].value - a[name].value):
+                check.broken(f"{at}.value", "is not the difference of the two values")
+            if not lower <= upper:
+                check.broken(at, f"lower {lower} exceeds upper {upper}")
+            intervals.append(
+                MetricInterval(name, a[name].value, b[name].value, estimate, lower, upper)
+            )
+        settings_where = where.rsplit(".", 1)[0] + ".bootstrap"
+        settings = check.mapping(provenance, settings_where, _PROVENANCE)
+        self.methods(settings, settings_where)
+        if settings["n"] != n:
+            check.broken(f"{settings_where}.n", f"is {settings['n']!r}, expected {n}")
+        for key in ("seed", "resamples"):
+            if type(settings[key]) is not int:
+                check.fail(f"{settings_where}.{key}", f"must be an integer, got {settings[key]!r}")
+        return PairedBootstrapResult(
+            method=settings["method"],
+            quantile_method=settings["quantile_method"],
+            seed=settings["seed"],
+            resamples=settings["resamples"],
+            confidence=settings["confidence"],
+            n=n,
+            intervals=tuple(intervals),
+        )
+
+    def slice(self, name: str, value: object, names: Sequence[str]) -> SliceComparison:
+        check = self.check
+        where = f"slices.{name}"
+        entry = check.mapping(value, where, _SLICE)
+        examples = check.count(entry["examples"], f"{where}.examples")
+        base = check.metrics(entry["base"], f"{where}.base", names)
+        adapter = check.metrics(entry["adapter"], f"{where}.adapter", names)
+        delta = self.intervals(
+            f"{where}.delta", entry["delta"], entry["bootstrap"], names, base, adapter, examples
+        )
+        mcnemar = check.mapping(entry["mcnemar"], f"{where}.mcnemar", _MCNEMAR)
+        metric = check.text(mcnemar["metric"], f"{where}.mcnemar.metric")
+        if metric not in names:
+            check.fail(f"{where}.mcnemar.metric", f"{metric!r} is not a compared metric")
+        b = check.count(mcnemar["b"], f"{where}.mcnemar.b")
+        c = check.count(mcnemar["c"], f"{where}.mcnemar.c")
+        if mcnemar["method"] != MCNEMAR_METHOD:
+            check.fail(f"{where}.mcnemar.method", f"is not {MCNEMAR_METHOD!r}")
+        if mcnemar["n"] != examples or b + c > examples:
+            check.broken(f"{where}.mcnemar", "counts disagree with the slice size")
+        if mcnemar["p_value"] != mcnemar_exact(b, c):
+            check.broken(f"{where}.mcnemar.p_value", "is not the exact p-value of b and c")
+        return SliceComparison(
+            examples=examples,
+            base=MappingProxyType(base),
+            adapter=MappingProxyType(adapter),
+            delta=delta,
+            mcnemar_metric=metric,
+            mcnemar=McNemarResult(b=b, c=c, n=examples, p_value=mcnemar_exact(b, c)),
+        )
+
+    def gap(self, where: str, value: object, names: Sequence[str]) -> LanguageGap:
+        check = self.check
+        entry = check.mapping(value, where, _GAP)
+        pairs = check.count(entry["pairs"], f"{where}.pairs")
+        stored = check.mapping(entry["coverage"], f"{where}.coverage", _COVERAGE)
+        coverage = PairCoverage(
+            target_rows=check.count(stored["target_rows"], f"{where}.coverage.target_rows"),
+            paired_targets=check.count(
+                stored["paired_targets"], f"{where}.coverage.paired_targets"
+            ),
+            root_rows=check.count(stored["root_rows"], f"{where}.coverage.root_rows"),
+            paired_roots=check.count(stored["paired_roots"], f"{where}.coverage.paired_roots"),
+            unmatched_targets=check.count(
+                stored["unmatched_targets"], f"{where}.coverage.unmatched_targets"
+            ),
+        )
+        if coverage.paired_targets != pairs or not coverage.target_rows or not coverage.root_rows:
+            check.broken(f"{where}.coverage", "counts disagree with the pairs")
+        if coverage_to_dict(coverage) != stored:
+            check.broken(f"{where}.coverage", "rates disagree with the counts")
+        root = check.metrics(entry["root_metrics"], f"{where}.root_metrics", names)
+        target = check.metrics(entry["target_metrics"], f"{where}.target_metrics", names)
+        return LanguageGap(
+            root_language=check.language(entry["root_language"], f"{where}.root_language"),
+            pairs=pairs,
+            coverage=coverage,
+            pair_set_sha256=check.text(entry["pair_set_sha256"], f"{where}.pair_set_sha256"),
+            root_metrics=MappingProxyType(root),
+            target_metrics=MappingProxyType(target),
+            bootstrap=self.intervals(
+                f"{where}.gaps", entry["gaps"], entry["bootstrap"], names, root, target, pairs
+            ),
+        )
+
+    def marginal(self, where: str, value: object, names: Sequence[str]) -> MarginalGap:
+        check = self.check
+        entry = check.mapping(value, where, frozenset({"root_language", "metrics"}))
+        metrics = check.mapping(entry["metrics"], f"{where}.metrics", frozenset(names))
+        target: dict[str, MetricValue] = {}
+        root: dict[str, MetricValue] = {}
+        for name in names:
+            at = f"{where}.metrics.{name}"
+            item = check.mapping(metrics[name], at, frozenset({"value", "target", "root"}))
+            target[name] = check.metrics({name: item["target"]}, f"{at}.target", [name])[name]
+            root[name] = check.metrics({name: item["root"]}, f"{at}.root", [name])[name]
+            if item["value"] != clean_float(target[name].value - root[name].value):
+                check.broken(f"{at}.value", "is not target minus root")
+        return MarginalGap(
+            root_language=check.language(entry["root_language"], f"{where}.root_language"),
+            target=MappingProxyType(target),
+            root=MappingProxyType(root),
+        )
