@@ -12,9 +12,11 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -25,6 +27,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_jsonl",
+    "staged_folder",
     "canonical_json",
     "dumps_line",
     "dumps_pretty",
@@ -274,3 +277,29 @@ def atomic_write_json(path: str | os.PathLike[str], value: Any) -> Path:
 def atomic_write_jsonl(path: str | os.PathLike[str], rows: Iterable[Any]) -> Path:
     """Atomically write an iterable of records as JSON Lines."""
     return atomic_write_bytes(path, b"".join(dumps_line(row) for row in rows))
+
+
+@contextmanager
+def staged_folder(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """Prepare a result in an empty staging folder, then move it into ``target`` whole.
+
+    A command that refuses its input, or fails half-way (a full disk), must
+    leave the previous result untouched rather than half-replaced. The caller
+    writes everything into the yielded folder (a sibling of ``target``, so on
+    the same filesystem); when the block succeeds each file is renamed into
+    place, when it raises the staging folder is deleted and ``target`` has not
+    been touched. Files already in ``target`` that the result does not
+    replace are left alone: the folder may hold things that are not ours.
+    """
+    final = Path(target)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{final.name}.staging-", dir=final.parent))
+    try:
+        yield stage
+        for path in sorted(stage.rglob("*")):
+            if path.is_file():
+                destination = final / path.relative_to(stage)
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, destination)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sommelier_mlflow.errors import SommelierError
+from sommelier_mlflow.errors import InputError, SommelierError
 
 __all__ = ["build_parser", "main"]
 
@@ -38,10 +38,37 @@ def _add_mlflow_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+#: Seeds are recorded in reports and MLflow params, which hold signed 64-bit integers.
+_MAX_SEED = 2**63 - 1
+#: A bound on memory and time: resamples x examples draws are kept in memory.
+_MAX_RESAMPLES = 1_000_000
+
+
+def _bounded_int(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {value}")
+        return value
+
+    return parse
+
+
 def _add_stats(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap base seed (default 0)")
     parser.add_argument(
-        "--resamples", type=int, default=2000, help="paired-bootstrap resamples (default 2000)"
+        "--seed",
+        type=_bounded_int(0, _MAX_SEED),
+        default=0,
+        help="bootstrap base seed, 0 to 2**63-1 (default 0)",
+    )
+    parser.add_argument(
+        "--resamples",
+        type=_bounded_int(1, _MAX_RESAMPLES),
+        default=2000,
+        help=f"paired-bootstrap resamples, 1 to {_MAX_RESAMPLES:,} (default 2000)",
     )
 
 
@@ -85,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     prepare = sub.add_parser("prepare", help="raw xlam-shaped rows -> train/validation/test splits")
     prepare.add_argument("--raw", required=True, help="raw JSONL (query/tools/answers strings)")
     prepare.add_argument("--out", required=True, help="output folder for the splits")
-    prepare.add_argument("--seed", type=int, default=0)
+    prepare.add_argument("--seed", type=_bounded_int(0, _MAX_SEED), default=0)
     prepare.add_argument("--train", type=_nonneg_int, required=True, help="train roots")
     prepare.add_argument("--validation", type=_nonneg_int, required=True, help="validation roots")
     prepare.add_argument("--test", type=_nonneg_int, required=True, help="test roots")
@@ -188,10 +215,11 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
     print(f"drop summary: {result.drop_summary_path}")
     if _wants_mlflow(args):
         from sommelier_mlflow.cli._runs import top_run
-        from sommelier_mlflow.integration import log_artifacts_dir
+        from sommelier_mlflow.integration import log_artifact_files
 
+        written = [*result.split_paths.values(), result.drop_summary_path]
         with top_run("prepare") as run_id:
-            log_artifacts_dir(args.out, "sommelier/prepared", run_id=run_id)
+            log_artifact_files(written, "sommelier/prepared", root=args.out, run_id=run_id)
     return 0
 
 
@@ -390,6 +418,17 @@ _COMMANDS = {
 }
 
 
+def _filesystem_message(exc: OSError) -> str:
+    from sommelier_mlflow._redact import redact
+
+    where = os.fspath(exc.filename)
+    reason = exc.strerror or type(exc).__name__
+    return redact(
+        f"{where}: {reason}; check the path (an output folder, --out, must be creatable, "
+        "writable and have free space)"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code (2-5 for expected failures, see the README)."""
     args = build_parser().parse_args(argv)
@@ -398,6 +437,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SommelierError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:
+        if exc.filename is None:  # not a filesystem error (a socket, say): a real bug
+            raise
+        # A read-only, full or misnamed output location: the user's to fix.
+        print(f"error: {_filesystem_message(exc)}", file=sys.stderr)
+        return InputError.exit_code
     except KeyboardInterrupt:
         print("interrupted: re-run the same command to resume", file=sys.stderr)
         return 130

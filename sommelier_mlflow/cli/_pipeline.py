@@ -2,7 +2,10 @@
 
 Every function writes its results to a local output folder first (atomically,
 or append-and-resume for generations) so nothing is lost if logging to MLflow
-fails afterwards.
+fails afterwards. ``score`` validates everything before it writes anything and
+then moves its whole result into place (:func:`staged_folder`), so a refused
+or failed run leaves the previous result as it was. Each :class:`ArmOutput`
+lists the files its command wrote, which is exactly what gets logged to MLflow.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sommelier_mlflow._json import atomic_write_bytes, canonical_json, sha256_text
+from sommelier_mlflow._json import atomic_write_bytes, canonical_json, sha256_text, staged_folder
 from sommelier_mlflow.data import (
     Decoding,
     GenerationRecord,
@@ -71,6 +74,8 @@ class ArmOutput:
     scored: ScoredRun
     split: TestSplit
     split_path: Path
+    #: Every file this command wrote for the arm (under ``out_dir``), and nothing else.
+    files: tuple[Path, ...] = ()
 
 
 def default_out_dir(root: str | os.PathLike[str], label: str, **identity: object) -> Path:
@@ -143,7 +148,15 @@ def _finish_arm(
     decoding: Decoding | None,
     seed: int,
     resamples: int,
+    written: Sequence[Path] = (),
+    final_dir: Path | None = None,
 ) -> ArmOutput:
+    """Score, then write the report and the formatted split into ``out_dir``.
+
+    ``written`` are the files already written for this arm (generations, the
+    manifest). With ``final_dir``, ``out_dir`` is a staging folder whose files
+    will be moved there, and the returned paths already name their final place.
+    """
     scored = score_run(
         split,
         generations,
@@ -157,9 +170,14 @@ def _finish_arm(
     report = EvaluationReport.from_run(scored)
     report_path = write_evaluation_report(out_dir / EVALUATION_REPORT_FILENAME, report)
     split_path = out_dir / FORMATTED_SPLIT_NAME
-    if not split_path.exists():
+    if final_dir is not None or not split_path.exists():
         write_test_split(split_path, split.examples)
-    return ArmOutput(out_dir, report_path, report, scored, split, split_path)
+    files = [*written, report_path, split_path]
+    if final_dir is not None:
+        files = [final_dir / path.relative_to(out_dir) for path in files]
+        report_path, split_path = files[-2], files[-1]
+        out_dir = final_dir
+    return ArmOutput(out_dir, report_path, report, scored, split, split_path, tuple(files))
 
 
 def evaluate_arm(
@@ -242,8 +260,9 @@ def _generate_and_score(
     seed: int,
     resamples: int,
     progress: bool,
+    final_dir: Path | None = None,
 ) -> ArmOutput:
-    from sommelier_mlflow.generation import run_generation
+    from sommelier_mlflow.generation import MANIFEST_NAME, run_generation
 
     paths = run_generation(
         split.examples,
@@ -254,6 +273,7 @@ def _generate_and_score(
         progress=progress,
     )
     generations = [record for path in paths.values() for record in read_generations(path)]
+    manifest = target / MANIFEST_NAME
     return _finish_arm(
         target,
         split,
@@ -264,6 +284,8 @@ def _generate_and_score(
         decoding=decoding,
         seed=seed,
         resamples=resamples,
+        written=[*paths.values(), *([manifest] if manifest.is_file() else [])],
+        final_dir=final_dir,
     )
 
 
@@ -305,10 +327,6 @@ def score_generations(
     files = _generation_files(source)
     records = [record for path in files for record in read_generations(path)]
     target = Path(out_dir)
-    for path in files:  # the arm's folder holds what it scored, as after `evaluate`
-        copy = target / "generations" / path.name
-        if copy.resolve() != path.resolve():
-            atomic_write_bytes(copy, path.read_bytes())
     from sommelier_mlflow.generation import (
         declared_adapter,
         declared_identity,
@@ -327,17 +345,29 @@ def score_generations(
                 "(and revision/tokenizer/adapter), or keep generation_manifest.json next to them"
             )
         identity, adapter_info = recorded.model_identity, recorded.adapter
-    return _finish_arm(
-        target,
-        split,
-        records,
-        model_kind=kind,
-        identity=identity,
-        adapter=adapter_info,
-        decoding=None,
-        seed=seed,
-        resamples=resamples,
-    )
+    # Everything is written to a staging folder and moved into place only once
+    # scoring passed: generations that fail a check (exit 5) must not replace
+    # the ones a previous run scored.
+    with staged_folder(target) as stage:
+        copies = []
+        for path in files:  # the arm's folder holds what it scored, as after `evaluate`
+            copy = stage / "generations" / path.name
+            atomic_write_bytes(copy, path.read_bytes())
+            copies.append(copy)
+        arm = _finish_arm(
+            stage,
+            split,
+            records,
+            model_kind=kind,
+            identity=identity,
+            adapter=adapter_info,
+            decoding=None,
+            seed=seed,
+            resamples=resamples,
+            written=copies,
+            final_dir=target,
+        )
+    return arm
 
 
 def replay_precomputed(
@@ -377,7 +407,9 @@ def replay_precomputed(
     split = read_test_split(test_split)
     by_id = split.by_id()
     outputs: dict[str, str] = {}
+    given: set[str] = set()
     for row in read_precomputed(precomputed):
+        given.add(row.example_id)
         example = by_id.get(row.example_id)
         if example is None:
             raise InputError(f"{precomputed}: example_id {row.example_id!r} is not in the split")
@@ -389,6 +421,13 @@ def replay_precomputed(
         if example.prompt_text is None:
             raise InputError(f"{test_split} is not formatted: score needs the formatted split")
         outputs[example.prompt_text] = row.raw_text
+    missing = [example.example_id for example in split.examples if example.example_id not in given]
+    if missing:
+        raise InputError(
+            f"{precomputed}: no row for example_id {missing[0]!r}"
+            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+            + "; supply one {example_id, raw_text} row for every example of the split"
+        )
     generator = create_backend(
         "replay",
         BackendRequest(
@@ -400,9 +439,13 @@ def replay_precomputed(
             options={"outputs": outputs, "name": Path(precomputed).name},
         ),
     )
-    return _generate_and_score(
-        split, generator, kind, decoding, Path(out_dir), seed, resamples, progress=False
-    )
+    # Replaying is cheap, so it runs in a staging folder: a refused replay
+    # leaves the output folder exactly as it was.
+    with staged_folder(out_dir) as stage:
+        arm = _generate_and_score(
+            split, generator, kind, decoding, stage, seed, resamples, False, Path(out_dir)
+        )
+    return arm
 
 
 def compare_report_files(

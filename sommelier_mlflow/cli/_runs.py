@@ -49,7 +49,19 @@ def _experiment_id(client: Any) -> str:
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
         return str(experiment.experiment_id)
-    return str(client.create_experiment(name))
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return str(client.create_experiment(name))
+    except MlflowException as exc:
+        # Several runs started at once into a new experiment: all saw it
+        # missing, one created it. The others use it rather than fail.
+        if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+        experiment = client.get_experiment_by_name(name)
+        if experiment is None:
+            raise
+        return str(experiment.experiment_id)
 
 
 @contextmanager
@@ -130,7 +142,8 @@ def log_arm(arm: ArmOutput, run_id: str, extra_params: dict[str, object]) -> Non
     log_evaluation_run(
         arm.report,
         run_id=run_id,
-        artifacts_dir=arm.out_dir,
+        artifact_files=arm.files,
+        artifacts_root=arm.out_dir,
         test_split_path=arm.split_path,
         split=arm.split,
         table_rows=arm.scored.table_rows(),

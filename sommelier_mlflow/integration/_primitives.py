@@ -46,7 +46,7 @@ __all__ = [
     "TAG_TEST_SPLIT_SHA256",
     "artifact_uri",
     "client_uri",
-    "log_artifacts_dir",
+    "log_artifact_files",
     "log_comparison_figure",
     "log_example_table",
     "log_json_artifact",
@@ -251,48 +251,51 @@ def log_text_artifact(
         tracker.log_text(run_id, redact(text), artifact_file)
 
 
-def _copy_redacted(source: Path, target: Path) -> None:
-    for path in sorted(source.rglob("*")):
-        destination = target / path.relative_to(source)
-        if path.is_dir():
-            destination.mkdir(parents=True, exist_ok=True)
-            continue
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        if path.suffix.lower() in _BINARY_SUFFIXES:
-            shutil.copyfile(path, destination)
-            continue
-        raw = path.read_bytes()
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            destination.write_bytes(raw)
-            continue
-        cleaned = redact(text)
-        destination.write_bytes(raw if cleaned == text else cleaned.encode("utf-8"))
+def _copy_redacted(path: Path, destination: Path) -> None:
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() in _BINARY_SUFFIXES:
+        shutil.copyfile(path, destination)
+        return
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        destination.write_bytes(raw)
+        return
+    cleaned = redact(text)
+    destination.write_bytes(raw if cleaned == text else cleaned.encode("utf-8"))
 
 
-def log_artifacts_dir(
-    local_dir: str | os.PathLike[str],
+def log_artifact_files(
+    files: Sequence[str | os.PathLike[str]],
     artifact_path: str = ARTIFACT_DIR,
     *,
+    root: str | os.PathLike[str],
     run_id: str,
     client: MlflowClient | None = None,
 ) -> None:
-    """Log a directory tree under ``artifact_path``, text files redacted on the way.
+    """Log exactly ``files`` under ``artifact_path``, at their paths relative to ``root``.
 
-    The files are copied (text ones scrubbed) to a temporary directory first,
-    so the local outputs stay byte-exact while the logged copies carry no
-    secrets.
+    An explicit list, never a walk of the folder: an output folder may also
+    hold files the command did not write (keys, notes, other runs), and those
+    must not be uploaded. The files are copied (text ones scrubbed) to a
+    temporary directory first, so the local outputs stay byte-exact while the
+    logged copies carry no secrets; one upload request follows.
 
     Raises:
-        ConfigError: ``local_dir`` is not a directory (exit 2).
+        ConfigError: A file is missing or lies outside ``root`` (exit 2).
         TrackingError: The artifact store is unreachable (exit 3).
     """
-    source = Path(local_dir)
-    if not source.is_dir():
-        raise ConfigError(f"cannot log artifacts from {os.fspath(local_dir)!r}: not a directory")
+    base = Path(root).resolve()
     with tempfile.TemporaryDirectory(prefix="sommelier-") as tmp:
-        _copy_redacted(source, Path(tmp))
+        for name in files:
+            path = Path(name).resolve()
+            if not path.is_file() or not path.is_relative_to(base):
+                raise ConfigError(
+                    f"cannot log {os.fspath(name)!r} as an artifact: it is not a file "
+                    f"inside {os.fspath(root)!r}"
+                )
+            _copy_redacted(path, Path(tmp) / path.relative_to(base))
         tracker = resolve_client(client)
         with tracking_errors(f"log artifacts to {artifact_path}", client_uri(tracker)):
             tracker.log_artifacts(run_id, tmp, artifact_path)

@@ -23,7 +23,7 @@ from sommelier_mlflow.integration._primitives import (
     COMPARISON_MARKDOWN_ARTIFACT,
     COMPARISON_REPORT_ARTIFACT,
     EVALUATION_REPORT_ARTIFACT,
-    log_artifacts_dir,
+    log_artifact_files,
     log_comparison_figure,
     log_example_table,
     log_json_artifact,
@@ -47,7 +47,8 @@ def log_evaluation_run(
     report: EvaluationReport,
     *,
     run_id: str,
-    artifacts_dir: str | os.PathLike[str] | None = None,
+    artifact_files: Sequence[str | os.PathLike[str]] = (),
+    artifacts_root: str | os.PathLike[str] | None = None,
     test_split_path: str | os.PathLike[str] | None = None,
     split: TestSplit | None = None,
     table_rows: Sequence[Mapping[str, Any]] | None = None,
@@ -56,16 +57,20 @@ def log_evaluation_run(
 ) -> dict[str, float]:
     """Record one arm's evaluation in an existing run.
 
-    Logs, in order: every metric key (one batch), the params of
-    :func:`evaluation_params` plus ``params``, the three ``sommelier.*`` tags,
-    the test split as dataset input (if ``test_split_path``), the directory
-    ``artifacts_dir`` under ``sommelier/`` (e.g. ``generations/<slice>.jsonl``),
-    ``sommelier/evaluation_report.json`` and the per-example table.
+    Logs, in order: the three ``sommelier.*`` tags and the params of
+    :func:`evaluation_params` plus ``params`` (first, so a run cut short is
+    still identifiable), every metric key (one batch), the test split as
+    dataset input (if ``test_split_path``), ``artifact_files`` under
+    ``sommelier/`` at their paths relative to ``artifacts_root`` (e.g.
+    ``generations/<slice>.jsonl``), ``sommelier/evaluation_report.json`` and
+    the per-example table.
 
     Args:
         report: The arm's evaluation report.
         run_id: The run to log into (the caller creates and ends it).
-        artifacts_dir: Local output directory to log under ``sommelier/``.
+        artifact_files: The files the command wrote, to log under ``sommelier/``
+            (an explicit list: an output folder may hold other files).
+        artifacts_root: The folder ``artifact_files`` are relative to.
         test_split_path: The test-split file to log with ``log_input``.
         split: The already-read split, to avoid reading it again.
         table_rows: Per-example rows (``ScoredRun.table_rows()``).
@@ -78,8 +83,6 @@ def log_evaluation_run(
     tracker = resolve_client(client)
     keys = evaluation_metric_keys(report)
     document = report.to_json()
-    log_metrics_batch(run_id, keys, client=tracker)
-    log_params(run_id, {**evaluation_params(document), **(params or {})}, client=tracker)
     set_sommelier_tags(
         run_id,
         model_kind=report.identity.model_kind,
@@ -87,10 +90,14 @@ def log_evaluation_run(
         test_split_sha256=report.identity.test_split_sha256,
         client=tracker,
     )
+    log_params(run_id, {**evaluation_params(document), **(params or {})}, client=tracker)
+    log_metrics_batch(run_id, keys, client=tracker)
     if test_split_path is not None:
         log_test_split_input(test_split_path, run_id=run_id, split=split, client=tracker)
-    if artifacts_dir is not None:
-        log_artifacts_dir(artifacts_dir, ARTIFACT_DIR, run_id=run_id, client=tracker)
+    if artifact_files:
+        log_artifact_files(
+            artifact_files, ARTIFACT_DIR, root=artifacts_root or ".", run_id=run_id, client=tracker
+        )
     log_json_artifact(document, EVALUATION_REPORT_ARTIFACT, run_id=run_id, client=tracker)
     if table_rows is not None:
         log_example_table(table_rows, run_id=run_id, client=tracker)
@@ -101,7 +108,8 @@ def log_comparison_run(
     report: ComparisonReport,
     *,
     run_id: str,
-    artifacts_dir: str | os.PathLike[str] | None = None,
+    artifact_files: Sequence[str | os.PathLike[str]] = (),
+    artifacts_root: str | os.PathLike[str] | None = None,
     params: Mapping[str, object] | None = None,
     figure: bool = True,
     client: MlflowClient | None = None,
@@ -109,8 +117,8 @@ def log_comparison_run(
     """Record a comparison in an existing run (the parent run of ``main``, or ``compare``'s).
 
     Logs every comparison key (one batch), :func:`comparison_params` plus
-    ``params``, the tags (``sommelier.model_kind`` = ``comparison``),
-    ``artifacts_dir`` under ``sommelier/`` if given, the report as
+    ``params``, the tags (``sommelier.model_kind`` = ``comparison``) (tags and
+    params first), ``artifact_files`` under ``sommelier/`` if given, the report as
     ``sommelier/comparison_report.json`` and ``.md``, and the chart
     ``sommelier/comparison.png``.
 
@@ -122,8 +130,6 @@ def log_comparison_run(
     tracker = resolve_client(client)
     keys = comparison_metric_keys(report)
     document = report.to_json()
-    log_metrics_batch(run_id, keys, client=tracker)
-    log_params(run_id, {**comparison_params(document), **(params or {})}, client=tracker)
     set_sommelier_tags(
         run_id,
         model_kind="comparison",
@@ -131,8 +137,12 @@ def log_comparison_run(
         test_split_sha256=report.identity.test_split_sha256,
         client=tracker,
     )
-    if artifacts_dir is not None:
-        log_artifacts_dir(artifacts_dir, ARTIFACT_DIR, run_id=run_id, client=tracker)
+    log_params(run_id, {**comparison_params(document), **(params or {})}, client=tracker)
+    log_metrics_batch(run_id, keys, client=tracker)
+    if artifact_files:
+        log_artifact_files(
+            artifact_files, ARTIFACT_DIR, root=artifacts_root or ".", run_id=run_id, client=tracker
+        )
     log_json_artifact(document, COMPARISON_REPORT_ARTIFACT, run_id=run_id, client=tracker)
     log_text_artifact(
         render_comparison_markdown(report),

@@ -71,3 +71,286 @@ def test_deep_valid_output_is_scored_and_written(
     assert main(_score_args(files, again, "--generations", str(out / "generations"))) == 0
     rescored = json.loads((again / "evaluation_report.json").read_text())
     assert rescored["metrics"] == report["metrics"]
+
+
+def _generations_args(files: dict[str, Path], out: Path, kind: str = "base") -> list[str]:
+    args = [
+        "score",
+        "--test-split",
+        str(files["split"]),
+        "--generations",
+        str(files[kind]),
+        "--model-kind",
+        kind,
+        "--model",
+        "tiny/model",
+        "--out",
+        str(out),
+        "--resamples",
+        "50",
+    ]
+    if kind == "adapter":
+        args += ["--adapter", str(files["adapter_dir"])]
+    return args
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_refused_score_changes_nothing_in_the_output_folder(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "s"
+    assert main(_generations_args(files, out)) == 0
+    before = _snapshot(out)
+    lying = tmp_path / "lying"
+    lying.mkdir()
+    for path in sorted(files["adapter"].glob("*.jsonl")):
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        rows[0]["prompt_sha256"] = "0" * 64
+        rows[0]["model_kind"] = "base"
+        for row in rows:
+            row["model_kind"] = "base"
+        (lying / path.name).write_text("".join(json.dumps(row) + "\n" for row in rows))
+    code = main(
+        [*_generations_args(files, out)[:4], str(lying), *_generations_args(files, out)[5:]]
+    )
+    assert code == 5
+    assert _snapshot(out) == before
+    assert [path.name for path in tmp_path.iterdir() if "staging" in path.name] == []
+
+
+@pytest.mark.parametrize("command", ["score", "generations", "compare", "prepare"])
+def test_unwritable_output_is_one_error_line_and_exit_2(
+    files: dict[str, Path],
+    tmp_path: Path,
+    command: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    out = blocker / "out"  # below a plain file: every write fails with ENOTDIR
+    if command == "score":
+        source = _precomputed(tmp_path / "p.jsonl", "{}")
+        args = _score_args(files, out, "--precomputed", str(source))
+    elif command == "generations":
+        args = _generations_args(files, out)
+    elif command == "compare":
+        assert main(_generations_args(files, tmp_path / "b")) == 0
+        assert main(_generations_args(files, tmp_path / "a", "adapter")) == 0
+        args = [
+            "compare",
+            "--base-report",
+            str(tmp_path / "b" / "evaluation_report.json"),
+            "--adapter-report",
+            str(tmp_path / "a" / "evaluation_report.json"),
+            "--out",
+            str(out),
+            "--resamples",
+            "50",
+        ]
+    else:
+        raw = Path(__file__).resolve().parents[2] / "examples" / "demo" / "data" / "raw.jsonl"
+        args = ["prepare", "--raw", str(raw), "--out", str(out)]
+        args += ["--train", "5", "--validation", "2", "--test", "3"]
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("error: ") and str(blocker) in err[0]
+    assert blocker.read_text(encoding="utf-8") == "not a folder"
+
+
+def test_precomputed_missing_row_names_the_example(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [{"example_id": ex.example_id, "raw_text": "{}"} for ex in examples()]
+    missing = rows.pop(3)["example_id"]
+    source = tmp_path / "partial.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    capsys.readouterr()
+    assert main(_score_args(files, tmp_path / "x", "--precomputed", str(source))) == 2
+    err = capsys.readouterr().err
+    assert f"{missing!r}" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_duplicate_key_in_an_input_row_is_exit_2(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "dup.jsonl"
+    rows = [json.dumps({"example_id": ex.example_id, "raw_text": "{}"}) for ex in examples()]
+    rows[2] = rows[2][:-1] + ', "raw_text": "other"}'
+    source.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    assert main(_score_args(files, tmp_path / "x", "--precomputed", str(source))) == 2
+    assert "duplicate key 'raw_text'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--seed", str(2**64)],
+        ["--seed", "-1"],
+        ["--resamples", str(2**64)],
+        ["--resamples", "0"],
+    ],
+)
+def test_seed_and_resamples_out_of_range_are_exit_2(
+    files: dict[str, Path], tmp_path: Path, extra: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([*_generations_args(files, tmp_path / "x"), *extra])
+    assert exit_info.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.fixture
+def sqlite_tracking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh SQLite store; artifacts land under the temporary working directory."""
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "reliability")
+    return uri
+
+
+def _artifact_files(uri: str, run_id: str) -> set[str]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    found: set[str] = set()
+    pending = [""]
+    while pending:
+        for item in client.list_artifacts(run_id, pending.pop() or None):
+            if item.is_dir:
+                pending.append(item.path)
+            else:
+                found.add(item.path)
+    return found
+
+
+def _only_run(uri: str) -> str:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("reliability")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id])
+    assert len(runs) == 1
+    return str(runs[0].info.run_id)
+
+
+def _plant_unrelated_files(folder: Path) -> None:
+    (folder / ".ssh").mkdir(parents=True)
+    (folder / ".ssh" / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    (folder / "notes.txt").write_text("private notes\n")
+    (folder / "blob.bin").write_bytes(bytes(range(256)) * 64)
+
+
+def test_score_logs_exactly_the_files_it_wrote(
+    files: dict[str, Path], tmp_path: Path, sqlite_tracking: str
+) -> None:
+    out = tmp_path / "u"
+    _plant_unrelated_files(out)
+    assert main([*_generations_args(files, out), "--mlflow"]) == 0
+    logged = _artifact_files(sqlite_tracking, _only_run(sqlite_tracking))
+    assert logged == {
+        "sommelier/evaluation_report.json",
+        "sommelier/examples.json",
+        "sommelier/generations/en.jsonl",
+        "sommelier/generations/fr.jsonl",
+        "sommelier/test_split.formatted.jsonl",
+    }
+    assert (out / ".ssh" / "id_rsa").is_file()  # left alone locally, too
+
+
+def test_prepare_logs_exactly_the_files_it_wrote(tmp_path: Path, sqlite_tracking: str) -> None:
+    out = tmp_path / "prepared"
+    _plant_unrelated_files(out)
+    raw = Path(__file__).resolve().parents[2] / "examples" / "demo" / "data" / "raw.jsonl"
+    args = ["prepare", "--raw", str(raw), "--out", str(out)]
+    assert main([*args, "--train", "5", "--validation", "2", "--test", "3", "--mlflow"]) == 0
+    logged = _artifact_files(sqlite_tracking, _only_run(sqlite_tracking))
+    assert logged == {
+        "sommelier/prepared/drop_summary.json",
+        "sommelier/prepared/test.jsonl",
+        "sommelier/prepared/train.jsonl",
+        "sommelier/prepared/validation.jsonl",
+    }
+
+
+def test_runs_racing_to_create_an_experiment_all_get_it(
+    sqlite_tracking: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from mlflow.tracking import MlflowClient
+
+    from sommelier_mlflow.cli._runs import top_run
+
+    MlflowClient(sqlite_tracking).search_experiments()  # create the store's tables once
+    failures: list[str] = []
+    run_ids: list[str] = []
+    for trial in range(3):
+        monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", f"team-{trial}")
+        barrier = threading.Barrier(8)
+
+        def start_run(barrier: threading.Barrier) -> None:
+            barrier.wait()
+            try:
+                with top_run("racer") as run_id:
+                    run_ids.append(run_id)
+            except Exception as exc:  # collected, so the test names what failed
+                failures.append(f"{type(exc).__name__}: {exc}")
+
+        threads = [threading.Thread(target=start_run, args=(barrier,)) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert failures == []
+    assert len(set(run_ids)) == 24
+
+
+@pytest.mark.slow
+def test_concurrent_runs_into_a_new_experiment_all_succeed(
+    files: dict[str, Path], tmp_path: Path, sqlite_tracking: str
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from mlflow.tracking import MlflowClient
+
+    MlflowClient(sqlite_tracking).search_experiments()  # create the store's tables once
+    env = {**os.environ, "MLFLOW_EXPERIMENT_NAME": "team"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sommelier_mlflow.cli",
+                *_generations_args(files, tmp_path / f"out{index}"),
+                "--mlflow",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for index in range(4)
+    ]
+    errors = [process.communicate(timeout=300)[1] for process in processes]
+    assert [process.returncode for process in processes] == [0, 0, 0, 0], errors
+    client = MlflowClient(sqlite_tracking)
+    experiment = client.get_experiment_by_name("team")
+    assert experiment is not None
+    assert len(client.search_runs([experiment.experiment_id])) == 4

@@ -77,7 +77,8 @@ def test_evaluation_run_records_metrics_params_tags_input_and_artifacts(
     keys = log_evaluation_run(
         arms.base_typed,
         run_id=run_id,
-        artifacts_dir=outputs_dir,
+        artifact_files=sorted(path for path in outputs_dir.rglob("*") if path.is_file()),
+        artifacts_root=outputs_dir,
         test_split_path=arms.split_path,
         split=arms.split,
         table_rows=arms.base.table_rows(),
@@ -208,7 +209,8 @@ def test_secrets_never_reach_the_tracking_store(
     log_evaluation_run(
         EvaluationReport.from_json(report),
         run_id=run_id,
-        artifacts_dir=outputs_dir,
+        artifact_files=sorted(path for path in outputs_dir.rglob("*") if path.is_file()),
+        artifacts_root=outputs_dir,
         test_split_path=arms.split_path,
         split=arms.split,
         table_rows=[{"example_id": "x", "raw_text": f"token={env_token}"}],
