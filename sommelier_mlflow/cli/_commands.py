@@ -10,6 +10,7 @@ stderr and the exit code of the error tree, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -433,9 +434,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code (2-5 for expected failures, see the README)."""
     args = build_parser().parse_args(argv)
     try:
-        return _COMMANDS[args.command](args)
+        with contextlib.ExitStack() as stack:
+            if _wants_mlflow(args) or getattr(args, "base_run_id", None):
+                from sommelier_mlflow.cli._runs import prepared_tracking
+
+                # Before any work: seconds, not minutes, to exit 3.
+                stack.enter_context(prepared_tracking())
+            return _COMMANDS[args.command](args)
     except SommelierError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from sommelier_mlflow._redact import redact
+
+        # Messages quote models, adapters and URIs as given, credentials included.
+        print(f"error: {redact(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except OSError as exc:
         if exc.filename is None:  # not a filesystem error (a socket, say): a real bug

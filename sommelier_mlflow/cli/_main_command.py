@@ -21,7 +21,7 @@ from sommelier_mlflow.cli._pipeline import (
     evaluate_arm,
     resolve_num_threads,
 )
-from sommelier_mlflow.cli._runs import child_run, log_arm, top_run
+from sommelier_mlflow.cli._runs import child_run, log_arm, top_run, ui_hint
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.evaluation import ComparisonReport, MetricInterval
 
@@ -155,6 +155,6 @@ def run_main(args: argparse.Namespace) -> int:
             print(f"MLflow parent run: {parent_id}")
             for kind, arm in arms.items():
                 print(f"  {kind} run: {child_ids[kind]}  report: {arm.report_path.resolve()}")
-            print(f"open the UI: mlflow ui --backend-store-uri {mlflow.get_tracking_uri()}")
+            print(ui_hint(str(mlflow.get_tracking_uri())))
     sys.stdout.flush()
     return 0

@@ -7,12 +7,14 @@ their own run in ``MLFLOW_EXPERIMENT_NAME`` (default ``sommelier``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sommelier_mlflow.errors import DataError, InputError
+from sommelier_mlflow._redact import contains_secret, redact
+from sommelier_mlflow.errors import ConfigError, DataError, InputError
 from sommelier_mlflow.integration import (
     check_tracking_server,
     log_evaluation_run,
@@ -26,13 +28,80 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_EXPERIMENT",
+    "HTTP_LIMITS",
     "child_run",
     "download_evaluation_report",
     "log_arm",
+    "prepared_tracking",
     "top_run",
+    "ui_hint",
 ]
 
 DEFAULT_EXPERIMENT = "sommelier"
+#: MLflow's HTTP client retries a dead server for minutes (7 retries with
+#: exponential backoff, 120 s timeouts). These bounds make the whole logging
+#: phase fail within a minute; a value the user exported wins.
+HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+
+
+@contextmanager
+def prepared_tracking() -> Iterator[None]:
+    """Bound MLflow's retries, probe the store, and vet ``mlflow run``'s own params.
+
+    Entered before any work by every command that talks to a tracking
+    server, so an unreachable one is reported in seconds (exit 3), not after
+    the work and minutes of retries. The HTTP bounds hold for the block only
+    (a caller embedding the CLI keeps its own environment).
+
+    Raises:
+        TrackingError: The tracking store is unreachable (exit 3).
+        ConfigError: ``mlflow run`` logged a credential as a param (exit 2);
+            the run has been deleted.
+    """
+    added = [name for name in HTTP_LIMITS if name not in os.environ]
+    os.environ.update({name: HTTP_LIMITS[name] for name in added})
+    try:
+        check_tracking_server()
+        existing = os.environ.get("MLFLOW_RUN_ID")
+        if existing:
+            _refuse_credentials_in_params(existing)
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
+
+
+def _refuse_credentials_in_params(run_id: str) -> None:
+    """Delete ``mlflow run``'s run if it logged a credential, and say how to avoid it.
+
+    MLflow logs every ``-P`` value as a param when it creates the run, before
+    this command starts, so scrubbing cannot help any more: the value is
+    already stored. The only safe outcome is to take the run out of view and
+    stop before logging anything else.
+    """
+    with tracking_errors("read the run's params"):
+        client = _client()
+        params = client.get_run(run_id).data.params
+    leaking = sorted(key for key, value in params.items() if contains_secret(str(value)))
+    if not leaking:
+        return
+    with tracking_errors(f"delete run {run_id}"):
+        client.delete_run(run_id)
+    raise ConfigError(
+        f"the MLflow run {run_id} was given credentials in its parameters "
+        f"({', '.join(leaking)}): MLflow stored them in the tracking store, so the run has "
+        "been deleted. Pass credentials by environment variable instead (HF_TOKEN for the "
+        "Hugging Face Hub, the variable named by api_key_env for a served model; never as "
+        "user:password@ in a URL), and run `mlflow gc` to purge the deleted run for good"
+    )
+
+
+def ui_hint(tracking_uri: str) -> str:
+    """How to look at the runs: open an HTTP server in a browser, or start ``mlflow ui``."""
+    shown = redact(tracking_uri)
+    if tracking_uri.startswith(("http://", "https://")):
+        return f"open the UI: {shown} in a web browser"
+    return f"open the UI: mlflow ui --backend-store-uri {shown}"
 
 
 def _client() -> Any:
@@ -85,14 +154,30 @@ def top_run(run_name: str) -> Iterator[str]:
 
 @contextmanager
 def _ended(client: Any, run_id: str) -> Iterator[str]:
-    """End a run we created: FINISHED if the block succeeds, FAILED if it raises."""
-    status = "FAILED"
+    """End a run we created: FINISHED only if everything was logged.
+
+    A block that raises (logging cut short included) ends the run FAILED, an
+    interrupt KILLED. If the server is gone, ending the run fails too; the
+    first failure is the one reported, and the run stays RUNNING rather than
+    claim a completeness it does not have.
+    """
     try:
         yield run_id
-        status = "FINISHED"
-    finally:
-        with tracking_errors("end the run"):
-            client.set_terminated(run_id, status=status)
+    except KeyboardInterrupt:
+        _end_quietly(client, run_id, "KILLED")
+        raise
+    except BaseException:
+        _end_quietly(client, run_id, "FAILED")
+        raise
+    with tracking_errors("end the run"):
+        client.set_terminated(run_id, status="FINISHED")
+
+
+def _end_quietly(client: Any, run_id: str, status: str) -> None:
+    # The block's own error is what the user must see; a second failure here
+    # (the same dead server) would only hide it.
+    with contextlib.suppress(Exception):
+        client.set_terminated(run_id, status=status)
 
 
 @contextmanager

@@ -354,3 +354,112 @@ def test_concurrent_runs_into_a_new_experiment_all_succeed(
     experiment = client.get_experiment_by_name("team")
     assert experiment is not None
     assert len(client.search_runs([experiment.experiment_id])) == 4
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_compare_by_run_id_against_a_closed_port_exits_3_quickly(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{_closed_port()}"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    env.pop("MLFLOW_RUN_ID", None)
+    started = time.monotonic()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sommelier_mlflow.cli",
+            "compare",
+            "--base-run-id",
+            "a" * 32,
+            "--adapter-run-id",
+            "b" * 32,
+            "--out",
+            str(tmp_path / "c"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 3, result.stderr
+    assert time.monotonic() - started < 30
+    assert result.stderr.startswith("error: cannot reach the MLflow tracking server")
+    assert not (tmp_path / "c").exists()  # nothing was done before the probe
+
+
+@pytest.mark.parametrize("flag", ["--model", "--adapter"])
+def test_credentials_in_model_urls_are_never_printed(
+    files: dict[str, Path], tmp_path: Path, flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = "https://ann:pw-s3cr3t-42@models.example.com/org/x"
+    args = ["evaluate", "--test-split", str(files["split"])]
+    if flag == "--model":
+        args += ["--model-kind", "base", "--model", url]
+    else:
+        args += ["--model-kind", "adapter", "--model", str(tmp_path), "--adapter", url]
+    capsys.readouterr()
+    code = main([*args, "--out", str(tmp_path / "o")])
+    printed = capsys.readouterr()
+    assert code == 3, printed.err
+    assert "models.example.com" in printed.err  # the message still says which source failed
+    assert "pw-s3cr3t-42" not in printed.err + printed.out
+
+
+def test_ui_hint_scrubs_and_names_the_right_action() -> None:
+    from sommelier_mlflow.cli._runs import ui_hint
+
+    http = ui_hint("https://bob:hunter2-pw@mlflow.example.com")
+    assert "hunter2" not in http and "mlflow ui" not in http
+    assert "mlflow.example.com" in http and "browser" in http
+    local = ui_hint("sqlite:///tmp/mlruns.db")
+    assert local == "open the UI: mlflow ui --backend-store-uri sqlite:///tmp/mlruns.db"
+
+
+def test_mlflow_run_params_with_credentials_delete_the_run(
+    files: dict[str, Path],
+    tmp_path: Path,
+    sqlite_tracking: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(sqlite_tracking)
+    experiment_id = client.create_experiment("reliability")
+    # What `mlflow run -P model=https://user:pw@host/x` leaves before our command starts.
+    run = client.create_run(experiment_id)
+    client.log_param(run.info.run_id, "model", "https://ann:pw-s3cr3t-42@hub.example.com/x")
+    client.log_param(run.info.run_id, "model_kind", "base")
+    monkeypatch.setenv("MLFLOW_RUN_ID", run.info.run_id)
+    capsys.readouterr()
+    assert main(_generations_args(files, tmp_path / "o")) == 2
+    err = capsys.readouterr().err
+    assert "HF_TOKEN" in err and "mlflow gc" in err and "model" in err
+    assert "pw-s3cr3t-42" not in err
+    assert client.get_run(run.info.run_id).info.lifecycle_stage == "deleted"
+    assert not (tmp_path / "o").exists()  # stopped before any work
+
+
+def test_mlflow_run_params_without_credentials_are_accepted(
+    files: dict[str, Path], tmp_path: Path, sqlite_tracking: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(sqlite_tracking)
+    run = client.create_run(client.create_experiment("reliability"))
+    client.log_param(run.info.run_id, "model", "Qwen/Qwen2.5-0.5B-Instruct")
+    monkeypatch.setenv("MLFLOW_RUN_ID", run.info.run_id)
+    assert main(_generations_args(files, tmp_path / "o")) == 0
+    assert client.get_run(run.info.run_id).info.lifecycle_stage == "active"
