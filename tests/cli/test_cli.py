@@ -219,7 +219,7 @@ def test_console_module_runs_as_a_process(tmp_path: Path) -> None:
     assert "error:" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_unreachable_tracking_server_is_exit_3_and_keeps_local_reports(
+def test_unreachable_tracking_server_is_exit_3_before_any_work(
     files: dict[str, Path],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -234,7 +234,8 @@ def test_unreachable_tracking_server_is_exit_3_and_keeps_local_reports(
     monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
     assert _score(files, tmp_path / "base", "base", "--mlflow") == 3
     assert "error:" in capsys.readouterr().err
-    assert (tmp_path / "base" / "evaluation_report.json").is_file()
+    # The server is probed first (issue 13 #3): no work is done that could not be logged.
+    assert not (tmp_path / "base").exists()
 
 
 def test_precomputed_outputs_replay_through_the_runner(
