@@ -73,6 +73,26 @@ def _add_stats(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_scoring(parser: argparse.ArgumentParser) -> None:
+    from sommelier_mlflow.toolcalls import DEFAULT_MODE, scoring_modes
+
+    parser.add_argument(
+        "--scoring",
+        default=DEFAULT_MODE,
+        choices=scoring_modes(),
+        help="scoring mode, declared never guessed (default single: one gold call per example, "
+        "the five metrics; calls: zero or more calls, the seven calls metrics)",
+    )
+    parser.add_argument(
+        "--slice-by",
+        action="append",
+        default=[],
+        metavar="FIELD",
+        help="also slice by this row field (repeatable or comma-separated); language is always "
+        "sliced, and --scoring calls adds the call-count slice 'calls'",
+    )
+
+
 def _add_model(parser: argparse.ArgumentParser, *, required: bool) -> None:
     parser.add_argument(
         "--model", required=required, default=None, help="base model: local path or hub id"
@@ -140,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--out", default=None, help="output folder (default: derived, resumable)")
     _add_stats(evaluate)
+    _add_scoring(evaluate)
     _add_mlflow_flag(evaluate)
 
     score = sub.add_parser("score", help="re-score existing generations, no model needed")
@@ -157,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model(score, required=False)
     score.add_argument("--out", default=None)
     _add_stats(score)
+    _add_scoring(score)
     _add_mlflow_flag(score)
 
     compare = sub.add_parser("compare", help="gate and compare a base and an adapter evaluation")
@@ -185,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backend(demo)
     demo.add_argument("--out", default=None)
     _add_stats(demo)
+    _add_scoring(demo)
     _add_mlflow_flag(demo)
     return parser
 
@@ -275,6 +298,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         out_dir=out,
         seed=args.seed,
         resamples=args.resamples,
+        scoring=args.scoring,
+        slice_by=args.slice_by,
         device=args.device,
         backend=args.backend,
         num_threads=num_threads,
@@ -323,6 +348,8 @@ def _cmd_score(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             seed=args.seed,
             resamples=args.resamples,
+            scoring=args.scoring,
+            slice_by=args.slice_by,
         )
     else:
         arm = score_generations(
@@ -337,6 +364,8 @@ def _cmd_score(args: argparse.Namespace) -> int:
             adapter=args.adapter,
             seed=args.seed,
             resamples=args.resamples,
+            scoring=args.scoring,
+            slice_by=args.slice_by,
         )
     _print_arm(arm)
     if _wants_mlflow(args):

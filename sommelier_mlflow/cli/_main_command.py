@@ -55,6 +55,8 @@ def _arm(
         resamples=args.resamples,
         backend=args.backend,
         num_threads=resolve_num_threads(args.num_threads),
+        scoring=args.scoring,
+        slice_by=args.slice_by,
     )
 
 

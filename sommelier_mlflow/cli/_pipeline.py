@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sommelier_mlflow._json import atomic_write_bytes, canonical_json, sha256_text, staged_folder
 from sommelier_mlflow.data import (
+    CALLS_SLICE_FIELD,
     Decoding,
     GenerationRecord,
     ModelIdentity,
@@ -25,6 +26,8 @@ from sommelier_mlflow.data import (
     TestExample,
     TestSplit,
     check_model_kind,
+    check_scoring_mode,
+    check_slice_fields,
     format_examples,
     read_generations,
     read_precomputed,
@@ -45,6 +48,7 @@ from sommelier_mlflow.evaluation import (
     score_run,
     write_evaluation_report,
 )
+from sommelier_mlflow.toolcalls import DEFAULT_MODE, scoring_modes
 
 if TYPE_CHECKING:
     from sommelier_mlflow.generation import GenerationBackend
@@ -121,6 +125,43 @@ def select_examples(examples: Sequence[TestExample], max_examples: int) -> list[
     ]
 
 
+@dataclass(frozen=True)
+class ScoringChoice:
+    """The declared scoring mode and slice fields of one command, checked up front.
+
+    Checked before any generation starts, so a split that needs ``--scoring
+    calls`` (or lacks a declared slice field) fails in a second, not after
+    the model has run.
+    """
+
+    mode: str
+    slice_by: tuple[str, ...]
+
+    @classmethod
+    def of(cls, mode: str, slice_by: Sequence[str]) -> ScoringChoice:
+        """Validate the mode and the fields (comma-separated values are split)."""
+        if mode not in scoring_modes():
+            raise ConfigError(
+                f"unknown scoring mode {mode!r}; choose one of {', '.join(scoring_modes())}"
+            )
+        fields = tuple(
+            part.strip() for item in slice_by for part in item.split(",") if part.strip()
+        )
+        check_slice_fields(fields, scoring=mode)
+        return cls(mode, fields)
+
+    def read(self, path: str | os.PathLike[str]) -> TestSplit:
+        """Read the split with the declared row fields and check it suits the mode."""
+        row_fields = [
+            field
+            for field in check_slice_fields(self.slice_by, scoring=self.mode)
+            if field != CALLS_SLICE_FIELD
+        ]
+        split = read_test_split(path, slice_by=row_fields)
+        check_scoring_mode(split, self.mode)
+        return split
+
+
 def _kind_only(model_kind: str) -> ModelKind:
     return check_model_kind(model_kind, ConfigError)
 
@@ -150,6 +191,7 @@ def _finish_arm(
     resamples: int,
     written: Sequence[Path] = (),
     final_dir: Path | None = None,
+    scoring: ScoringChoice | None = None,
 ) -> ArmOutput:
     """Score, then write the report and the formatted split into ``out_dir``.
 
@@ -157,6 +199,7 @@ def _finish_arm(
     manifest). With ``final_dir``, ``out_dir`` is a staging folder whose files
     will be moved there, and the returned paths already name their final place.
     """
+    choice = scoring or ScoringChoice(DEFAULT_MODE, ())
     scored = score_run(
         split,
         generations,
@@ -166,6 +209,8 @@ def _finish_arm(
         decoding=decoding,
         seed=seed,
         resamples=resamples,
+        scoring=choice.mode,
+        slice_by=choice.slice_by,
     )
     report = EvaluationReport.from_run(scored)
     report_path = write_evaluation_report(out_dir / EVALUATION_REPORT_FILENAME, report)
@@ -201,6 +246,8 @@ def evaluate_arm(
     num_threads: int | None = None,
     backend_options: Mapping[str, Any] | None = None,
     progress: bool = True,
+    scoring: str = DEFAULT_MODE,
+    slice_by: Sequence[str] = (),
 ) -> ArmOutput:
     """Generate greedily for one arm with a named backend, then score it.
 
@@ -212,7 +259,8 @@ def evaluate_arm(
 
     kind = _check_kind(model_kind, adapter)
     decoding = Decoding(max_new_tokens=max_new_tokens, batch_size=batch_size, backend=backend)
-    source = read_test_split(test_split)
+    choice = ScoringChoice.of(scoring, slice_by)
+    source = choice.read(test_split)
     examples = select_examples(source.examples, max_examples)
     generator = create_backend(
         backend,
@@ -231,7 +279,7 @@ def evaluate_arm(
     formatted = _formatted(examples, generator.tokenizer, backend, test_split)
     split = TestSplit(path=source.path, sha256=source.sha256, examples=tuple(formatted))
     return _generate_and_score(
-        split, generator, kind, decoding, Path(out_dir), seed, resamples, progress
+        split, generator, kind, decoding, Path(out_dir), seed, resamples, progress, scoring=choice
     )
 
 
@@ -261,6 +309,7 @@ def _generate_and_score(
     resamples: int,
     progress: bool,
     final_dir: Path | None = None,
+    scoring: ScoringChoice | None = None,
 ) -> ArmOutput:
     from sommelier_mlflow.generation import MANIFEST_NAME, run_generation
 
@@ -286,6 +335,7 @@ def _generate_and_score(
         resamples=resamples,
         written=[*paths.values(), *([manifest] if manifest.is_file() else [])],
         final_dir=final_dir,
+        scoring=scoring,
     )
 
 
@@ -314,6 +364,8 @@ def score_generations(
     adapter: str | None = None,
     seed: int = 0,
     resamples: int = 2000,
+    scoring: str = DEFAULT_MODE,
+    slice_by: Sequence[str] = (),
 ) -> ArmOutput:
     """Re-score existing generations against a formatted split, without any model.
 
@@ -322,7 +374,8 @@ def score_generations(
     wrote. Without either, the identity cannot be proven and scoring refuses.
     """
     kind = _check_kind(model_kind, adapter) if model else _kind_only(model_kind)
-    split = read_test_split(test_split)
+    choice = ScoringChoice.of(scoring, slice_by)
+    split = choice.read(test_split)
     source = Path(generations)
     files = _generation_files(source)
     records = [record for path in files for record in read_generations(path)]
@@ -366,6 +419,7 @@ def score_generations(
             resamples=resamples,
             written=copies,
             final_dir=target,
+            scoring=choice,
         )
     return arm
 
@@ -385,6 +439,8 @@ def replay_precomputed(
     adapter: str | None = None,
     seed: int = 0,
     resamples: int = 2000,
+    scoring: str = DEFAULT_MODE,
+    slice_by: Sequence[str] = (),
 ) -> ArmOutput:
     """Score completions produced elsewhere (``example_id`` + ``raw_text`` rows).
 
@@ -404,7 +460,8 @@ def replay_precomputed(
     # No backend name: replaying is transport, not the engine that decoded; the
     # decoding is the producer's, as declared.
     decoding = Decoding(max_new_tokens=max_new_tokens, batch_size=batch_size)
-    split = read_test_split(test_split)
+    choice = ScoringChoice.of(scoring, slice_by)
+    split = choice.read(test_split)
     by_id = split.by_id()
     outputs: dict[str, str] = {}
     given: set[str] = set()
@@ -443,7 +500,16 @@ def replay_precomputed(
     # leaves the output folder exactly as it was.
     with staged_folder(out_dir) as stage:
         arm = _generate_and_score(
-            split, generator, kind, decoding, stage, seed, resamples, False, Path(out_dir)
+            split,
+            generator,
+            kind,
+            decoding,
+            stage,
+            seed,
+            resamples,
+            False,
+            Path(out_dir),
+            scoring=choice,
         )
     return arm
 

@@ -50,9 +50,18 @@ from sommelier_mlflow.data._schemas import (
     schema_version,
     validate_language,
 )
+from sommelier_mlflow.data._slices import (
+    CALLS_SLICE_FIELD,
+    call_count_value,
+    check_slice_fields,
+    encode_slice_value,
+    slice_name,
+    slice_sections,
+)
 from sommelier_mlflow.data._writers import write_test_split
 
 __all__ = [
+    "CALLS_SLICE_FIELD",
     "COMPARISON_REPORT_SCHEMA",
     "ChatTemplateTokenizer",
     "DROP_REASONS",
@@ -78,8 +87,11 @@ __all__ = [
     "TestExample",
     "TestSplit",
     "build_messages",
+    "call_count_value",
     "check_model_kind",
     "check_scoring_mode",
+    "check_slice_fields",
+    "encode_slice_value",
     "format_examples",
     "prepare",
     "read_generations",
@@ -87,6 +99,8 @@ __all__ = [
     "read_test_split",
     "render_target",
     "schema_version",
+    "slice_name",
+    "slice_sections",
     "validate_language",
     "write_test_split",
 ]

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -269,8 +270,23 @@ def _build_example(src: _Line, **fields: Any) -> TestExample:
         raise src.error(str(exc)) from exc
 
 
-def _native_example(src: _Line) -> TestExample:
-    src.exact_fields(_NATIVE_REQUIRED, _NATIVE_OPTIONAL)
+def _declared_values(src: _Line, slice_by: tuple[str, ...]) -> dict[str, str]:
+    """The row's declared slice fields: each must be there, as a non-empty string."""
+    values: dict[str, str] = {}
+    for field in slice_by:
+        if field not in src.row:
+            raise src.error(
+                f"missing slice field {field!r} (declared with --slice-by); every row needs it"
+            )
+        value = src.row[field]
+        if not isinstance(value, str) or not value:
+            raise src.error(f"slice field {field!r} must be a non-empty string, got {_kind(value)}")
+        values[field] = value
+    return values
+
+
+def _native_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExample:
+    src.exact_fields(_NATIVE_REQUIRED, _NATIVE_OPTIONAL | frozenset(slice_by))
     example_id = src.string("example_id")
     tools = _checked_tools(src, src.row["tools"])
     has_list, has_one = "gold_calls" in src.row, "gold_call" in src.row
@@ -302,6 +318,7 @@ def _native_example(src: _Line) -> TestExample:
         source_example_id=src.optional_string("source_example_id"),
         prompt_text=prompt_text,
         prompt_sha256=prompt_sha256,
+        slice_values=_declared_values(src, slice_by),
     )
 
 
@@ -315,7 +332,7 @@ def _check_legacy_common(src: _Line, fields: tuple[str, ...]) -> None:
         src.optional_string("source_example_id")
 
 
-def _prepared_v2_example(src: _Line) -> TestExample:
+def _prepared_v2_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExample:
     _check_legacy_common(src, _PREPARED_V2_FIELDS)
     for key in ("source_id", "query_sha256", "source_revision"):
         src.string(key)
@@ -328,6 +345,7 @@ def _prepared_v2_example(src: _Line) -> TestExample:
         tools=tools,
         gold_calls=_gold_list(src, src.row["gold_calls"], tools, field="gold_calls"),
         source_example_id=src.optional_string("source_example_id"),
+        slice_values=_declared_values(src, slice_by),
     )
 
 
@@ -352,7 +370,7 @@ def _formatted_messages(src: _Line) -> tuple[str, str, str | None]:
     return contents[0], contents[1], contents[2] if len(contents) == 3 else None
 
 
-def _formatted_v2_example(src: _Line) -> TestExample:
+def _formatted_v2_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExample:
     _check_legacy_common(src, _FORMATTED_V2_FIELDS)
     for key in ("full_text", "tokenizer_id", "template_policy"):
         src.string(key, non_empty=False)
@@ -396,6 +414,7 @@ def _formatted_v2_example(src: _Line) -> TestExample:
         source_example_id=src.optional_string("source_example_id"),
         prompt_text=prompt_text,
         prompt_sha256=prompt_sha256,
+        slice_values=_declared_values(src, slice_by),
     )
 
 
@@ -454,12 +473,15 @@ def _check_pairs(path: str, examples: list[TestExample], lines: dict[str, int]) 
         pair_lines[key] = line
 
 
-def read_test_split(path: str | os.PathLike[str]) -> TestSplit:
+def read_test_split(path: str | os.PathLike[str], *, slice_by: Iterable[str] = ()) -> TestSplit:
     """Read and validate a test split, streaming it line by line.
 
     Args:
         path: A JSONL file of native ``sommelier_mlflow.test_example.v1`` rows
             and/or rows of the original pipeline (see the module docstring).
+        slice_by: Declared slice fields (``--slice-by``) beyond ``language``:
+            every row must carry each as a non-empty string; on native rows
+            they are the only extra fields allowed.
 
     Returns:
         The examples in file order and the SHA-256 of the file's bytes.
@@ -469,12 +491,13 @@ def read_test_split(path: str | os.PathLike[str]) -> TestSplit:
             empty file; the message names the file and line.
         InvariantViolationError: If a stored prompt does not match its digest.
     """
+    declared = tuple(slice_by)
     reader = JsonlReader(path)
     examples: list[TestExample] = []
     lines: dict[str, int] = {}
     for line_no, row in reader:
         src = _Line(reader.path, line_no, row)
-        example = _ROW_READERS[_schema_of(src, TEST_SPLIT_SCHEMAS)](src)
+        example = _ROW_READERS[_schema_of(src, TEST_SPLIT_SCHEMAS)](src, declared)
         first = lines.get(example.example_id)
         if first is not None:
             raise src.error(f"duplicate example_id {example.example_id!r} (first at line {first})")

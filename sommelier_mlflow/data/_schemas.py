@@ -106,6 +106,8 @@ class TestExample:
     ``source_example_id`` links a translated row to the root it translates;
     ``prompt_text``/``prompt_sha256`` are set once the example is formatted
     (or were supplied already formatted and are replayed byte for byte).
+    ``slice_values`` holds the declared slice fields of the row
+    (``--slice-by F``), sorted by field name.
 
     The constructor takes ``gold_call`` (one call, the original signature
     every single-call caller uses) or ``gold_calls``; given both, ``gold_call``
@@ -122,6 +124,7 @@ class TestExample:
     source_example_id: str | None
     prompt_text: str | None
     prompt_sha256: str | None
+    slice_values: tuple[tuple[str, str], ...]
 
     def __init__(
         self,
@@ -135,6 +138,7 @@ class TestExample:
         prompt_sha256: str | None = None,
         *,
         gold_calls: Sequence[dict[str, Any]] | None = None,
+        slice_values: Mapping[str, str] | Sequence[tuple[str, str]] = (),
     ) -> None:
         if gold_call is None and gold_calls is None:
             raise InputError(
@@ -160,6 +164,8 @@ class TestExample:
         assign(self, "source_example_id", source_example_id)
         assign(self, "prompt_text", prompt_text)
         assign(self, "prompt_sha256", prompt_sha256)
+        pairs = slice_values.items() if isinstance(slice_values, Mapping) else slice_values
+        assign(self, "slice_values", tuple(sorted((str(k), v) for k, v in pairs)))
         self._validate()
 
     def _validate(self) -> None:
@@ -176,6 +182,12 @@ class TestExample:
             raise InputError(
                 f"example {self.example_id!r}: prompt_text and prompt_sha256 come together"
             )
+        for field_name, value in self.slice_values:
+            if not isinstance(value, str) or not value:
+                raise InputError(
+                    f"example {self.example_id!r}: slice field {field_name!r} must be a "
+                    f"non-empty string, got {value!r}"
+                )
 
     @property
     def gold_call(self) -> dict[str, Any]:
@@ -203,6 +215,7 @@ class TestExample:
             "tools": self.tools,
             "gold_calls": list(self.gold_calls),
         }
+        row.update(self.slice_values)
         if self.prompt_text is not None:
             row["prompt_text"] = self.prompt_text
             row["prompt_sha256"] = self.prompt_sha256

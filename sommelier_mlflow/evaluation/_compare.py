@@ -70,12 +70,15 @@ GATE_FIELDS: Final[tuple[str, ...]] = (
     "model_identity.tokenizer",
     "model_identity.tokenizer_revision",
     "test_split_sha256",
+    "scoring",
     "parser_version",
     "decoding.temperature",
     "decoding.do_sample",
     "decoding.max_new_tokens",
     "decoding.batch_size",
     "slices",
+    "slice_by",
+    "field_slices",
     "metric_names",
     "prompt_set_sha256.<language>",
     "paired_slices",
@@ -94,6 +97,9 @@ _HINTS: Final = {
     "model_identity": "evaluate both arms with the same base model, tokenizer and revisions",
     "test_split_sha256": "evaluate both arms on the same test-split file",
     "parser_version": "re-score both arms with the same parser version",
+    "scoring": "score both arms with the same --scoring mode",
+    "slice_by": "score both arms with the same --slice-by fields",
+    "field_slices": "score both arms on the same split so the same field slices exist",
     "decoding": "generate both arms with identical decoding settings, batch size included",
     "slices": "evaluate both arms on the same language slices",
     "metric_names": "score both arms with the same sommelier_mlflow version",
@@ -156,6 +162,8 @@ def _gate(base: EvaluationReport, adapter: EvaluationReport) -> None:
             _refuse(f"model_identity.{key}", base, adapter, left_model[key], right_model[key])
     for key, left, right in (
         ("test_split_sha256", bi.test_split_sha256, ai.test_split_sha256),
+        # The mode before its parser: "scored in another mode" says more than a version.
+        ("scoring", bi.scoring, ai.scoring),
         ("parser_version", bi.parser_version, ai.parser_version),
     ):
         if not _same(left, right):
@@ -166,6 +174,10 @@ def _gate(base: EvaluationReport, adapter: EvaluationReport) -> None:
             _refuse(f"decoding.{key}", base, adapter, left_decoding[key], right_decoding[key])
     if sorted(base.slices) != sorted(adapter.slices):
         _refuse("slices", base, adapter, sorted(base.slices), sorted(adapter.slices))
+    if bi.slice_by != ai.slice_by:
+        _refuse("slice_by", base, adapter, list(bi.slice_by), list(ai.slice_by))
+    if list(base.field_slices) != list(adapter.field_slices):
+        _refuse("field_slices", base, adapter, list(base.field_slices), list(adapter.field_slices))
     if list(base.metric_names) != list(adapter.metric_names):
         _refuse("metric_names", base, adapter, base.metric_names, adapter.metric_names)
     for language in sorted(base.slices):
@@ -325,6 +337,10 @@ def compare_reports(
     for language in languages:
         rows = np.flatnonzero(language_of == language)
         slices[language] = _compare_slice(language, rows, base, adapter, settings, outcome)
+    # The gate proved both arms hold the same example ids in the same order, so one
+    # membership serves both arms.
+    for name, rows in base.field_slice_rows.items():
+        slices[name] = _compare_slice(name, rows, base, adapter, settings, outcome)
     return ComparisonReport(
         identity=ComparisonIdentity(
             model_identity=identity.model_identity,
@@ -340,6 +356,9 @@ def compare_reports(
                     for language, paired in base.paired_slices.items()
                 }
             ),
+            scoring=identity.scoring,
+            slice_by=identity.slice_by,
+            field_slices=tuple(base.field_slices),
         ),
         runs=MappingProxyType({"base": _run_summary(base), "adapter": _run_summary(adapter)}),
         bootstrap=settings,

@@ -47,7 +47,7 @@ from sommelier_mlflow.evaluation._stats import (
     PairedBootstrapResult,
     mcnemar_exact,
 )
-from sommelier_mlflow.toolcalls import MetricValue
+from sommelier_mlflow.toolcalls import DEFAULT_MODE, MetricValue, scoring_modes
 
 __all__ = [
     "ARM_KINDS",
@@ -83,6 +83,9 @@ class ComparisonIdentity:
     languages: tuple[str, ...]
     prompt_set_sha256: Mapping[str, str]
     pair_set_sha256: Mapping[str, str]
+    scoring: str = DEFAULT_MODE
+    slice_by: tuple[str, ...] = ()
+    field_slices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +182,16 @@ class ComparisonReport:
                 "slices": list(identity.languages),
                 "prompt_set_sha256": dict(identity.prompt_set_sha256),
                 "pair_set_sha256": dict(identity.pair_set_sha256),
+                # Only when not the spec's defaults, so single-call reports keep their bytes.
+                **({"scoring": identity.scoring} if identity.scoring != DEFAULT_MODE else {}),
+                **(
+                    {
+                        "slice_by": list(identity.slice_by),
+                        "field_slices": list(identity.field_slices),
+                    }
+                    if identity.slice_by
+                    else {}
+                ),
             },
             "runs": {
                 kind: {
@@ -340,13 +353,9 @@ class _Reader:
         bootstrap = self.settings(top["bootstrap"])
         runs_entry = check.mapping(top["runs"], "runs", frozenset(ARM_KINDS))
         runs: dict[str, RunSummary] = {kind: self.run(kind, runs_entry[kind]) for kind in ARM_KINDS}
-        slices_entry = check.mapping(
-            top["slices"], "slices", frozenset({OVERALL, *identity.languages})
-        )
-        slices = {
-            name: self.slice(name, slices_entry[name], names)
-            for name in (OVERALL, *identity.languages)
-        }
+        order = (OVERALL, *identity.languages, *identity.field_slices)
+        slices_entry = check.mapping(top["slices"], "slices", frozenset(order))
+        slices = {name: self.slice(name, slices_entry[name], names) for name in order}
         for name, entry in slices.items():
             if entry.delta.resamples != bootstrap.resamples:
                 check.broken(f"slices.{name}.bootstrap.resamples", "differs from the report's")
@@ -394,7 +403,24 @@ class _Reader:
 
     def identity(self, value: object) -> ComparisonIdentity:
         check = self.check
-        entry = check.mapping(value, "identity", _IDENTITY)
+        raw = check.mapping(value, "identity")
+        optional = {"scoring"} & set(raw)
+        if "slice_by" in raw or "field_slices" in raw:
+            optional |= {"slice_by", "field_slices"}
+        entry = check.mapping(raw, "identity", _IDENTITY | optional)
+        scoring = entry.get("scoring", DEFAULT_MODE)
+        if "scoring" in entry and (scoring == DEFAULT_MODE or scoring not in scoring_modes()):
+            check.fail("identity.scoring", f"is not a registered non-default mode: {scoring!r}")
+        slice_by = tuple(
+            check.text(name, "identity.slice_by")
+            for name in check.array(entry.get("slice_by", []), "identity.slice_by")
+        )
+        field_slices = tuple(
+            check.text(name, "identity.field_slices")
+            for name in check.array(entry.get("field_slices", []), "identity.field_slices")
+        )
+        if "slice_by" in entry and not slice_by:
+            check.fail("identity.slice_by", "is empty; leave it out when only language is sliced")
         model = check.mapping(entry["model_identity"], "identity.model_identity", _MODEL)
         decoding_entry = check.mapping(entry["decoding"], "identity.decoding")
         try:
@@ -449,6 +475,9 @@ class _Reader:
                     for language, digest in pair_sets.items()
                 }
             ),
+            scoring=scoring,
+            slice_by=slice_by,
+            field_slices=field_slices,
         )
 
     def settings(self, value: object) -> BootstrapSettings:

@@ -23,7 +23,7 @@ from sommelier_mlflow.evaluation._stats import (
     QUANTILE_METHOD,
     PairedBootstrapResult,
 )
-from sommelier_mlflow.toolcalls import MetricValue
+from sommelier_mlflow.toolcalls import DEFAULT_MODE, MetricValue
 
 __all__ = ["format_delta", "format_metric", "format_p_value", "render_comparison_markdown"]
 
@@ -82,6 +82,20 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
+def _scoring_lines(report: ComparisonReport) -> list[str]:
+    # Shown only when not the spec's defaults, like the report fields they come from.
+    identity = report.identity
+    lines = []
+    if identity.scoring != DEFAULT_MODE:
+        lines.append(f"- Scoring: `{identity.scoring}`")
+    if identity.slice_by:
+        lines.append(
+            f"- Field slices (by {', '.join(identity.slice_by)}): "
+            f"{', '.join(identity.field_slices)}"
+        )
+    return lines
+
+
 def _identity_lines(report: ComparisonReport) -> list[str]:
     identity = report.identity
     model = identity.model_identity
@@ -105,6 +119,7 @@ def _identity_lines(report: ComparisonReport) -> list[str]:
         f"{str(decoding.do_sample).lower()}, max_new_tokens {decoding.max_new_tokens}, "
         f"batch_size {decoding.batch_size}",
         f"- Slices: {', '.join(identity.languages)}",
+        *_scoring_lines(report),
         f"- Base report sha256: `{report.runs['base'].report_sha256}`",
         f"- Adapter report sha256: `{report.runs['adapter'].report_sha256}`",
         "- Delta intervals: "
@@ -249,7 +264,7 @@ def render_comparison_markdown(report: ComparisonReport) -> str:
     lines = ["# Tool-call comparison: adapter vs base", ""]
     lines += _identity_lines(report)
     lines += ["## Adapter minus base, per slice", ""]
-    for name in (OVERALL, *report.identity.languages):
+    for name in (OVERALL, *report.identity.languages, *report.identity.field_slices):
         lines += _slice_lines(name, report.slices[name], metric_names)
 
     lines += [

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
@@ -40,6 +40,8 @@ from sommelier_mlflow.data import (
     ModelIdentity,
     ModelKind,
     check_model_kind,
+    check_slice_fields,
+    slice_name,
 )
 from sommelier_mlflow.errors import DataError, InputError, SommelierError
 from sommelier_mlflow.evaluation._checks import ReportChecker
@@ -58,7 +60,13 @@ from sommelier_mlflow.evaluation._stats import (
     MetricInterval,
     PairedBootstrapResult,
 )
-from sommelier_mlflow.toolcalls import PARSE_STATUSES, MetricValue, ParseStatus
+from sommelier_mlflow.toolcalls import (
+    DEFAULT_MODE,
+    PARSE_STATUSES,
+    MetricValue,
+    ParseStatus,
+    scoring_modes,
+)
 
 __all__ = [
     "EVALUATION_REPORT_FILENAME",
@@ -102,6 +110,9 @@ _IDENTITY_KEYS: Final = frozenset(
         "prompt_set_sha256",
     }
 )
+# Written only when not the spec's defaults (``single`` scoring, language slices only),
+# so reports from before scoring modes and slice fields read and rewrite unchanged.
+_OPTIONAL_IDENTITY_KEYS: Final = frozenset({"scoring", "slice_by"})
 _MODEL_IDENTITY_KEYS: Final = frozenset(
     {"base_model", "base_revision", "tokenizer", "tokenizer_revision"}
 )
@@ -244,6 +255,8 @@ class ArmIdentity:
         parser_version: The parser every completion was parsed with.
         decoding: The run's single decoding configuration.
         test_split_sha256: Digest of the test-split file.
+        scoring: The scoring mode (``single`` unless the report says otherwise).
+        slice_by: Slice fields beyond language (the slice definition).
     """
 
     model_kind: ModelKind
@@ -252,6 +265,8 @@ class ArmIdentity:
     parser_version: str
     decoding: Decoding
     test_split_sha256: str
+    scoring: str = DEFAULT_MODE
+    slice_by: tuple[str, ...] = ()
 
 
 def _frozen(array: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -278,6 +293,9 @@ class EvaluationReport:
         slices: Per-language metrics and prompt-set digests.
         paired_slices: Matched-pair gaps per target language.
         source: Where the report came from (a path or a label), for messages.
+        slice_values: Each row's ``(field, value)`` pairs of the declared slice
+            fields (empty tuples when only language is sliced).
+        field_slices: Metrics and prompt-set digest per field slice ``F:V``.
     """
 
     identity: ArmIdentity
@@ -293,6 +311,17 @@ class EvaluationReport:
     slices: Mapping[str, SliceResult]
     paired_slices: Mapping[str, PairedSlice]
     source: str = "evaluation report"
+    slice_values: tuple[tuple[tuple[str, str], ...], ...] = ()
+    field_slices: Mapping[str, SliceResult] = field(default_factory=lambda: MappingProxyType({}))
+
+    @cached_property
+    def field_slice_rows(self) -> dict[str, NDArray[np.intp]]:
+        """Row indices of each field slice, in :attr:`field_slices` order."""
+        members: dict[str, list[int]] = {name: [] for name in self.field_slices}
+        for row, values in enumerate(self.slice_values):
+            for name, value in values:
+                members[slice_name(name, value)].append(row)
+        return {name: np.array(rows, dtype=np.intp) for name, rows in members.items()}
 
     @property
     def examples(self) -> int:
@@ -326,6 +355,8 @@ class EvaluationReport:
                 parser_version=run.parser_version,
                 decoding=run.decoding,
                 test_split_sha256=run.test_split_sha256,
+                scoring=run.scored.scoring,
+                slice_by=run.scored.slice_by,
             ),
             metric_names=run.metric_names,
             bootstrap=run.bootstrap,
@@ -339,6 +370,10 @@ class EvaluationReport:
             slices=MappingProxyType(dict(run.slices)),
             paired_slices=MappingProxyType(dict(run.paired_slices)),
             source=source,
+            slice_values=(
+                tuple(example.slice_values for example in examples) if run.scored.slice_by else ()
+            ),
+            field_slices=MappingProxyType(dict(run.scored.field_slices)),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -360,6 +395,7 @@ class EvaluationReport:
                 "decoding": identity.decoding.to_dict(),
                 "test_split_sha256": identity.test_split_sha256,
                 "prompt_set_sha256": self.prompt_set_sha256,
+                **self._scoring_identity(),
             },
             "metric_names": list(self.metric_names),
             "examples": self.examples,
@@ -375,6 +411,7 @@ class EvaluationReport:
             "paired_slices": {
                 language: _paired_to_dict(paired) for language, paired in self.paired_slices.items()
             },
+            **self._field_slices_json(),
             "bootstrap": settings_to_dict(self.bootstrap),
             "per_example": [
                 {
@@ -384,10 +421,42 @@ class EvaluationReport:
                     "parse_status": self.parse_statuses[row],
                     "numerators": numerators[row],
                     "denominators": denominators[row],
+                    **self._row_slice_values(row),
                 }
                 for row in range(self.examples)
             ],
         }
+
+    # The three parts below are written only when scoring is not ``single`` or
+    # slices beyond language were declared, so a single-call report keeps the
+    # exact bytes it had before scoring modes existed.
+
+    def _scoring_identity(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.identity.scoring != DEFAULT_MODE:
+            extra["scoring"] = self.identity.scoring
+        if self.identity.slice_by:
+            extra["slice_by"] = list(self.identity.slice_by)
+        return extra
+
+    def _field_slices_json(self) -> dict[str, Any]:
+        if not self.identity.slice_by:
+            return {}
+        return {
+            "field_slices": {
+                name: {
+                    "examples": entry.examples,
+                    "metrics": metrics_to_dict(entry.metrics),
+                    "prompt_set_sha256": entry.prompt_set_sha256,
+                }
+                for name, entry in self.field_slices.items()
+            }
+        }
+
+    def _row_slice_values(self, row: int) -> dict[str, Any]:
+        if not self.identity.slice_by:
+            return {}
+        return {"slice_values": dict(self.slice_values[row])}
 
     @classmethod
     def from_json(cls, document: object, *, source: str = "evaluation report") -> EvaluationReport:
@@ -495,8 +564,11 @@ def _settings(check: ReportChecker, value: object) -> BootstrapSettings:
         check.fail("bootstrap", str(exc))
 
 
-def _check_rows(check: ReportChecker, value: object, names: Sequence[str]) -> _Rows:
+def _check_rows(
+    check: ReportChecker, value: object, names: Sequence[str], slice_by: tuple[str, ...] = ()
+) -> _Rows:
     rows = check.array(value, "per_example")
+    row_keys = _ROW_KEYS | {"slice_values"} if slice_by else _ROW_KEYS
     width = len(names)
     ids: list[str] = []
     languages: list[str] = []
@@ -507,7 +579,7 @@ def _check_rows(check: ReportChecker, value: object, names: Sequence[str]) -> _R
     previous = ""
     for index, raw in enumerate(rows):
         where = f"per_example[{index}]"
-        row = check.mapping(raw, where, _ROW_KEYS)
+        row = check.mapping(raw, where, row_keys)
         example_id = check.text(row["example_id"], f"{where}.example_id")
         if ids and example_id <= previous:
             check.fail(
@@ -671,9 +743,13 @@ def _read(document: object, source: str) -> EvaluationReport:
             f"unsupported {top['schema_version']!r}; "
             f"this version reads {EVALUATION_REPORT_SCHEMA!r}",
         )
-    check.mapping(top, "report", _TOP_KEYS)
-    identity_entry = check.mapping(top["identity"], "identity", _IDENTITY_KEYS)
-    identity = _identity(check, identity_entry)
+    raw_identity = check.mapping(top.get("identity"), "identity")
+    identity_entry = check.mapping(
+        raw_identity, "identity", _IDENTITY_KEYS | (_OPTIONAL_IDENTITY_KEYS & set(raw_identity))
+    )
+    scoring, slice_by = _scoring(check, identity_entry)
+    identity = replace(_identity(check, identity_entry), scoring=scoring, slice_by=slice_by)
+    check.mapping(top, "report", _TOP_KEYS | ({"field_slices"} if slice_by else set()))
 
     names_raw = check.array(top["metric_names"], "metric_names")
     names = tuple(check.text(name, "metric_names") for name in names_raw)
@@ -682,8 +758,9 @@ def _read(document: object, source: str) -> EvaluationReport:
     settings = _settings(check, top["bootstrap"])
 
     ids, languages, prompts, statuses, numerators, denominators = _check_rows(
-        check, top["per_example"], names
+        check, top["per_example"], names, slice_by
     )
+    row_values = _row_values(check, top["per_example"], slice_by)
     if not ids:
         check.fail("per_example", "is empty; a report covers at least one example")
     if check.count(top["examples"], "examples") != len(ids):
@@ -755,7 +832,92 @@ def _read(document: object, source: str) -> EvaluationReport:
         slices=MappingProxyType(slices),
         paired_slices=MappingProxyType(paired),
         source=source,
+        slice_values=tuple(row_values) if slice_by else (),
+        field_slices=MappingProxyType(
+            _field_slices(check, top, row_values, prompts, numerators, denominators, names)
+            if slice_by
+            else {}
+        ),
     )
+
+
+def _scoring(check: ReportChecker, identity: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    scoring = identity.get("scoring", DEFAULT_MODE)
+    if "scoring" in identity and (scoring == DEFAULT_MODE or scoring not in scoring_modes()):
+        check.fail(
+            "identity.scoring",
+            f"must be a registered non-default scoring mode (left out for {DEFAULT_MODE!r}), "
+            f"got {scoring!r}",
+        )
+    raw = check.array(identity.get("slice_by", []), "identity.slice_by")
+    if "slice_by" in identity and not raw:
+        check.fail("identity.slice_by", "is empty; leave it out when only language is sliced")
+    slice_by = tuple(check.text(name, "identity.slice_by") for name in raw)
+    try:
+        expected = check_slice_fields(slice_by, scoring=scoring)
+    except InputError as exc:
+        check.fail("identity.slice_by", str(exc))
+    if expected != slice_by:
+        check.fail("identity.slice_by", f"must be {list(expected)} for {scoring!r} scoring")
+    return scoring, slice_by
+
+
+def _row_values(
+    check: ReportChecker, rows: list[Any], slice_by: tuple[str, ...]
+) -> list[tuple[tuple[str, str], ...]]:
+    if not slice_by:
+        return []
+    values: list[tuple[tuple[str, str], ...]] = []
+    for index, row in enumerate(rows):
+        where = f"per_example[{index}].slice_values"
+        entry = check.mapping(row["slice_values"], where, frozenset(slice_by))
+        values.append(
+            tuple(
+                sorted((name, check.text(text, f"{where}.{name}")) for name, text in entry.items())
+            )
+        )
+    return values
+
+
+def _field_slices(
+    check: ReportChecker,
+    top: dict[str, Any],
+    row_values: list[tuple[tuple[str, str], ...]],
+    prompts: list[str],
+    numerators: NDArray[np.int64],
+    denominators: NDArray[np.int64],
+    names: tuple[str, ...],
+) -> dict[str, SliceResult]:
+    members: dict[str, list[int]] = {}
+    for row, values in enumerate(row_values):
+        for name, value in values:
+            members.setdefault(slice_name(name, value), []).append(row)
+    stored = check.mapping(top["field_slices"], "field_slices")
+    if set(stored) != set(members):
+        check.broken("field_slices", f"are {sorted(stored)} but rows have {sorted(members)}")
+    result: dict[str, SliceResult] = {}
+    for key, raw in stored.items():
+        where = f"field_slices.{key}"
+        entry = check.mapping(raw, where, _SLICE_KEYS)
+        rows = np.array(members[key], dtype=np.intp)
+        if check.count(entry["examples"], f"{where}.examples") != rows.size:
+            check.broken(f"{where}.examples", f"is {entry['examples']}, rows say {rows.size}")
+        slice_metrics = check.metrics(entry["metrics"], f"{where}.metrics", names)
+        check.same_metrics(
+            slice_metrics,
+            metrics_from_components(numerators[rows], denominators[rows], names),
+            f"{where}.metrics",
+        )
+        digest = prompt_set_digest([prompts[row] for row in rows])
+        if entry["prompt_set_sha256"] != digest:
+            check.broken(f"{where}.prompt_set_sha256", "does not match the rows' prompt digests")
+        result[key] = SliceResult(
+            language=key,
+            examples=int(rows.size),
+            metrics=MappingProxyType(slice_metrics),
+            prompt_set_sha256=digest,
+        )
+    return result
 
 
 def validate_evaluation_report(report: object, *, source: str = "evaluation report") -> None:

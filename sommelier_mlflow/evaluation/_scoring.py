@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -27,13 +27,19 @@ from numpy.typing import NDArray
 
 from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow.data import (
+    CALLS_SLICE_FIELD,
     Decoding,
     GenerationRecord,
     ModelIdentity,
     ModelKind,
     TestExample,
     TestSplit,
+    call_count_value,
     check_model_kind,
+    check_scoring_mode,
+    check_slice_fields,
+    slice_name,
+    slice_sections,
     validate_language,
 )
 from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
@@ -44,15 +50,22 @@ from sommelier_mlflow.evaluation._stats import (
     paired_bootstrap,
 )
 from sommelier_mlflow.toolcalls import (
+    CALLS_MODE,
+    CALLS_PARSER_VERSION,
+    DEFAULT_MODE,
     PARSER_VERSION,
     CallComparison,
+    CallsComparison,
+    CallsParseResult,
     ExampleScore,
     GoldCall,
+    GoldCalls,
     MetricValue,
     ParseResult,
     ParseStatus,
     ScoringMetric,
     parse_tool_call,
+    parse_tool_calls,
     score_components,
     scoring_metrics,
 )
@@ -153,8 +166,10 @@ class ExampleResult:
             came without prompts, as in the evaluator plugin).
         raw_text: The completion exactly as generated.
         parse_status: The status the current parser assigns to ``raw_text``.
-        parsed_call: The parsed call when ``parse_status == "ok"``.
+        parsed_call: The parsed call when ``parse_status == "ok"`` (``single`` scoring).
         score: The additive metric components, one per scored metric.
+        parsed_calls: The parsed calls when ``parse_status == "ok"`` (``calls`` scoring).
+        slice_values: The example's value of each declared slice field, sorted by field.
     """
 
     example_id: str
@@ -165,6 +180,8 @@ class ExampleResult:
     parse_status: ParseStatus
     parsed_call: dict[str, Any] | None
     score: ExampleScore
+    parsed_calls: tuple[dict[str, Any], ...] | None = None
+    slice_values: tuple[tuple[str, str], ...] = ()
 
     @property
     def full_call_correct(self) -> bool:
@@ -261,6 +278,10 @@ class ScoredExamples:
         metrics: Overall metrics.
         slices: Per-language results, keyed and ordered by language.
         paired_slices: Matched-pair gaps, keyed and ordered by target language.
+        scoring: The scoring mode (``single`` or ``calls``).
+        slice_by: Declared slice fields beyond language, in definition order.
+        field_slices: Results per field slice, keyed ``F:V``, in ``slice_by``
+            then value order (a :class:`SliceResult` whose ``language`` is the name).
     """
 
     metrics_scored: tuple[ScoringMetric[Any], ...]
@@ -270,6 +291,9 @@ class ScoredExamples:
     metrics: Mapping[str, MetricValue]
     slices: dict[str, SliceResult]
     paired_slices: dict[str, PairedSlice]
+    scoring: str = DEFAULT_MODE
+    slice_by: tuple[str, ...] = ()
+    field_slices: dict[str, SliceResult] = field(default_factory=dict)
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -498,27 +522,60 @@ class Completion:
         example_id: Unique id of the example.
         language: Its language slice.
         source_example_id: For a translated example, the id of its root.
-        gold_call: The one expected ``{name, arguments}`` call.
+        gold_call: The one expected ``{name, arguments}`` call (``None`` when the
+            example expects zero or several calls: give ``gold_calls``).
         raw_text: The completion exactly as produced.
         prompt_sha256: The digest of the prompt it answered, when known;
             without it slices and pairs carry no prompt/pair-set digest.
+        gold_calls: The expected calls for ``calls`` scoring (default: ``gold_call`` alone).
+        slice_values: ``(field, value)`` of each declared slice field.
     """
 
     example_id: str
     language: str
     source_example_id: str | None
-    gold_call: Mapping[str, Any]
+    gold_call: Mapping[str, Any] | None
     raw_text: str
     prompt_sha256: str | None = None
+    gold_calls: tuple[Mapping[str, Any], ...] | None = None
+    slice_values: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def expected_calls(self) -> tuple[Mapping[str, Any], ...]:
+        """Every expected call, in the given order."""
+        if self.gold_calls is not None:
+            return self.gold_calls
+        return () if self.gold_call is None else (self.gold_call,)
+
+
+Parsed = ParseResult | CallsParseResult
 
 
 def _parse_and_compare(
-    completions: Sequence[Completion],
-) -> tuple[list[ParseResult], list[CallComparison]]:
+    completions: Sequence[Completion], scoring: str
+) -> tuple[list[Parsed], list[Any]]:
+    """Parse each completion once with the mode's parser and compare it with its gold."""
+    parses: list[Parsed] = []
+    comparisons: list[Any] = []
+    if scoring == CALLS_MODE:
+        gold_sets: dict[str, GoldCalls] = {}
+        for completion in completions:
+            calls = completion.expected_calls
+            key = canonical_json(list(calls))
+            gold_set = gold_sets.get(key)
+            if gold_set is None:
+                gold_set = gold_sets[key] = GoldCalls(calls)
+            parsed_calls = parse_tool_calls(completion.raw_text)
+            parses.append(parsed_calls)
+            comparisons.append(CallsComparison(parsed_calls.status, parsed_calls.calls, gold_set))
+        return parses, comparisons
     golds: dict[str, GoldCall] = {}
-    parses: list[ParseResult] = []
-    comparisons: list[CallComparison] = []
     for completion in completions:
+        if completion.gold_call is None or len(completion.expected_calls) != 1:
+            raise InputError(
+                f"example {completion.example_id!r} expects {len(completion.expected_calls)} "
+                "calls; the five single-call metrics need exactly one: score with --scoring calls"
+            )
         key = canonical_json(completion.gold_call)
         gold = golds.get(key)
         if gold is None:
@@ -530,7 +587,7 @@ def _parse_and_compare(
 
 
 def _component_arrays(
-    comparisons: Sequence[CallComparison], metrics: Sequence[ScoringMetric[Any]]
+    comparisons: Sequence[Any], metrics: Sequence[ScoringMetric[Any]]
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     flat_numerators, flat_denominators = score_components(comparisons, metrics)
     shape = (len(comparisons), len(metrics))
@@ -571,7 +628,9 @@ def _paired_slices(
                     f"{root.example_id!r} of the same language; a translation's root must be "
                     "in another language"
                 )
-            if canonical_json(root.gold_call) != canonical_json(target.gold_call):
+            if canonical_json(list(root.expected_calls)) != canonical_json(
+                list(target.expected_calls)
+            ):
                 raise InvariantViolationError(
                     f"translated example {target.example_id!r} and its root {root.example_id!r} "
                     "have different gold calls; a matched pair must ask for the identical call "
@@ -654,6 +713,8 @@ def score_completions(
     bootstrap: BootstrapSettings,
     gap_scope: str,
     metrics: Sequence[ScoringMetric[Any]] | None = None,
+    scoring: str = DEFAULT_MODE,
+    slice_by: Sequence[str] = (),
 ) -> ScoredExamples:
     """Score completions against their gold calls: rows, slices and matched-pair gaps.
 
@@ -669,7 +730,13 @@ def score_completions(
             ``derive_seed(seed, f"gap/{gap_scope}/{language}")``
             (an arm uses its ``model_kind``).
         metrics: Metrics to score, in column order (default: the registry's
-            ``single`` mode).
+            metrics of ``scoring``).
+        scoring: The scoring mode: ``single`` (one gold call per example,
+            ``sommelier.parser.v1``) or ``calls`` (zero or more,
+            ``sommelier.calls_parser.v1``).
+        slice_by: Slice fields beyond language; each completion must carry
+            a value for each in ``slice_values``. In ``calls`` scoring the
+            call-count slice (``calls:0``, ``calls:1``, ``calls:2+``) is added.
 
     Returns:
         The scored rows in ``example_id`` order and every aggregate.
@@ -679,7 +746,8 @@ def score_completions(
             translated rows none of whose roots is among the completions.
         InvariantViolationError: A matched pair whose gold calls differ.
     """
-    chosen = scoring_metrics() if metrics is None else tuple(metrics)
+    fields = check_slice_fields(slice_by, scoring=scoring)
+    chosen = scoring_metrics(scoring) if metrics is None else tuple(metrics)
     names = tuple(metric.name for metric in chosen)
     rows = sorted(completions, key=lambda completion: completion.example_id)
     if not rows:
@@ -696,8 +764,9 @@ def score_completions(
             f"{len(repeated)} example id(s) occur more than once: {preview_ids(repeated)}; "
             "each example is scored exactly once"
         )
-    parses, comparisons = _parse_and_compare(rows)
+    parses, comparisons = _parse_and_compare(rows, scoring)
     numerators, denominators = _component_arrays(comparisons, chosen)
+    values = [_slice_values(completion, fields) for completion in rows]
     results = tuple(
         ExampleResult(
             example_id=completion.example_id,
@@ -706,11 +775,13 @@ def score_completions(
             prompt_sha256=completion.prompt_sha256,
             raw_text=completion.raw_text,
             parse_status=parsed.status,
-            parsed_call=parsed.call,
+            parsed_call=parsed.call if isinstance(parsed, ParseResult) else None,
             score=ExampleScore(names, tuple(top), tuple(bottom)),
+            parsed_calls=parsed.calls if isinstance(parsed, CallsParseResult) else None,
+            slice_values=row_values,
         )
-        for completion, parsed, top, bottom in zip(
-            rows, parses, numerators.tolist(), denominators.tolist(), strict=True
+        for completion, parsed, top, bottom, row_values in zip(
+            rows, parses, numerators.tolist(), denominators.tolist(), values, strict=True
         )
     )
     languages_of = np.array([completion.language for completion in rows])
@@ -745,16 +816,77 @@ def score_completions(
         metrics=metrics_from_components(numerators, denominators, names),
         slices=slices,
         paired_slices=paired,
+        scoring=scoring,
+        slice_by=fields,
+        field_slices=_field_slices(rows, values, fields, numerators, denominators, names),
     )
 
 
+def _slice_values(completion: Completion, fields: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """The example's value of each slice field, sorted by field (the call count is derived)."""
+    given = dict(completion.slice_values)
+    out: list[tuple[str, str]] = []
+    for name in fields:
+        if name == CALLS_SLICE_FIELD:
+            out.append((name, call_count_value(len(completion.expected_calls))))
+        elif name in given:
+            out.append((name, given[name]))
+        else:
+            raise InputError(
+                f"example {completion.example_id!r} has no value for slice field {name!r}; "
+                "every row needs each declared slice field"
+            )
+    return tuple(sorted(out))
+
+
+def _field_slices(
+    rows: Sequence[Completion],
+    values: Sequence[tuple[tuple[str, str], ...]],
+    fields: tuple[str, ...],
+    numerators: NDArray[np.int64],
+    denominators: NDArray[np.int64],
+    names: tuple[str, ...],
+) -> dict[str, SliceResult]:
+    """One :class:`SliceResult` per ``F:V``, fields in definition order, values sorted."""
+    members: dict[str, list[int]] = defaultdict(list)
+    for row, row_values in enumerate(values):
+        for name, value in row_values:
+            members[slice_name(name, value)].append(row)
+    ordered = sorted(members, key=lambda key: (fields.index(key.split(":", 1)[0]), key))
+    slice_sections(ordered)  # refuses two slices that would share MLflow keys (exit 2)
+    result: dict[str, SliceResult] = {}
+    for key in ordered:
+        chosen_rows = np.array(members[key], dtype=np.int64)
+        prompts = [rows[row].prompt_sha256 for row in members[key]]
+        result[key] = SliceResult(
+            language=key,
+            examples=len(chosen_rows),
+            metrics=metrics_from_components(
+                numerators[chosen_rows], denominators[chosen_rows], names
+            ),
+            prompt_set_sha256=(
+                prompt_set_digest([prompt or "" for prompt in prompts])
+                if all(prompt is not None for prompt in prompts)
+                else None
+            ),
+        )
+    return result
+
+
 def _audit_stored_parse(record: GenerationRecord, result: ExampleResult) -> None:
+    # Generation records always store the single-call parse; in calls scoring the
+    # row was parsed with the calls parser, so the audit re-derives the stored one.
+    fresh: ParseResult | ExampleResult = (
+        result if result.parsed_calls is None else parse_tool_call(record.raw_text)
+    )
+    fresh_status = fresh.parse_status if isinstance(fresh, ExampleResult) else fresh.status
+    fresh_parsed = fresh.parsed_call if isinstance(fresh, ExampleResult) else fresh.call
     stored_call = None if record.parsed_call is None else canonical_json(record.parsed_call)
-    fresh_call = None if result.parsed_call is None else canonical_json(result.parsed_call)
-    if result.parse_status != record.parse_status or stored_call != fresh_call:
+    fresh_call = None if fresh_parsed is None else canonical_json(fresh_parsed)
+    if fresh_status != record.parse_status or stored_call != fresh_call:
         raise InvariantViolationError(
             f"generation for {record.example_id!r} stores parse {record.parse_status!r} "
-            f"{stored_call} but {PARSER_VERSION} parses its raw_text as {result.parse_status!r} "
+            f"{stored_call} but {PARSER_VERSION} parses its raw_text as {fresh_status!r} "
             f"{fresh_call}; the record was edited or written by another parser, so regenerate "
             "or re-parse it before scoring"
         )
@@ -772,6 +904,8 @@ def score_run(
     seed: int = 0,
     resamples: int = 2000,
     confidence: float = 0.95,
+    scoring: str = DEFAULT_MODE,
+    slice_by: Sequence[str] = (),
 ) -> ScoredRun:
     """Score one arm's generations against the test split.
 
@@ -793,6 +927,10 @@ def score_run(
             ``derive_seed(seed, f"gap/{model_kind}/{language}")``).
         resamples: Bootstrap resamples per gap.
         confidence: Nominal coverage of the gap intervals.
+        scoring: The declared scoring mode; ``single`` refuses a split with an
+            example of zero or several gold calls (exit 2, naming its line).
+        slice_by: Slice fields beyond language, read from each example's
+            ``slice_values`` (see :func:`score_completions`).
 
     Returns:
         The scored run; ``EvaluationReport.from_run`` gives its report.
@@ -813,6 +951,8 @@ def score_run(
         )
     adapter_info = _check_adapter(model_kind, adapter)
     settings = BootstrapSettings(seed=seed, resamples=resamples, confidence=confidence)
+    check_slice_fields(slice_by, scoring=scoring)  # configuration first, then the data
+    check_scoring_mode(split, scoring)
     selected = _select_examples(split, languages)
     records = _join(split, selected, generations)
     for example, record in zip(selected, records, strict=True):
@@ -824,14 +964,18 @@ def score_run(
                 example_id=example.example_id,
                 language=example.language,
                 source_example_id=example.source_example_id,
-                gold_call=example.gold_call,
+                gold_call=example.gold_calls[0] if len(example.gold_calls) == 1 else None,
                 raw_text=record.raw_text,
                 prompt_sha256=record.prompt_sha256,  # verified equal to the example's digest
+                gold_calls=example.gold_calls,
+                slice_values=example.slice_values,
             )
             for example, record in zip(selected, records, strict=True)
         ],
         bootstrap=settings,
         gap_scope=model_kind,
+        scoring=scoring,
+        slice_by=slice_by,
     )
     # selected is in example_id order, as are the scored rows.
     for record, result in zip(records, scored.examples, strict=True):
@@ -840,7 +984,7 @@ def score_run(
         model_kind=model_kind,
         model_identity=model_identity,
         adapter=adapter_info,
-        parser_version=PARSER_VERSION,
+        parser_version=CALLS_PARSER_VERSION if scoring == CALLS_MODE else PARSER_VERSION,
         decoding=run_decoding,
         test_split_sha256=split.sha256,
         bootstrap=settings,

@@ -22,7 +22,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Final, Protocol
 
-from sommelier_mlflow.data import OVERALL
+from sommelier_mlflow.data import OVERALL, slice_sections
 from sommelier_mlflow.errors import DataError
 from sommelier_mlflow.evaluation import (
     ComparisonReport,
@@ -65,6 +65,11 @@ class SlicedScores(Protocol):
     @property
     def paired_slices(self) -> Mapping[str, PairedSlice]:
         """Matched-pair gaps per target language."""
+        ...
+
+    @property
+    def field_slices(self) -> Mapping[str, SliceResult]:
+        """Metrics per field slice ``F:V`` (empty when only language is sliced)."""
         ...
 
 
@@ -117,7 +122,9 @@ def evaluation_metric_keys(report: SlicedScores) -> dict[str, float]:
     """Flatten one arm's report (or the evaluator's scores) into metric keys.
 
     Keys: ``overall/<metric>``, ``overall/counts/<metric>.numerator|.denominator``,
-    the same under ``<language>/`` for each slice, and for each translated
+    the same under ``<language>/`` for each slice and under ``F:<encoded V>/``
+    for each field slice ``F:V`` (``calls:2+`` is logged as ``calls:2.2b/...``;
+    see ``sommelier_mlflow.data.encode_slice_value``), and for each translated
     language ``gap/<language>/<metric>``, ``gap/<language>/ci95/<metric>.lower|.upper``
     and ``gap/<language>/pairs``. Counts are logged as floats, which is exact
     below 2**53.
@@ -127,6 +134,8 @@ def evaluation_metric_keys(report: SlicedScores) -> dict[str, float]:
     _counted(keys, OVERALL, report.metrics, names)
     for language in sorted(report.slices):
         _counted(keys, language, report.slices[language].metrics, names)
+    for name, section in slice_sections(report.field_slices).items():
+        _counted(keys, section, report.field_slices[name].metrics, names)
     for language in sorted(report.paired_slices):
         paired = report.paired_slices[language]
         _intervals(keys, f"gap/{language}", paired.bootstrap, names)
@@ -145,17 +154,20 @@ def comparison_metric_keys(report: ComparisonReport) -> dict[str, float]:
     """Flatten a comparison report into metric keys.
 
     Keys: ``delta/<slice>/<metric>`` with ``delta/<slice>/ci95/<metric>.lower|.upper``
-    and ``mcnemar/<slice>/p_value`` for ``overall`` and every language;
+    and ``mcnemar/<slice>/p_value`` for ``overall``, every language and every
+    field slice (under its encoded section, as in :func:`evaluation_metric_keys`);
     ``gap/<model_kind>/<language>/<metric>`` (+ ``ci95`` bounds) for the
     matched-pair gaps of both models; ``marginal_gap/<model_kind>/<language>/<metric>``
     for the descriptive full-slice gaps.
     """
     names = report.metric_names
     keys: dict[str, float] = {}
+    sections = slice_sections(report.identity.field_slices)
     for slice_name in (OVERALL, *sorted(name for name in report.slices if name != OVERALL)):
         entry = report.slices[slice_name]
-        _intervals(keys, f"delta/{slice_name}", entry.delta, names)
-        keys[f"mcnemar/{slice_name}/p_value"] = entry.mcnemar.p_value
+        section = sections.get(slice_name, slice_name)
+        _intervals(keys, f"delta/{section}", entry.delta, names)
+        keys[f"mcnemar/{section}/p_value"] = entry.mcnemar.p_value
     for kind in sorted(report.gaps):
         _gap_keys(keys, kind, report.gaps[kind], names)
     for kind in sorted(report.marginal):

@@ -179,6 +179,8 @@ class Kit:
         languages: Sequence[str] | None = None,
         seed: int = 0,
         resamples: int = 200,
+        scoring: str = "single",
+        slice_by: Sequence[str] = (),
     ) -> ScoredRun:
         return score_run(
             split,
@@ -190,6 +192,8 @@ class Kit:
             languages=languages,
             seed=seed,
             resamples=resamples,
+            scoring=scoring,
+            slice_by=slice_by,
         )
 
     @staticmethod

@@ -51,6 +51,13 @@ def _decoding(kit, **changes):
     return Decoding(**fields)
 
 
+def _topics(value):
+    def edit(rows):
+        return [replace(row, slice_values={"topic": value}) for row in rows]
+
+    return edit
+
+
 def _no_sources(rows):
     return [replace(row, source_example_id=None) for row in rows]
 
@@ -124,6 +131,26 @@ CASES = {
                 languages=["en"],
                 texts={k: v for k, v in kit.ADAPTER_TEXTS.items() if k.startswith("en")},
             ),
+        ),
+    ),
+    "scoring": (
+        "scoring",
+        lambda kit, base: (base, _adapter_report(kit, scoring="calls")),
+    ),
+    "slice_by": (
+        "slice_by",
+        lambda kit, base: (
+            base,
+            _adapter_report(kit, kit.golden_split(_topics("weather")), slice_by=["topic"]),
+        ),
+    ),
+    "field_slices": (
+        "field_slices",
+        lambda kit, base: (
+            doc(
+                kit.score(kit.golden_split(_topics("weather")), kit.BASE_TEXTS, slice_by=["topic"])
+            ),
+            _adapter_report(kit, kit.golden_split(_topics("travel")), slice_by=["topic"]),
         ),
     ),
     "metric_names": (
