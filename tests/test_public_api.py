@@ -63,6 +63,7 @@ CURATED = {
     "sommelier_mlflow.generation": {
         "BackendFactory",
         "BackendRequest",
+        "Completion",
         "DTYPES",
         "GENERATIONS_DIR",
         "GenerationBackend",
@@ -71,6 +72,7 @@ CURATED = {
         "MANIFEST_SCHEMA",
         "RecordedIdentity",
         "ReplayGenerator",
+        "SupportsCompletionDetails",
         "SupportsFingerprint",
         "SupportsPromptLengths",
         "TextGenerator",

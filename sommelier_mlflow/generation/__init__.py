@@ -22,7 +22,9 @@ from sommelier_mlflow.generation._manifest import (
 )
 from sommelier_mlflow.generation._protocol import (
     BackendRequest,
+    Completion,
     GenerationBackend,
+    SupportsCompletionDetails,
     SupportsFingerprint,
     SupportsPromptLengths,
     TextGenerator,
@@ -39,6 +41,7 @@ from sommelier_mlflow.generation._runner import GENERATIONS_DIR, run_generation
 __all__ = [
     "BackendFactory",
     "BackendRequest",
+    "Completion",
     "DTYPES",
     "GENERATIONS_DIR",
     "GenerationBackend",
@@ -47,6 +50,7 @@ __all__ = [
     "MANIFEST_SCHEMA",
     "RecordedIdentity",
     "ReplayGenerator",
+    "SupportsCompletionDetails",
     "SupportsFingerprint",
     "SupportsPromptLengths",
     "TextGenerator",

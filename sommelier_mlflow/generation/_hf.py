@@ -18,7 +18,7 @@ from typing import Any, Final
 from sommelier_mlflow.data import ModelIdentity
 from sommelier_mlflow.errors import ConfigError, DependencyError
 from sommelier_mlflow.generation._identity import adapter_digest
-from sommelier_mlflow.generation._protocol import BackendRequest
+from sommelier_mlflow.generation._protocol import BackendRequest, Completion
 from sommelier_mlflow.generation._registry import register_backend
 
 __all__ = ["DTYPES", "HFGenerator", "hf_backend", "physical_cores"]
@@ -416,6 +416,21 @@ class HFGenerator:
             ConfigError: If ``max_new_tokens`` is not a positive integer, a
                 prompt is not a string, or the batch does not fit in memory.
         """
+        return [
+            completion.text
+            for completion in self.generate_details(prompts, max_new_tokens=max_new_tokens)
+        ]
+
+    def generate_details(self, prompts: Sequence[str], *, max_new_tokens: int) -> list[Completion]:
+        """:meth:`generate`, with each completion's finish reason and token counts.
+
+        ``finish_reason`` is ``"stop"`` when an end-of-sequence token ended the
+        completion and ``"length"`` when ``max_new_tokens`` did (a truncated
+        tool call is the usual cause of an ``invalid_json`` parse).
+
+        Raises:
+            ConfigError: As :meth:`generate`.
+        """
         if type(max_new_tokens) is not int or max_new_tokens <= 0:
             raise ConfigError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
         if not prompts:
@@ -445,12 +460,19 @@ class HFGenerator:
                 f"{self._device}; lower the batch size or max_new_tokens"
             ) from exc
         new_tokens = output[:, input_ids.shape[1] :].tolist()
+        prompt_tokens = [int(n) for n in attention_mask.sum(dim=1).tolist()]
         completions = []
-        for row in new_tokens:
-            cut = next((i for i, tok in enumerate(row) if tok in self._eos_ids), len(row))
+        for row, used in zip(new_tokens, prompt_tokens, strict=True):
+            cut = next((i for i, tok in enumerate(row) if tok in self._eos_ids), None)
+            kept = row if cut is None else row[:cut]
             completions.append(
-                self._tokenizer.decode(
-                    row[:cut], skip_special_tokens=True, clean_up_tokenization_spaces=False
+                Completion(
+                    text=self._tokenizer.decode(
+                        kept, skip_special_tokens=True, clean_up_tokenization_spaces=False
+                    ),
+                    finish_reason="length" if cut is None else "stop",
+                    prompt_tokens=used,
+                    completion_tokens=len(kept),
                 )
             )
         return completions

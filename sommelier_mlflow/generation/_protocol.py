@@ -25,7 +25,9 @@ from sommelier_mlflow.generation._identity import declared_adapter, declared_ide
 
 __all__ = [
     "BackendRequest",
+    "Completion",
     "GenerationBackend",
+    "SupportsCompletionDetails",
     "SupportsFingerprint",
     "SupportsPromptLengths",
     "TextGenerator",
@@ -73,12 +75,48 @@ class SupportsFingerprint(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One completion and what the backend knows about how it was produced.
+
+    Only ``text`` enters the generation records (and so the scores); the rest
+    is operational detail for throughput and truncation reporting, ``None``
+    where a backend cannot tell.
+
+    Attributes:
+        text: The newly generated text, exactly what ``generate`` returns.
+        finish_reason: ``"stop"`` (end of sequence), ``"length"`` (hit
+            ``max_new_tokens``) or a backend's own reason.
+        prompt_tokens: Tokens the prompt took, in the backend's tokenizer.
+        completion_tokens: Tokens generated, end-of-sequence excluded.
+    """
+
+    text: str
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@runtime_checkable
+class SupportsCompletionDetails(Protocol):
+    """A generator that can report per-completion details alongside the text.
+
+    The runner prefers this over ``generate`` when it exists; the texts must
+    be the ones ``generate`` would return for the same batch.
+    """
+
+    def generate_details(self, prompts: Sequence[str], *, max_new_tokens: int) -> list[Completion]:
+        """Return one :class:`Completion` per prompt, in the same order."""
+        ...
+
+
 @runtime_checkable
 class GenerationBackend(TextGenerator, SupportsFingerprint, Protocol):
     """A named generation backend: completions plus everything recorded about them.
 
-    Beyond :meth:`generate` (required) and ``prompt_lengths`` (optional, see
-    :class:`SupportsPromptLengths`), a backend answers three questions:
+    Beyond :meth:`generate` (required), ``prompt_lengths`` (optional, see
+    :class:`SupportsPromptLengths`) and ``generate_details`` (optional, see
+    :class:`SupportsCompletionDetails`), a backend answers three questions:
 
     * which model it is: :meth:`model_identity` and :meth:`adapter_info` are
       what the comparison gate holds equal (identity) or records per arm

@@ -17,7 +17,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
@@ -48,6 +49,8 @@ from sommelier_mlflow.errors import (
 )
 from sommelier_mlflow.generation._manifest import MANIFEST_NAME, MANIFEST_SCHEMA
 from sommelier_mlflow.generation._protocol import (
+    Completion,
+    SupportsCompletionDetails,
     SupportsFingerprint,
     SupportsPromptLengths,
     TextGenerator,
@@ -333,6 +336,32 @@ def _progress(total: int, initial: int, desc: str, enabled: bool) -> Iterator[An
         bar.close()
 
 
+def _generate_batch(
+    generator: TextGenerator, prompts: list[str], max_new_tokens: int
+) -> list[Completion]:
+    """One batch through the backend, with details when it offers them, checked."""
+    outputs: Any
+    if isinstance(generator, SupportsCompletionDetails):
+        outputs = generator.generate_details(prompts, max_new_tokens=max_new_tokens)
+        expected = "Completion"
+        valid = isinstance(outputs, list) and all(
+            isinstance(item, Completion) and isinstance(item.text, str) for item in outputs
+        )
+    else:
+        outputs = generator.generate(prompts, max_new_tokens=max_new_tokens)
+        expected = "str"
+        valid = isinstance(outputs, list) and all(isinstance(text, str) for text in outputs)
+    if not valid or len(outputs) != len(prompts):
+        raise InvariantViolationError(
+            f"{generator!r} returned {type(outputs).__name__} of "
+            f"{len(outputs) if isinstance(outputs, list) else '?'} items for "
+            f"{len(prompts)} prompts; a generator must return one {expected} per prompt"
+        )
+    if expected == "str":
+        return [Completion(text) for text in outputs]
+    return list(outputs)
+
+
 def run_generation(
     examples: Sequence[TestExample],
     generator: TextGenerator,
@@ -341,6 +370,7 @@ def run_generation(
     model_kind: ModelKind,
     out_dir: str | os.PathLike[str],
     progress: bool = True,
+    on_batch: Callable[[Sequence[Completion], float], None] | None = None,
 ) -> dict[str, Path]:
     """Generate one greedy completion per example into per-language JSONL files.
 
@@ -358,6 +388,10 @@ def run_generation(
         out_dir: Directory receiving ``generations/<language>.jsonl`` and
             ``generation_manifest.json``.
         progress: Show a tqdm progress bar (examples/s, ETA) on stderr.
+        on_batch: Called after each generated batch with its completions (all
+            of the batch, with the backend's details where it gives them, see
+            :class:`SupportsCompletionDetails`) and the seconds the backend
+            took; batches resumed from disk are not generated and not reported.
 
     Returns:
         Path of each slice file, keyed by language (sorted).
@@ -425,19 +459,13 @@ def run_generation(
                 missing = {i for i in batch if prompted[i].example.example_id not in records}
                 if not missing:
                     continue
-                outputs = generator.generate(
-                    [prompted[i].prompt for i in batch], max_new_tokens=decoding.max_new_tokens
+                started = time.perf_counter()
+                completions = _generate_batch(
+                    generator, [prompted[i].prompt for i in batch], decoding.max_new_tokens
                 )
-                if (
-                    not isinstance(outputs, list)
-                    or len(outputs) != len(batch)
-                    or not all(isinstance(text, str) for text in outputs)
-                ):
-                    raise InvariantViolationError(
-                        f"{generator!r} returned {type(outputs).__name__} of "
-                        f"{len(outputs) if isinstance(outputs, list) else '?'} items for "
-                        f"{len(batch)} prompts; a generator must return one str per prompt"
-                    )
+                if on_batch is not None:
+                    on_batch(completions, time.perf_counter() - started)
+                outputs = [completion.text for completion in completions]
                 for position, index in enumerate(batch):
                     if index not in missing:
                         continue

@@ -139,7 +139,10 @@ class RecordingGenerator:
         return result
 
     def __getattr__(self, name: str) -> Any:
-        # Optional capabilities (prompt_lengths, fingerprint) are the inner backend's.
+        # Optional capabilities (prompt_lengths, fingerprint) are the inner backend's,
+        # except generate_details: every batch must go through generate to be recorded.
+        if name == "generate_details":
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
 

@@ -121,6 +121,21 @@ def test_generation_stops_at_an_end_of_sequence_token(
         base_generator.tokenizer(cut, add_special_tokens=False)["input_ids"]
         == (base_generator.tokenizer(full, add_special_tokens=False)["input_ids"][:1])
     )
+    (stopped,) = HFGenerator(variant, num_threads=1).generate_details([prompt], max_new_tokens=8)
+    assert (stopped.text, stopped.finish_reason, stopped.completion_tokens) == (cut, "stop", 1)
+
+
+def test_details_give_the_same_texts_with_finish_reasons_and_token_counts(
+    base_generator: HFGenerator, examples: list[TestExample]
+) -> None:
+    prompts = [example.prompt_text or "" for example in examples[:4]]
+    details = base_generator.generate_details(prompts, max_new_tokens=3)
+    assert [d.text for d in details] == base_generator.generate(prompts, max_new_tokens=3)
+    assert [d.prompt_tokens for d in details] == base_generator.prompt_lengths(prompts)
+    for detail in details:
+        assert detail.completion_tokens is not None and detail.completion_tokens <= 3
+        # Without an end-of-sequence token the budget ended it.
+        assert detail.finish_reason == ("stop" if detail.completion_tokens < 3 else "length")
 
 
 def test_missing_model_directory_is_a_dependency_error(tmp_path: Path) -> None:

@@ -134,3 +134,47 @@ def test_progress_bar_goes_to_stderr_only_when_asked(
         assert "ex/s" in captured.err
     else:
         assert captured.err == ""
+
+
+def test_on_batch_sees_every_generated_batch_with_its_completions(tmp_path: Path) -> None:
+    from sommelier_mlflow.generation import Completion
+
+    examples = [_example(f"e{i}", "en", f"prompt {i}") for i in range(5)]
+    replay = ReplayGenerator({f"prompt {i}": f"out {i}" for i in range(5)})
+    seen: list[tuple[list[Completion], float]] = []
+    run_generation(
+        examples,
+        replay,
+        decoding=Decoding(max_new_tokens=4, batch_size=2),
+        model_kind="base",
+        out_dir=tmp_path,
+        progress=False,
+        on_batch=lambda completions, seconds: seen.append((list(completions), seconds)),
+    )
+    assert [len(batch) for batch, _ in seen] == [2, 2, 1]
+    texts = sorted(c.text for batch, _ in seen for c in batch)
+    assert texts == [f"out {i}" for i in range(5)]
+    # A backend without details reports texts only; nothing is invented.
+    assert all(c.finish_reason is None and c.completion_tokens is None for b, _ in seen for c in b)
+    assert all(seconds >= 0 for _, seconds in seen)
+
+
+def test_details_that_are_not_completions_are_an_invariant_violation(tmp_path: Path) -> None:
+    from sommelier_mlflow.errors import InvariantViolationError
+
+    class Detailed:
+        def generate(self, prompts: object, *, max_new_tokens: int) -> list[str]:
+            return ["x"]
+
+        def generate_details(self, prompts: object, *, max_new_tokens: int) -> list[str]:
+            return ["x"]  # plain strings where Completions are due
+
+    with pytest.raises(InvariantViolationError, match="one Completion per prompt"):
+        run_generation(
+            [_example("e1", "en", "p1")],
+            Detailed(),
+            decoding=Decoding(max_new_tokens=4, batch_size=1),
+            model_kind="base",
+            out_dir=tmp_path,
+            progress=False,
+        )
