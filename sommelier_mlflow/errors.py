@@ -7,11 +7,29 @@ status without a traceback. Where a Python builtin exception type is part of a
 documented contract (``KeyError`` for unknown catalog names, ``ValueError`` /
 ``TypeError`` for bad metric configuration), the class also derives from that
 builtin so callers catching the builtin keep working.
+
+Exit codes:
+
+====  ==================================================================
+code  meaning
+====  ==================================================================
+1     an unexpected internal error (a bug: please report it)
+2     bad input or configuration (:class:`InputError` and subclasses)
+3     a missing dependency, model or adapter, or an unreachable tracking
+      server (:class:`DependencyError`, :class:`TrackingError`)
+4     comparison refused: the gate, or claims that do not match their
+      preregistration (:class:`ComparisonRefusedError`)
+5     an invariant violated: digest mismatch, mixed decoding
+      (:class:`InvariantViolationError`)
+6     a preregistered claim is not supported, only when the user asked
+      to fail on it (:class:`ClaimNotSupportedError`)
+====  ==================================================================
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "ClaimNotSupportedError",
     "ComparisonRefusedError",
     "ConfigError",
     "DataError",
@@ -107,3 +125,21 @@ class InvariantViolationError(SommelierError):
     """An internal guarantee was broken: digest mismatch, mixed decoding (exit 5)."""
 
     exit_code = 5
+
+
+class ClaimNotSupportedError(SommelierError):
+    """A preregistered claim was not supported (exit 6, with ``--fail-on-unsupported``).
+
+    Not a malfunction: the comparison ran and its reports were written and
+    logged. The distinct exit code lets CI and model-promotion steps gate on
+    the verdict without parsing any output.
+
+    Attributes:
+        claim_ids: The ids of the claims that were not supported.
+    """
+
+    exit_code = 6
+
+    def __init__(self, message: str, *, claim_ids: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.claim_ids = claim_ids

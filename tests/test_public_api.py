@@ -186,4 +186,5 @@ def test_error_tree_has_one_root_and_stable_exit_codes() -> None:
     assert sommelier_mlflow.DependencyError.exit_code == 3
     assert sommelier_mlflow.ComparisonRefusedError.exit_code == 4
     assert sommelier_mlflow.InvariantViolationError.exit_code == 5
+    assert errors.ClaimNotSupportedError.exit_code == 6
     assert issubclass(sommelier_mlflow.UnknownMetricError, KeyError)

@@ -93,6 +93,24 @@ def _add_scoring(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_claims(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--claims",
+        default="",
+        help="preregistered claims file (sommelier_mlflow.claims.v1) to decide; empty: none",
+    )
+    parser.add_argument(
+        "--require-registered",
+        action="store_true",
+        help="refuse (exit 4) claims whose SHA-256 no `claims register` run recorded",
+    )
+    parser.add_argument(
+        "--fail-on-unsupported",
+        action="store_true",
+        help="exit 6 when any claim is not supported (reports are still written and logged)",
+    )
+
+
 def _add_model(parser: argparse.ArgumentParser, *, required: bool) -> None:
     parser.add_argument(
         "--model", required=required, default=None, help="base model: local path or hub id"
@@ -189,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--adapter-run-id")
     compare.add_argument("--out", default=None)
     _add_stats(compare)
+    _add_claims(compare)
     _add_mlflow_flag(compare)
 
     demo = sub.add_parser("main", help="base arm + adapter arm + comparison on one split")
@@ -208,7 +227,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default=None)
     _add_stats(demo)
     _add_scoring(demo)
+    _add_claims(demo)
     _add_mlflow_flag(demo)
+
+    claims = sub.add_parser("claims", help="preregister claims before any result exists")
+    claims_sub = claims.add_subparsers(dest="claims_command", required=True)
+    register = claims_sub.add_parser(
+        "register", help="validate a claims file and log it with its SHA-256 to MLflow"
+    )
+    register.add_argument("claims_file", help="the claims file (sommelier_mlflow.claims.v1)")
     return parser
 
 
@@ -399,11 +426,32 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         adapter_path = download_evaluation_report(args.adapter_run_id, out / "inputs" / "adapter")
     else:
         base_path, adapter_path = Path(args.base_report), Path(args.adapter_report)
+    from sommelier_mlflow.cli._claims import (
+        format_verdict,
+        raise_if_unsupported,
+        read_claims_option,
+    )
+
+    claims = read_claims_option(args.claims)
+    registration = None
+    if claims is not None and (args.require_registered or _wants_mlflow(args)):
+        from sommelier_mlflow.cli._runs import claims_registration
+
+        arm_runs = [args.base_run_id, args.adapter_run_id] if args.base_run_id else []
+        registration = claims_registration(claims, arm_runs, require=args.require_registered)
     artifacts = compare_report_files(
-        base_path, adapter_path, out / "comparison", seed=args.seed, resamples=args.resamples
+        base_path,
+        adapter_path,
+        out / "comparison",
+        seed=args.seed,
+        resamples=args.resamples,
+        claims=claims,
+        registration=registration,
     )
     print(f"comparison: {artifacts.json_path}")
     print(f"            {artifacts.markdown_path}")
+    if artifacts.report.claims is not None:
+        print(format_verdict(artifacts.report.claims))
     if _wants_mlflow(args):
         from sommelier_mlflow.cli._runs import top_run
         from sommelier_mlflow.integration import log_comparison_run, set_sommelier_tags
@@ -417,6 +465,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 )
             log_comparison_run(artifacts.report, run_id=run_id, params=_unlogged(run_id, links))
             print(f"logged to MLflow run {run_id}")
+    if args.fail_on_unsupported:
+        raise_if_unsupported(artifacts.report)
     return 0
 
 
@@ -433,6 +483,12 @@ def _unlogged(run_id: str, params: dict[str, object]) -> dict[str, object]:
     return {key: value for key, value in params.items() if key not in existing}
 
 
+def _cmd_claims(args: argparse.Namespace) -> int:
+    from sommelier_mlflow.cli._claims import register_command
+
+    return register_command(args.claims_file)
+
+
 def _cmd_main(args: argparse.Namespace) -> int:
     from sommelier_mlflow.cli._main_command import run_main
 
@@ -445,6 +501,7 @@ _COMMANDS = {
     "score": _cmd_score,
     "compare": _cmd_compare,
     "main": _cmd_main,
+    "claims": _cmd_claims,
 }
 
 
@@ -460,7 +517,7 @@ def _filesystem_message(exc: OSError) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; return its exit code (2-5 for expected failures, see the README)."""
+    """Run one command; return its exit code (2-6 for expected outcomes, see the README)."""
     args = build_parser().parse_args(argv)
     try:
         with contextlib.ExitStack() as stack:

@@ -14,6 +14,7 @@ import sys
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
+from sommelier_mlflow.cli._claims import format_verdict, raise_if_unsupported, read_claims_option
 from sommelier_mlflow.cli._pipeline import (
     ArmOutput,
     compare_report_files,
@@ -21,7 +22,7 @@ from sommelier_mlflow.cli._pipeline import (
     evaluate_arm,
     resolve_num_threads,
 )
-from sommelier_mlflow.cli._runs import child_run, log_arm, top_run, ui_hint
+from sommelier_mlflow.cli._runs import child_run, claims_registration, log_arm, top_run, ui_hint
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.evaluation import ComparisonReport, MetricInterval
 
@@ -85,11 +86,17 @@ def format_summary(report: ComparisonReport) -> str:
                 f"matched-pair gap {language}-{gap.root_language} ({kind}, "
                 f"{outcome}, {gap.pairs} pairs): {_interval(gap.bootstrap.interval(outcome))}"
             )
+    if report.claims is not None:
+        lines.append(format_verdict(report.claims))
     return "\n".join(lines)
 
 
 def run_main(args: argparse.Namespace) -> int:
     """Evaluate base and adapter on the same split, compare, and (under MLflow) log all."""
+    claims = read_claims_option(args.claims)
+    if claims is not None and args.require_registered:
+        # Refuse before hours of generation, not after.
+        claims_registration(claims, [], require=True)
     model, adapter, split, drop_summary = _resolve(args)
     out = (
         Path(args.out)
@@ -130,12 +137,19 @@ def run_main(args: argparse.Namespace) -> int:
                             "num_threads": resolve_num_threads(args.num_threads),
                         },
                     )
+        registration = None
+        if claims is not None and (parent_id is not None or args.require_registered):
+            registration = claims_registration(
+                claims, list(child_ids.values()), require=args.require_registered
+            )
         comparison = compare_report_files(
             arms["base"].report_path,
             arms["adapter"].report_path,
             out / "comparison",
             seed=args.seed,
             resamples=args.resamples,
+            claims=claims,
+            registration=registration,
         )
         if parent_id is not None:
             from sommelier_mlflow.integration import log_comparison_run, log_json_artifact
@@ -159,4 +173,6 @@ def run_main(args: argparse.Namespace) -> int:
                 print(f"  {kind} run: {child_ids[kind]}  report: {arm.report_path.resolve()}")
             print(ui_hint(str(mlflow.get_tracking_uri())))
     sys.stdout.flush()
+    if args.fail_on_unsupported:
+        raise_if_unsupported(comparison.report)
     return 0

@@ -41,8 +41,10 @@ from sommelier_mlflow.errors import (
 )
 from sommelier_mlflow.evaluation import (
     EVALUATION_REPORT_FILENAME,
+    ClaimsSpec,
     ComparisonArtifacts,
     EvaluationReport,
+    RegistrationRecord,
     ScoredRun,
     run_comparison,
     score_run,
@@ -521,6 +523,16 @@ def compare_report_files(
     *,
     seed: int = 0,
     resamples: int = 2000,
+    claims: ClaimsSpec | None = None,
+    registration: RegistrationRecord | None = None,
 ) -> ComparisonArtifacts:
     """Gate and compare two evaluation reports; files are written only if the gate passes."""
-    return run_comparison(base_report, adapter_report, out_dir, seed=seed, resamples=resamples)
+    return run_comparison(
+        base_report,
+        adapter_report,
+        out_dir,
+        seed=seed,
+        resamples=resamples,
+        claims=claims,
+        registration=registration,
+    )

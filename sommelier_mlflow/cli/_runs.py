@@ -16,20 +16,23 @@ from typing import TYPE_CHECKING, Any
 from sommelier_mlflow._redact import contains_secret, redact
 from sommelier_mlflow.errors import ConfigError, DataError, InputError
 from sommelier_mlflow.integration import (
+    check_registration,
     check_tracking_server,
     log_evaluation_run,
     tracking_errors,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
     from sommelier_mlflow.cli._pipeline import ArmOutput
+    from sommelier_mlflow.evaluation import ClaimsSpec, RegistrationRecord
 
 __all__ = [
     "DEFAULT_EXPERIMENT",
     "HTTP_LIMITS",
     "child_run",
+    "claims_registration",
     "download_evaluation_report",
     "log_arm",
     "prepared_tracking",
@@ -131,6 +134,40 @@ def _experiment_id(client: Any) -> str:
         if experiment is None:
             raise
         return str(experiment.experiment_id)
+
+
+def _current_experiment_id(client: Any) -> str | None:
+    """The experiment new runs would go to, without creating it."""
+    explicit = os.environ.get("MLFLOW_EXPERIMENT_ID")
+    if explicit:
+        return explicit
+    run_id = os.environ.get("MLFLOW_RUN_ID")
+    if run_id:
+        return str(client.get_run(run_id).info.experiment_id)
+    name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
+    experiment = client.get_experiment_by_name(name)
+    return str(experiment.experiment_id) if experiment is not None else None
+
+
+def claims_registration(
+    spec: ClaimsSpec, arm_run_ids: Sequence[str], *, require: bool
+) -> RegistrationRecord:
+    """Look up the claims' preregistration in the arms' experiments and the current one.
+
+    Raises:
+        ComparisonRefusedError: ``require`` and the digest was never registered (exit 4).
+        TrackingError: The tracking store is unreachable (exit 3).
+    """
+    check_tracking_server()
+    with tracking_errors("find the experiments to search for claims registrations"):
+        client = _client()
+        experiments = {str(client.get_run(run).info.experiment_id) for run in arm_run_ids}
+        current = _current_experiment_id(client)
+    if current is not None:
+        experiments.add(current)
+    return check_registration(
+        spec, experiment_ids=experiments, arm_run_ids=arm_run_ids, require=require, client=client
+    )
 
 
 @contextmanager

@@ -69,7 +69,7 @@ import numpy as np
 from sommelier_mlflow._json import JSONDecodeError, loads
 from sommelier_mlflow.data._schemas import schema_version
 from sommelier_mlflow.errors import ComparisonRefusedError, ConfigError, DataError
-from sommelier_mlflow.evaluation._stats import BootstrapDraws
+from sommelier_mlflow.evaluation._stats import BootstrapDraws, PairedBootstrapResult
 
 __all__ = [
     "CLAIMS_SCHEMA",
@@ -80,13 +80,16 @@ __all__ = [
     "Claim",
     "ClaimDecision",
     "ClaimsSpec",
+    "RegistrationRecord",
     "Verdict",
     "bootstrap_p_value",
     "check_claims",
     "decide_claims",
     "holm_adjust",
+    "parse_claim",
     "parse_claims",
     "read_claims",
+    "verdict_from_counts",
 ]
 
 CLAIMS_SCHEMA: Final = schema_version("claims")
@@ -166,6 +169,48 @@ class ClaimsSpec:
 
 
 @dataclass(frozen=True)
+class RegistrationRecord:
+    """What is known about a claims file's preregistration when it was decided.
+
+    MLflow knows the times; the evaluation layer only records them, so this
+    record is filled in by the integration layer (or left unchecked when no
+    tracking store was consulted).
+
+    Attributes:
+        checked: Whether a tracking store was searched at all.
+        registered: Whether a registration run recorded this file's digest.
+        run_id: The earliest such run.
+        registered_at_ms: Its start time (ms since the epoch, MLflow's clock).
+        arm_run_ids: The two arms' runs, when known.
+        arms_started_at_ms: The earlier of the arms' start times.
+        registered_before_arms: Registration strictly before both arms
+            started; ``None`` when either side is unknown.
+    """
+
+    checked: bool = False
+    registered: bool | None = None
+    run_id: str | None = None
+    registered_at_ms: int | None = None
+    arm_run_ids: tuple[str, ...] = ()
+    arms_started_at_ms: int | None = None
+    registered_before_arms: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``claims.registration`` object of the comparison report."""
+        if not self.checked:
+            return {"checked": False}
+        return {
+            "checked": True,
+            "registered": self.registered,
+            "run_id": self.run_id,
+            "registered_at_ms": self.registered_at_ms,
+            "arm_run_ids": list(self.arm_run_ids),
+            "arms_started_at_ms": self.arms_started_at_ms,
+            "registered_before_arms": self.registered_before_arms,
+        }
+
+
+@dataclass(frozen=True)
 class ClaimDecision:
     """The outcome of one claim within its family.
 
@@ -176,6 +221,8 @@ class ClaimDecision:
         upper: Upper bound of the published interval.
         confidence: Nominal coverage of that interval.
         resamples: Number of bootstrap draws the p-value counts over.
+        draws_at_or_below: How many of them lie at or below the threshold;
+            recorded so a reader can recompute every p-value and decision.
         p_value: One-sided bootstrap p-value (see the module docstring).
         adjusted_p_value: Holm-adjusted p-value within the family.
         supported: Whether the claim survives Holm at ``alpha``.
@@ -187,6 +234,7 @@ class ClaimDecision:
     upper: float
     confidence: float
     resamples: int
+    draws_at_or_below: int
     p_value: float
     adjusted_p_value: float
     supported: bool
@@ -206,6 +254,7 @@ class ClaimDecision:
             "upper": self.upper,
             "confidence": self.confidence,
             "resamples": self.resamples,
+            "draws_at_or_below": self.draws_at_or_below,
             "p_value": self.p_value,
             "adjusted_p_value": self.adjusted_p_value,
             "decision": self.decision,
@@ -220,12 +269,14 @@ class Verdict:
         alpha: The family-wise error rate controlled.
         claims_sha256: Digest of the claims file decided.
         decisions: One decision per claim, in file order.
+        registration: The claims file's preregistration, as far as known.
         method: Always :data:`VERDICT_METHOD`.
     """
 
     alpha: float
     claims_sha256: str
     decisions: tuple[ClaimDecision, ...]
+    registration: RegistrationRecord = RegistrationRecord()
     method: str = VERDICT_METHOD
 
     @property
@@ -248,6 +299,7 @@ class Verdict:
             "tie_tolerance": TIE_TOLERANCE,
             "verdict": self.verdict,
             "claims": [decision.to_dict() for decision in self.decisions],
+            "registration": self.registration.to_dict(),
         }
 
 
@@ -270,7 +322,12 @@ def _optional_count(
     return value
 
 
-def _parse_claim(index: int, raw: object, source: str) -> Claim:
+def parse_claim(index: int, raw: object, source: str) -> Claim:
+    """Validate one claim object (``claims[index]`` of a file from ``source``).
+
+    Raises:
+        DataError: An unknown or missing field or a bad value, named (exit 2).
+    """
     where = f"claims[{index}]"
     if not isinstance(raw, dict):
         raise _fail(source, f"{where} must be an object, got {type(raw).__name__}")
@@ -343,7 +400,7 @@ def parse_claims(document: object, *, source: str, sha256: str) -> ClaimsSpec:
     raw_claims = document.get("claims")
     if not isinstance(raw_claims, list) or not raw_claims:
         raise _fail(source, "'claims' must be a non-empty list of claims")
-    claims = tuple(_parse_claim(index, raw, source) for index, raw in enumerate(raw_claims))
+    claims = tuple(parse_claim(index, raw, source) for index, raw in enumerate(raw_claims))
     seen: set[str] = set()
     for claim in claims:
         if claim.id in seen:
@@ -431,6 +488,12 @@ def check_claims(
             )
 
 
+def _count_at_or_below(draws: np.ndarray[Any, np.dtype[np.float64]], threshold: float) -> int:
+    if int(draws.shape[0]) == 0:
+        raise ConfigError("cannot decide a claim from zero bootstrap draws")
+    return int(np.count_nonzero(draws <= threshold + TIE_TOLERANCE))
+
+
 def bootstrap_p_value(draws: np.ndarray[Any, np.dtype[np.float64]], threshold: float) -> Fraction:
     """One-sided p-value of ``delta <= threshold`` from bootstrap draws.
 
@@ -441,11 +504,7 @@ def bootstrap_p_value(draws: np.ndarray[Any, np.dtype[np.float64]], threshold: f
     Raises:
         ConfigError: If there are no draws.
     """
-    total = int(draws.shape[0])
-    if total == 0:
-        raise ConfigError("cannot decide a claim from zero bootstrap draws")
-    at_or_below = int(np.count_nonzero(draws <= threshold + TIE_TOLERANCE))
-    return Fraction(1 + at_or_below, total + 1)
+    return Fraction(1 + _count_at_or_below(draws, threshold), int(draws.shape[0]) + 1)
 
 
 def holm_adjust(p_values: Sequence[Fraction]) -> list[Fraction]:
@@ -466,13 +525,75 @@ def holm_adjust(p_values: Sequence[Fraction]) -> list[Fraction]:
     return adjusted
 
 
-def decide_claims(spec: ClaimsSpec, draws: Mapping[str, BootstrapDraws]) -> Verdict:
+def verdict_from_counts(
+    claims: Sequence[Claim],
+    counts: Sequence[int],
+    results: Sequence[PairedBootstrapResult],
+    *,
+    alpha: float,
+    claims_sha256: str,
+    registration: RegistrationRecord = RegistrationRecord(),
+) -> Verdict:
+    """The verdict from each claim's count of draws at or below its threshold.
+
+    This is the whole decision once the draws are counted, shared by
+    :func:`decide_claims` (which counts) and the comparison report's reader
+    (which recomputes every p-value and decision from the recorded counts).
+
+    Args:
+        claims: The family, in file order.
+        counts: Per claim, the draws at or below its threshold.
+        results: Per claim, the bootstrap result of its slice (for the
+            estimate, the published interval and the number of draws).
+        alpha: The family-wise error rate.
+        claims_sha256: Digest of the claims file.
+        registration: Its preregistration record.
+    """
+    p_values = [
+        Fraction(1 + count, result.resamples + 1)
+        for count, result in zip(counts, results, strict=True)
+    ]
+    adjusted = holm_adjust(p_values)
+    limit = Fraction(alpha)
+    decisions = []
+    for claim, count, result, p_value, adjusted_p in zip(
+        claims, counts, results, p_values, adjusted, strict=True
+    ):
+        interval = result.interval(claim.metric)
+        decisions.append(
+            ClaimDecision(
+                claim=claim,
+                estimate=interval.estimate,
+                lower=interval.lower,
+                upper=interval.upper,
+                confidence=result.confidence,
+                resamples=result.resamples,
+                draws_at_or_below=count,
+                p_value=float(p_value),
+                adjusted_p_value=float(adjusted_p),
+                supported=adjusted_p <= limit,
+            )
+        )
+    return Verdict(
+        alpha=alpha,
+        claims_sha256=claims_sha256,
+        decisions=tuple(decisions),
+        registration=registration,
+    )
+
+
+def decide_claims(
+    spec: ClaimsSpec,
+    draws: Mapping[str, BootstrapDraws],
+    registration: RegistrationRecord = RegistrationRecord(),
+) -> Verdict:
     """Decide every claim from the comparison's own bootstrap draws.
 
     Args:
         spec: The claims (already checked with :func:`check_claims`).
         draws: Per slice name, the draws that produced that slice's published
             delta intervals.
+        registration: The claims' preregistration record, carried into the verdict.
 
     Returns:
         The verdict with one decision per claim, in file order.
@@ -482,8 +603,8 @@ def decide_claims(spec: ClaimsSpec, draws: Mapping[str, BootstrapDraws]) -> Verd
             bootstrapped (a programming error in the caller, as
             :func:`check_claims` rules both out for user input).
     """
-    p_values: list[Fraction] = []
-    rows: list[tuple[Claim, BootstrapDraws]] = []
+    counts: list[int] = []
+    results: list[PairedBootstrapResult] = []
     for claim in spec.claims:
         if claim.slice not in draws:
             raise ConfigError(f"no bootstrap draws for slice {claim.slice!r} of {claim.id!r}")
@@ -492,24 +613,13 @@ def decide_claims(spec: ClaimsSpec, draws: Mapping[str, BootstrapDraws]) -> Verd
             column = slice_draws.column(claim.metric)
         except KeyError as exc:
             raise ConfigError(str(exc.args[0])) from exc
-        p_values.append(bootstrap_p_value(column, claim.threshold))
-        rows.append((claim, slice_draws))
-    adjusted = holm_adjust(p_values)
-    alpha = Fraction(spec.alpha)
-    decisions = []
-    for (claim, slice_draws), p_value, adjusted_p in zip(rows, p_values, adjusted, strict=True):
-        interval = slice_draws.result.interval(claim.metric)
-        decisions.append(
-            ClaimDecision(
-                claim=claim,
-                estimate=interval.estimate,
-                lower=interval.lower,
-                upper=interval.upper,
-                confidence=slice_draws.result.confidence,
-                resamples=slice_draws.result.resamples,
-                p_value=float(p_value),
-                adjusted_p_value=float(adjusted_p),
-                supported=adjusted_p <= alpha,
-            )
-        )
-    return Verdict(alpha=spec.alpha, claims_sha256=spec.sha256, decisions=tuple(decisions))
+        counts.append(_count_at_or_below(column, claim.threshold))
+        results.append(slice_draws.result)
+    return verdict_from_counts(
+        spec.claims,
+        counts,
+        results,
+        alpha=spec.alpha,
+        claims_sha256=spec.sha256,
+        registration=registration,
+    )

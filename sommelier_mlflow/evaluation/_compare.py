@@ -27,6 +27,12 @@ import numpy as np
 from sommelier_mlflow._json import atomic_write_bytes, canonical_json, dumps_pretty
 from sommelier_mlflow.data import OVERALL
 from sommelier_mlflow.errors import ComparisonRefusedError, InputError
+from sommelier_mlflow.evaluation._claims import (
+    ClaimsSpec,
+    RegistrationRecord,
+    check_claims,
+    decide_claims,
+)
 from sommelier_mlflow.evaluation._comparison_report import (
     MARGINAL_GAP_NOTE,
     ComparisonIdentity,
@@ -40,7 +46,11 @@ from sommelier_mlflow.evaluation._markdown import render_comparison_markdown
 from sommelier_mlflow.evaluation._report import EvaluationReport, read_evaluation_report
 from sommelier_mlflow.evaluation._scoring import BootstrapSettings, metrics_from_components
 from sommelier_mlflow.evaluation._seeds import derive_seed
-from sommelier_mlflow.evaluation._stats import mcnemar_from_outcomes, paired_bootstrap
+from sommelier_mlflow.evaluation._stats import (
+    BootstrapDraws,
+    mcnemar_from_outcomes,
+    paired_bootstrap_draws,
+)
 from sommelier_mlflow.toolcalls import mcnemar_metric
 
 __all__ = [
@@ -230,12 +240,12 @@ def _compare_slice(
     adapter: EvaluationReport,
     settings: BootstrapSettings,
     outcome: str,
-) -> SliceComparison:
+) -> tuple[SliceComparison, BootstrapDraws]:
     names = base.metric_names
     column = names.index(outcome)
     base_num, base_den = base.numerators[rows], base.denominators[rows]
     adapter_num, adapter_den = adapter.numerators[rows], adapter.denominators[rows]
-    result = paired_bootstrap(
+    draws = paired_bootstrap_draws(
         base_num,
         base_den,
         adapter_num,
@@ -245,14 +255,15 @@ def _compare_slice(
         confidence=settings.confidence,
         metric_names=names,
     )
-    return SliceComparison(
+    entry = SliceComparison(
         examples=len(base_num),
         base=MappingProxyType(metrics_from_components(base_num, base_den, names)),
         adapter=MappingProxyType(metrics_from_components(adapter_num, adapter_den, names)),
-        delta=result,
+        delta=draws.result,
         mcnemar_metric=outcome,
         mcnemar=mcnemar_from_outcomes(base_num[:, column] == 1, adapter_num[:, column] == 1),
     )
+    return entry, draws
 
 
 def _primary_gaps(arm: EvaluationReport) -> Mapping[str, LanguageGap]:
@@ -301,6 +312,8 @@ def compare_reports(
     seed: int = 0,
     resamples: int = 2000,
     confidence: float = 0.95,
+    claims: ClaimsSpec | None = None,
+    registration: RegistrationRecord | None = None,
 ) -> ComparisonReport:
     """Compare a base and an adapter evaluation report behind the gate.
 
@@ -310,6 +323,10 @@ def compare_reports(
         seed: Base seed; the delta of slice ``s`` uses ``derive_seed(seed, f"delta/{s}")``.
         resamples: Bootstrap resamples per delta interval.
         confidence: Nominal coverage of every delta interval.
+        claims: Preregistered claims to decide from the very draws behind the
+            delta intervals (no second resampling); adds the verdict.
+        registration: The claims' preregistration record (the integration
+            layer knows MLflow's timestamps); recorded with the verdict.
 
     Returns:
         The comparison report (deterministic for given inputs).
@@ -319,6 +336,7 @@ def compare_reports(
             difference (exit 4).
         InputError: No compared metric is registered as a McNemar outcome (exit 2).
         ConfigError: Bad seed, resamples or confidence (exit 2).
+        DataError: A claim names a slice or metric the comparison lacks (exit 2).
     """
     settings = BootstrapSettings(seed=seed, resamples=resamples, confidence=confidence)
     base, adapter = base_report, adapter_report
@@ -332,15 +350,30 @@ def compare_reports(
         )
     identity = base.identity
     languages = tuple(sorted(base.slices))
+    if claims is not None:
+        # Checked before any resampling, so a bad claims file costs nothing.
+        check_claims(
+            claims,
+            slices=(OVERALL, *languages, *base.field_slice_rows),
+            metric_names=base.metric_names,
+            seed=settings.seed,
+            resamples=settings.resamples,
+        )
     language_of = np.array(base.languages)
-    slices = {OVERALL: _compare_slice(OVERALL, slice(None), base, adapter, settings, outcome)}
-    for language in languages:
-        rows = np.flatnonzero(language_of == language)
-        slices[language] = _compare_slice(language, rows, base, adapter, settings, outcome)
+    slices: dict[str, SliceComparison] = {}
+    draws: dict[str, BootstrapDraws] = {}
+    for name in (OVERALL, *languages):
+        rows = slice(None) if name == OVERALL else np.flatnonzero(language_of == name)
+        slices[name], draws[name] = _compare_slice(name, rows, base, adapter, settings, outcome)
     # The gate proved both arms hold the same example ids in the same order, so one
     # membership serves both arms.
-    for name, rows in base.field_slice_rows.items():
-        slices[name] = _compare_slice(name, rows, base, adapter, settings, outcome)
+    for name, field_rows in base.field_slice_rows.items():
+        slices[name], draws[name] = _compare_slice(
+            name, field_rows, base, adapter, settings, outcome
+        )
+    verdict = None
+    if claims is not None:
+        verdict = decide_claims(claims, draws, registration or RegistrationRecord())
     return ComparisonReport(
         identity=ComparisonIdentity(
             model_identity=identity.model_identity,
@@ -367,6 +400,7 @@ def compare_reports(
         marginal=MappingProxyType(
             {"base": _marginal_gaps(base), "adapter": _marginal_gaps(adapter)}
         ),
+        claims=verdict,
     )
 
 
@@ -395,6 +429,8 @@ def run_comparison(
     seed: int = 0,
     resamples: int = 2000,
     confidence: float = 0.95,
+    claims: ClaimsSpec | None = None,
+    registration: RegistrationRecord | None = None,
 ) -> ComparisonArtifacts:
     """Read two evaluation reports, gate, compare, and write the comparison files.
 
@@ -407,9 +443,12 @@ def run_comparison(
         seed: Base seed of the delta intervals.
         resamples: Bootstrap resamples per interval.
         confidence: Nominal coverage of every interval.
+        claims: Preregistered claims to decide (see :func:`compare_reports`).
+        registration: Their preregistration record.
 
     Raises:
-        ComparisonRefusedError: The gate refused (exit 4).
+        ComparisonRefusedError: The gate refused, or the claims preregistered
+            another seed or resample count (exit 4).
         DataError: A report is unreadable or malformed (exit 2).
         InvariantViolationError: A report is inconsistent with its own rows (exit 5).
     """
@@ -419,5 +458,7 @@ def run_comparison(
         seed=seed,
         resamples=resamples,
         confidence=confidence,
+        claims=claims,
+        registration=registration,
     )
     return write_comparison_report(out_dir, report)

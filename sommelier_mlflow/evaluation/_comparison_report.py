@@ -28,6 +28,16 @@ from sommelier_mlflow.data import (
 )
 from sommelier_mlflow.errors import DataError, InputError, SommelierError
 from sommelier_mlflow.evaluation._checks import ReportChecker
+from sommelier_mlflow.evaluation._claims import (
+    CLAIMS_SCHEMA,
+    TIE_TOLERANCE,
+    VERDICT_METHOD,
+    Claim,
+    RegistrationRecord,
+    Verdict,
+    parse_claim,
+    verdict_from_counts,
+)
 from sommelier_mlflow.evaluation._report import (
     AdapterIdentity,
     bootstrap_provenance,
@@ -148,6 +158,8 @@ class ComparisonReport:
         gaps: Matched-pair gaps per arm kind and target language (primary).
         marginal: Full-slice differences per arm kind and target language.
         source: Where it came from, for messages.
+        claims: The verdict on preregistered claims, when the comparison
+            was given a claims file (the JSON then has a ``claims`` section).
     """
 
     identity: ComparisonIdentity
@@ -157,6 +169,7 @@ class ComparisonReport:
     gaps: Mapping[str, Mapping[str, LanguageGap]]
     marginal: Mapping[str, Mapping[str, MarginalGap]]
     source: str = "comparison report"
+    claims: Verdict | None = None
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -170,6 +183,12 @@ class ComparisonReport:
 
     def to_json(self) -> dict[str, Any]:
         """The ``comparison_report.json`` document (the writer's one layout)."""
+        document = self._core_json()
+        if self.claims is not None:
+            document["claims"] = self.claims.to_dict()
+        return document
+
+    def _core_json(self) -> dict[str, Any]:
         identity = self.identity
         return {
             "schema_version": COMPARISON_REPORT_SCHEMA,
@@ -329,6 +348,45 @@ _COVERAGE: Final = frozenset(
     }
 )
 _INTERVAL: Final = frozenset({"value", "lower", "upper"})
+_CLAIMS: Final = frozenset(
+    {
+        "schema_version",
+        "sha256",
+        "alpha",
+        "method",
+        "tie_tolerance",
+        "verdict",
+        "claims",
+        "registration",
+    }
+)
+_CLAIM_FIELDS: Final = ("id", "slice", "metric", "kind", "margin")
+_CLAIM_ROW: Final = frozenset(
+    {
+        *_CLAIM_FIELDS,
+        "threshold",
+        "estimate",
+        "lower",
+        "upper",
+        "confidence",
+        "resamples",
+        "draws_at_or_below",
+        "p_value",
+        "adjusted_p_value",
+        "decision",
+    }
+)
+_REGISTRATION: Final = frozenset(
+    {
+        "checked",
+        "registered",
+        "run_id",
+        "registered_at_ms",
+        "arm_run_ids",
+        "arms_started_at_ms",
+        "registered_before_arms",
+    }
+)
 
 
 class _Reader:
@@ -347,7 +405,7 @@ class _Reader:
                 f"is {top.get('schema_version')!r}; this version reads "
                 f"{COMPARISON_REPORT_SCHEMA!r}",
             )
-        check.mapping(top, "report", _TOP)
+        check.mapping(top, "report", _TOP | {"claims"} if "claims" in top else _TOP)
         identity = self.identity(top["identity"])
         names = identity.metric_names
         bootstrap = self.settings(top["bootstrap"])
@@ -399,7 +457,84 @@ class _Reader:
             gaps=MappingProxyType(gaps),
             marginal=MappingProxyType(marginal),
             source=self.source,
+            claims=self.claims(top["claims"], slices) if "claims" in top else None,
         )
+
+    def claims(self, value: object, slices: Mapping[str, SliceComparison]) -> Verdict:
+        """Read the verdict and recompute every p-value and decision from its counts."""
+        check = self.check
+        entry = check.mapping(value, "claims", _CLAIMS)
+        if entry["schema_version"] != CLAIMS_SCHEMA:
+            check.fail("claims.schema_version", f"is not {CLAIMS_SCHEMA!r}")
+        if entry["method"] != VERDICT_METHOD or entry["tie_tolerance"] != TIE_TOLERANCE:
+            check.fail("claims.method", f"is not {VERDICT_METHOD!r} with this version's ties")
+        alpha = check.number(entry["alpha"], "claims.alpha")
+        if not 0 < alpha < 1:
+            check.fail("claims.alpha", f"must lie strictly between 0 and 1, got {alpha!r}")
+        rows = check.array(entry["claims"], "claims.claims")
+        if not rows:
+            check.fail("claims.claims", "is empty")
+        claims: list[Claim] = []
+        counts: list[int] = []
+        for index, raw in enumerate(rows):
+            where = f"claims.claims.{index}"
+            row = check.mapping(raw, where, _CLAIM_ROW)
+            try:
+                claim = parse_claim(index, {key: row[key] for key in _CLAIM_FIELDS}, self.source)
+            except SommelierError as exc:
+                check.fail(where, str(exc))
+            if claim.slice not in slices or claim.metric not in self.metric_names(slices):
+                check.broken(where, f"names no compared slice/metric {claim.slice}/{claim.metric}")
+            count = check.count(row["draws_at_or_below"], f"{where}.draws_at_or_below")
+            if count > slices[claim.slice].delta.resamples:
+                check.broken(f"{where}.draws_at_or_below", "exceeds the resamples")
+            claims.append(claim)
+            counts.append(count)
+        if len({claim.id for claim in claims}) != len(claims):
+            check.fail("claims.claims", "repeats a claim id")
+        verdict = verdict_from_counts(
+            claims,
+            counts,
+            [slices[claim.slice].delta for claim in claims],
+            alpha=alpha,
+            claims_sha256=check.text(entry["sha256"], "claims.sha256"),
+            registration=self.registration(entry["registration"]),
+        )
+        # The writer's layout of the recomputed verdict must be what the file says.
+        document = verdict.to_dict()
+        for index, row in enumerate(rows):
+            for key, expected in document["claims"][index].items():
+                if row[key] != expected:
+                    check.broken(f"claims.claims.{index}.{key}", "disagrees with the counts")
+        if entry["verdict"] != document["verdict"]:
+            check.broken("claims.verdict", "disagrees with the decisions")
+        return verdict
+
+    @staticmethod
+    def metric_names(slices: Mapping[str, SliceComparison]) -> tuple[str, ...]:
+        return slices[OVERALL].delta.metric_names
+
+    def registration(self, value: object) -> RegistrationRecord:
+        check = self.check
+        entry = check.mapping(value, "claims.registration")
+        if entry == {"checked": False}:
+            return RegistrationRecord()
+        entry = check.mapping(value, "claims.registration", _REGISTRATION)
+        record = RegistrationRecord(
+            checked=True,
+            registered=entry["registered"],
+            run_id=entry["run_id"],
+            registered_at_ms=entry["registered_at_ms"],
+            arm_run_ids=tuple(
+                check.text(run, "claims.registration.arm_run_ids")
+                for run in check.array(entry["arm_run_ids"], "claims.registration.arm_run_ids")
+            ),
+            arms_started_at_ms=entry["arms_started_at_ms"],
+            registered_before_arms=entry["registered_before_arms"],
+        )
+        if entry["checked"] is not True or record.to_dict() != entry:
+            check.fail("claims.registration", f"is not a registration record: {entry!r}")
+        return record
 
     def identity(self, value: object) -> ComparisonIdentity:
         check = self.check

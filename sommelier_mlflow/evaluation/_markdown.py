@@ -9,8 +9,10 @@ so the two files cannot tell different stories.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timezone
 
 from sommelier_mlflow.data import OVERALL
+from sommelier_mlflow.evaluation._claims import ClaimDecision, RegistrationRecord, Verdict
 from sommelier_mlflow.evaluation._comparison_report import (
     MARGINAL_GAP_NOTE,
     ComparisonReport,
@@ -250,6 +252,70 @@ def _marginal_lines(
     return lines
 
 
+def _timestamp(milliseconds: int | None) -> str:
+    if milliseconds is None:
+        return "an unknown time"
+    moment = datetime.fromtimestamp(milliseconds / 1000, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _registration_line(registration: RegistrationRecord) -> str:
+    if not registration.checked:
+        return "- Preregistration: not checked (no MLflow tracking store was consulted)."
+    if not registration.registered:
+        return "- Preregistration: **none**: this claims file was never registered."
+    line = (
+        f"- Preregistration: run `{registration.run_id}` at "
+        f"{_timestamp(registration.registered_at_ms)}"
+    )
+    before = registration.registered_before_arms
+    if before is None:
+        return line + " (the arms' runs are unknown, so the order was not checked)."
+    order = "**before**" if before else "**after** (not a preregistration)"
+    started = _timestamp(registration.arms_started_at_ms)
+    return f"{line}, {order} the arms' runs started ({started})."
+
+
+def _claim_text(decision: ClaimDecision) -> str:
+    kind = "superiority" if decision.claim.kind == "superiority" else "non-inferiority"
+    return f"{kind}: delta > {format_delta(decision.claim.threshold)}"
+
+
+def _verdict_lines(verdict: Verdict) -> list[str]:
+    decisions = verdict.decisions
+    first = decisions[0]
+    lines = [
+        f"## Preregistered claims: verdict {verdict.verdict.replace('_', ' ').upper()}",
+        "",
+        f"- Claims file sha256: `{verdict.claims_sha256}`",
+        f"- Method: `{verdict.method}`: each claim's one-sided p-value is "
+        "(1 + draws at or below its threshold) / (resamples + 1), over the same "
+        f"{first.resamples} bootstrap draws as its slice's delta interval; Holm's step-down "
+        f"over the {len(decisions)} claims at alpha {verdict.alpha:g}.",
+        _registration_line(verdict.registration),
+        "",
+    ]
+    rows = [
+        [
+            f"`{decision.claim.id}`",
+            decision.claim.slice,
+            decision.claim.metric,
+            _claim_text(decision),
+            format_delta(decision.estimate),
+            f"[{format_delta(decision.lower)}, {format_delta(decision.upper)}]",
+            format_p_value(decision.p_value),
+            format_p_value(decision.adjusted_p_value),
+            decision.decision,
+        ]
+        for decision in decisions
+    ]
+    header = ["id", "slice", "metric", "claim", "estimate"]
+    header += [f"{_percent(first.confidence)} interval", "p (one-sided)", "Holm-adjusted p"]
+    lines += _table([*header, "decision"], rows)
+    lines.append("")
+    return lines
+
+
 def render_comparison_markdown(report: ComparisonReport) -> str:
     """Render ``comparison_report.md`` from the comparison report.
 
@@ -263,6 +329,8 @@ def render_comparison_markdown(report: ComparisonReport) -> str:
     metric_names = report.metric_names
     lines = ["# Tool-call comparison: adapter vs base", ""]
     lines += _identity_lines(report)
+    if report.claims is not None:
+        lines += _verdict_lines(report.claims)
     lines += ["## Adapter minus base, per slice", ""]
     for name in (OVERALL, *report.identity.languages, *report.identity.field_slices):
         lines += _slice_lines(name, report.slices[name], metric_names)

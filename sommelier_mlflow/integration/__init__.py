@@ -9,6 +9,15 @@ it when called, the evaluator class is built on first access
 from __future__ import annotations
 
 from sommelier_mlflow._redact import REDACTED, redact, redact_value
+from sommelier_mlflow.integration._claims import (
+    CLAIMS_ARTIFACT,
+    TAG_CLAIMS_SHA256,
+    TAG_VERDICT,
+    check_registration,
+    find_registration,
+    register_claims,
+    verdict_tags,
+)
 from sommelier_mlflow.integration._figure import comparison_figure
 from sommelier_mlflow.integration._keys import (
     comparison_metric_keys,
@@ -45,22 +54,27 @@ from sommelier_mlflow.integration._tracking import log_comparison_run, log_evalu
 
 __all__ = [
     "ARTIFACT_DIR",
+    "CLAIMS_ARTIFACT",
     "COMPARISON_FIGURE",
     "EVALUATOR_REPORT_SCHEMA",
     "EXAMPLES_TABLE",
     "MAX_METRICS_PER_BATCH",
     "PredictionScores",
     "REDACTED",
+    "TAG_CLAIMS_SHA256",
     "TAG_MODEL_KIND",
     "TAG_PARSER_VERSION",
     "TAG_TEST_SPLIT_SHA256",
+    "TAG_VERDICT",
     "artifact_uri",
+    "check_registration",
     "check_tracking_server",
     "comparison_figure",
     "comparison_metric_keys",
     "comparison_params",
     "evaluation_metric_keys",
     "evaluation_params",
+    "find_registration",
     "interval_label",
     "log_artifact_files",
     "log_comparison_figure",
@@ -74,7 +88,9 @@ __all__ = [
     "log_text_artifact",
     "redact",
     "redact_value",
+    "register_claims",
     "score_predictions",
     "set_sommelier_tags",
     "tracking_errors",
+    "verdict_tags",
 ]

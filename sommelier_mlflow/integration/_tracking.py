@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sommelier_mlflow.evaluation import ComparisonReport, EvaluationReport
+from sommelier_mlflow.integration._claims import verdict_tags
 from sommelier_mlflow.integration._keys import comparison_metric_keys, evaluation_metric_keys
 from sommelier_mlflow.integration._params import (
     comparison_params,
@@ -117,8 +118,10 @@ def log_comparison_run(
     """Record a comparison in an existing run (the parent run of ``main``, or ``compare``'s).
 
     Logs every comparison key (one batch), :func:`comparison_params` plus
-    ``params``, the tags (``sommelier.model_kind`` = ``comparison``) (tags and
-    params first), ``artifact_files`` under ``sommelier/`` if given, the report as
+    ``params``, the tags (``sommelier.model_kind`` = ``comparison``; with
+    claims, ``sommelier.verdict``, ``sommelier.claims_sha256`` and one
+    ``sommelier.claim.<id>`` per claim; tags and params first),
+    ``artifact_files`` under ``sommelier/`` if given, the report as
     ``sommelier/comparison_report.json`` and ``.md``, and the chart
     ``sommelier/comparison.png``.
 
@@ -135,6 +138,7 @@ def log_comparison_run(
         model_kind="comparison",
         parser_version=report.identity.parser_version,
         test_split_sha256=report.identity.test_split_sha256,
+        extra=verdict_tags(report.claims) if report.claims is not None else None,
         client=tracker,
     )
     log_params(run_id, {**comparison_params(document), **(params or {})}, client=tracker)
