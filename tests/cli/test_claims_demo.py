@@ -21,18 +21,29 @@ def test_demo_main_with_claims_shows_the_verdict_everywhere(server: str, tmp_pat
 
     env = {**os.environ, "MLFLOW_TRACKING_URI": server, "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("MLFLOW_RUN_ID", None)
-    command = [
-        MLFLOW, "run", str(PROJECT), "--env-manager", "local",
-        "-P", "claims=examples/demo/claims.json",
-    ]  # fmt: skip
-    result = subprocess.run(
-        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800, check=False
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
-    match = re.search(r"Run \(ID '([0-9a-f]+)'\) succeeded", output)
-    assert match, output[-2000:]
-    parent_id = match.group(1)
+
+    def mlflow_run(*params: str) -> tuple[str, str]:
+        command = [MLFLOW, "run", str(PROJECT), "--env-manager", "local"]
+        result = subprocess.run(
+            [*command, *params],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=False,
+        )
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output[-4000:]
+        match = re.search(r"Run \(ID '([0-9a-f]+)'\) succeeded", output)
+        assert match, output[-2000:]
+        return match.group(1), output
+
+    # Preregister first (a `path` parameter: resolved from where mlflow runs) ...
+    claims_file = PROJECT / "examples" / "demo" / "claims.json"
+    register_id, _ = mlflow_run("-e", "register_claims", "-P", f"claims={claims_file}")
+    # ... then the demo, naming the same file relative to the project.
+    parent_id, output = mlflow_run("-P", "claims=examples/demo/claims.json")
 
     # The summary printed by `main`.
     assert re.search(r"^\s+fr-gain\s+fr\s+full_call_exact_match .* supported$", output, re.M)
@@ -49,8 +60,11 @@ def test_demo_main_with_claims_shows_the_verdict_everywhere(server: str, tmp_pat
     claims = report["claims"]
     assert claims["verdict"] == "supported"
     assert claims["sha256"] == tags["sommelier.claims_sha256"]
-    assert claims["registration"]["checked"] is True
-    assert claims["registration"]["registered"] is False  # never registered in this store
+    registration = claims["registration"]
+    assert registration["registered"] is True
+    assert registration["run_id"] == register_id
+    assert registration["registered_before_arms"] is True
+    assert "preregistration: registered before the arms ran" in output
     fr = report["slices"]["fr"]["delta"]["full_call_exact_match"]
     (fr_row,) = [row for row in claims["claims"] if row["id"] == "fr-gain"]
     assert (fr_row["estimate"], fr_row["lower"], fr_row["upper"]) == (
