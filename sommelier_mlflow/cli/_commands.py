@@ -401,6 +401,11 @@ def _cmd_score(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
+    from sommelier_mlflow.cli._claims import (
+        format_verdict,
+        raise_if_unsupported,
+        read_claims_option,
+    )
     from sommelier_mlflow.cli._pipeline import compare_report_files
     from sommelier_mlflow.errors import ConfigError
 
@@ -411,6 +416,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             "give both reports (--base-report and --adapter-report) or both run ids "
             "(--base-run-id and --adapter-run-id)"
         )
+    claims = read_claims_option(args.claims)  # a bad claims file fails before any download
     out = _out(
         args,
         "compare",
@@ -426,13 +432,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         adapter_path = download_evaluation_report(args.adapter_run_id, out / "inputs" / "adapter")
     else:
         base_path, adapter_path = Path(args.base_report), Path(args.adapter_report)
-    from sommelier_mlflow.cli._claims import (
-        format_verdict,
-        raise_if_unsupported,
-        read_claims_option,
-    )
-
-    claims = read_claims_option(args.claims)
     registration = None
     if claims is not None and (args.require_registered or _wants_mlflow(args)):
         from sommelier_mlflow.cli._runs import claims_registration
