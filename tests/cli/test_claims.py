@@ -158,6 +158,10 @@ def test_preregistration_through_mlflow(
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "claims-cli")
     monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    # Artifacts in the test's folder, not in ./mlruns of whoever runs the tests.
+    MlflowClient(uri).create_experiment(
+        "claims-cli", artifact_location=(tmp_path / "artifacts").as_uri()
+    )
     claims = _claims(tmp_path / "claims.json", FR_GAIN, EN_LEAP)
     assert main(["claims", "register", str(claims)]) == 0
     registered = capsys.readouterr().out
