@@ -107,7 +107,7 @@ def main() -> None:
                     claims=claims,
                 )
                 times[label].append((time.perf_counter() - wall, time.process_time() - cpu))
-                reports[label] = artifacts.report
+                reports[label] = artifacts.report.to_json()
 
         # The claims' own work in isolation (robust to machine load, unlike the
         # wall-clock difference of two 2-second runs): read + check + decide, on
