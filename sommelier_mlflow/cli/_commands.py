@@ -236,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
         "register", help="validate a claims file and log it with its SHA-256 to MLflow"
     )
     register.add_argument("claims_file", help="the claims file (sommelier_mlflow.claims.v1)")
+    register.set_defaults(mlflow=True)  # a registration exists only in MLflow
     return parser
 
 
@@ -520,7 +521,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         with contextlib.ExitStack() as stack:
-            if _wants_mlflow(args) or getattr(args, "base_run_id", None):
+            needs_store = getattr(args, "base_run_id", None) or getattr(
+                args, "require_registered", False
+            )
+            if _wants_mlflow(args) or needs_store:
                 from sommelier_mlflow.cli._runs import prepared_tracking
 
                 # Before any work: seconds, not minutes, to exit 3.
