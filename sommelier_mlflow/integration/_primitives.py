@@ -365,6 +365,14 @@ def log_test_split_input(
 
     path = Path(split_path).resolve()
     split = split if split is not None else read_test_split(path)
+    # A single-call split keeps its one-call column; a split with zero or several
+    # calls per example logs each example's list of calls instead.
+    single = all(len(e.gold_calls) == 1 for e in split.examples)
+    gold_column, gold_values = (
+        ("gold_call", [canonical_json(e.gold_calls[0]) for e in split.examples])
+        if single
+        else ("gold_calls", [canonical_json(list(e.gold_calls)) for e in split.examples])
+    )
     frame = pd.DataFrame(
         {
             "example_id": pd.Series([e.example_id for e in split.examples], dtype=object),
@@ -373,9 +381,7 @@ def log_test_split_input(
                 [e.source_example_id or "" for e in split.examples], dtype=object
             ),
             "query": pd.Series([e.query for e in split.examples], dtype=object),
-            "gold_call": pd.Series(
-                [canonical_json(e.gold_call) for e in split.examples], dtype=object
-            ),
+            gold_column: pd.Series(gold_values, dtype=object),
         }
     )
     digest = split.sha256[:_DATASET_DIGEST_LENGTH]
