@@ -32,6 +32,7 @@ __all__ = [
     "dumps_line",
     "dumps_pretty",
     "loads",
+    "loads_small",
     "sha256_text",
 ]
 
@@ -201,6 +202,44 @@ def loads(data: str | bytes, *, reject_duplicate_keys: bool = False) -> Any:
     search = _LONG_NUMBER_BYTES.search if isinstance(data, bytes) else _LONG_NUMBER_TEXT.search
     if search(data) is not None:  # type: ignore[arg-type]
         return _loads_exact(data)
+    return value
+
+
+#: orjson reads integers in [-2**63, 2**64) exactly; one outside becomes a float
+#: at least this large in magnitude, so smaller floats need no second look.
+_EXACT_INT_FLOAT_MIN: Final = -9.2e18
+_EXACT_INT_FLOAT_MAX: Final = 1.8e19
+
+
+def _has_huge_float(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is float and not _EXACT_INT_FLOAT_MIN < item < _EXACT_INT_FLOAT_MAX:
+            return True
+    return False
+
+
+def loads_small(data: str | bytes) -> Any:
+    """:func:`loads` for short documents parsed in a hot loop (model completions).
+
+    Same result; the big-integer check inspects the parsed value for floats
+    large enough to have been such an integer instead of scanning the text,
+    which costs less than the parse itself on a typical tool call.
+
+    Raises:
+        orjson.JSONDecodeError: On anything that is not strict JSON.
+    """
+    value = orjson.loads(data)
+    if _has_huge_float(value):
+        search = _LONG_NUMBER_BYTES.search if isinstance(data, bytes) else _LONG_NUMBER_TEXT.search
+        if search(data) is not None:  # type: ignore[arg-type]
+            return _loads_exact(data)
     return value
 
 

@@ -13,7 +13,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeGuard
 
-import orjson
+# The project's strict loader: orjson, plus exact integers beyond 64 bits (which
+# orjson alone reads as floats, so 2**64 + 1 would match 2**64 and 2**64.0).
+from sommelier_mlflow._json import JSONDecodeError
+from sommelier_mlflow._json import loads_small as loads
 
 __all__ = [
     "NOT_JSON",
@@ -130,8 +133,8 @@ def first_json_span(text: str) -> Any:
         # Fast path: when everything from the opener on is one JSON value, that
         # value's closing bracket is where depth first returns to zero, so it is
         # exactly the first balanced span.
-        return orjson.loads(text[start:])
-    except orjson.JSONDecodeError:
+        return loads(text[start:])
+    except JSONDecodeError:
         value = _last_closer_value(text, start)
         if value is not None:
             return value
@@ -139,8 +142,8 @@ def first_json_span(text: str) -> Any:
         if end is None:
             return NOT_JSON
         try:
-            return orjson.loads(text[start:end])
-        except orjson.JSONDecodeError:
+            return loads(text[start:end])
+        except JSONDecodeError:
             return NOT_JSON
 
 
@@ -191,8 +194,8 @@ def _last_closer_value(text: str, start: int) -> object | None:
     if end <= start:
         return None
     try:
-        value: object = orjson.loads(text[start:end])
-    except orjson.JSONDecodeError:
+        value: object = loads(text[start:end])
+    except JSONDecodeError:
         return None
     # Only objects and arrays start with an opener, so a parsed value is never None here.
     return value
