@@ -16,14 +16,21 @@ MLFLOW = str(Path(sys.executable).with_name("mlflow"))
 
 
 @pytest.mark.slow
-def test_demo_main_with_claims_shows_the_verdict_everywhere(server: str, tmp_path: Path) -> None:
+def test_demo_main_with_claims_shows_the_verdict_everywhere(tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
-    env = {**os.environ, "MLFLOW_TRACKING_URI": server, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    # A SQLite store (no server to start) with its artifacts in the test's folder.
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(store).create_experiment(
+        "claims-demo", artifact_location=(tmp_path / "artifacts").as_uri()
+    )
+    env = {**os.environ, "MLFLOW_TRACKING_URI": store, "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("MLFLOW_RUN_ID", None)
+    env.pop("MLFLOW_EXPERIMENT_ID", None)
 
     def mlflow_run(*params: str) -> tuple[str, str]:
         command = [MLFLOW, "run", str(PROJECT), "--env-manager", "local"]
+        command += ["--experiment-name", "claims-demo"]
         result = subprocess.run(
             [*command, *params],
             cwd=tmp_path,
@@ -50,7 +57,7 @@ def test_demo_main_with_claims_shows_the_verdict_everywhere(server: str, tmp_pat
     assert re.search(r"^\s+en-holds\s+en\s+full_call_exact_match .* supported$", output, re.M)
     assert "verdict: supported" in output
 
-    client = MlflowClient(tracking_uri=server)
+    client = MlflowClient(tracking_uri=store)
     tags = client.get_run(parent_id).data.tags
     assert tags["sommelier.verdict"] == "supported"
     assert tags["sommelier.claim.fr-gain"] == "supported"
