@@ -40,7 +40,7 @@ def test_reduced_calibration_run() -> None:
     bench = _load()
     trials = 200
     results = bench.run(sizes=[400], trials=trials, resamples=1000, seed=1)
-    assert len(results["coverage"]) == len(bench.COVERAGE_SCENARIOS)
+    assert len(results["coverage"]) == len(bench.COVERAGE_SCENARIOS) + len(bench.RARE_SCENARIOS)
     for row in results["coverage"]:
         # 200 trials: a calibrated 95% interval lands in [0.90, 0.99] with
         # overwhelming probability; a 90% or a 99% interval would not.
