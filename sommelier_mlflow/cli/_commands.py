@@ -31,6 +31,32 @@ def _nonneg_int(text: str) -> int:
     return value
 
 
+def _optional_int(text: str) -> int | None:
+    """An integer flag an MLproject may pass as "" (not given); ``"16.0"`` reads as 16."""
+    if not text.strip():
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if not number.is_integer() or number <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return int(number)
+
+
+def _given(path: str | None) -> str | None:
+    """A path option, or ``None`` when it was left at the MLproject's "not given" value.
+
+    MLflow resolves ``path`` parameters against the caller's directory and
+    insists the file exists, so an MLproject cannot default one to "". The
+    ``score`` entry point therefore defaults ``generations`` and ``precomputed``
+    to ``/dev/null``, which always exists and never holds outputs.
+    """
+    if path is None or not path.strip() or os.path.abspath(path) == os.devnull:
+        return None
+    return path
+
+
 def _add_mlflow_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mlflow",
@@ -56,6 +82,24 @@ def _bounded_int(low: int, high: int) -> Callable[[str], int]:
         return value
 
     return parse
+def _add_experience(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-traces",
+        default="auto",
+        choices=["auto", "true", "false"],
+        help="one MLflow trace with assessments per example, for MLflow's evaluation view "
+        "(auto: on up to 5,000 examples per arm)",
+    )
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="show progress bars even when stderr is not a terminal (they show on a terminal)",
+    )
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    """Progress bars on a terminal, or anywhere with ``--progress`` (CI logs stay quiet)."""
+    return bool(getattr(args, "progress", False) or sys.stderr.isatty())
 
 
 def _add_stats(parser: argparse.ArgumentParser) -> None:
@@ -177,24 +221,33 @@ def build_parser() -> argparse.ArgumentParser:
         help="run code shipped with the model repository (off unless you ask)",
     )
     evaluate.add_argument("--out", default=None, help="output folder (default: derived, resumable)")
+    _add_experience(evaluate)
     _add_stats(evaluate)
     _add_scoring(evaluate)
     _add_mlflow_flag(evaluate)
 
-    score = sub.add_parser("score", help="re-score existing generations, no model needed")
+    score = sub.add_parser("score", help="score outputs that already exist, no model needed")
     score.add_argument("--test-split", required=True, help="the formatted test split")
-    given = score.add_mutually_exclusive_group(required=True)
-    given.add_argument("--generations", help="generations/ folder or one file")
-    given.add_argument(
-        "--precomputed",
-        help="JSONL of {example_id, raw_text} produced elsewhere (needs --model and the "
-        "decoding it used: --max-new-tokens, --batch-size)",
+    score.add_argument(
+        "--generations", default=None, help="generations/ folder or one file (this package's)"
     )
-    score.add_argument("--max-new-tokens", type=int, default=None)
-    score.add_argument("--batch-size", type=int, default=None)
+    score.add_argument(
+        "--precomputed",
+        default=None,
+        help="outputs produced elsewhere: JSONL, CSV or Parquet with example_id and raw_text "
+        "(needs --model and the decoding it used: --max-new-tokens, --batch-size)",
+    )
+    score.add_argument("--max-new-tokens", type=_optional_int, default=None)
+    score.add_argument("--batch-size", type=_optional_int, default=None)
+    score.add_argument(
+        "--backend",
+        default=None,
+        help="what produced the precomputed outputs (hf, server, ...); recorded as declared",
+    )
     score.add_argument("--model-kind", required=True, choices=["base", "adapter"])
     _add_model(score, required=False)
     score.add_argument("--out", default=None)
+    _add_experience(score)
     _add_stats(score)
     _add_scoring(score)
     _add_mlflow_flag(score)
@@ -225,6 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_backend(demo)
     demo.add_argument("--out", default=None)
+    _add_experience(demo)
     _add_stats(demo)
     _add_scoring(demo)
     _add_claims(demo)
@@ -237,6 +291,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     register.add_argument("claims_file", help="the claims file (sommelier_mlflow.claims.v1)")
     register.set_defaults(mlflow=True)  # a registration exists only in MLflow
+
+    show = sub.add_parser(
+        "show", help="print a logged arm's or comparison's summary table from its MLflow run"
+    )
+    show.add_argument("run_id", help="the run of an arm (base/adapter) or of a comparison")
+    show.add_argument(
+        "--tracking-uri", default=None, help="tracking store (default: MLFLOW_TRACKING_URI)"
+    )
     return parser
 
 
@@ -275,13 +337,17 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _log_arm_run(arm: Any, run_name: str, extra_params: dict[str, object]) -> None:
+def _log_arm_run(
+    arm: Any, args: argparse.Namespace, run_name: str, extra_params: dict[str, object]
+) -> None:
     """Log one arm into ``mlflow run``'s run, or a new run named ``run_name``."""
     from sommelier_mlflow.cli._runs import log_arm, top_run
 
     with top_run(run_name) as run_id:
-        log_arm(arm, run_id, extra_params)
-        print(f"logged to MLflow run {run_id}")
+        traces = log_arm(
+            arm, run_id, extra_params, log_traces=args.log_traces, progress=_progress(args)
+        )
+        print(f"logged to MLflow run {run_id}" + (f" ({traces} traces)" if traces else ""))
 
 
 def _print_arm(arm: Any) -> None:
@@ -331,11 +397,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         device=args.device,
         backend=args.backend,
         num_threads=num_threads,
+        progress=_progress(args),
     )
     _print_arm(arm)
     if _wants_mlflow(args):
         _log_arm_run(
             arm,
+            args,
             args.model_kind,
             {"max_examples_requested": args.max_examples, "num_threads": num_threads},
         )
@@ -346,50 +414,63 @@ def _cmd_score(args: argparse.Namespace) -> int:
     from sommelier_mlflow.cli._pipeline import replay_precomputed, score_generations
     from sommelier_mlflow.errors import ConfigError
 
-    source = Path(args.generations or args.precomputed).resolve()
+    generations, precomputed = _given(args.generations), _given(args.precomputed)
+    if (generations is None) == (precomputed is None):
+        raise ConfigError(
+            "give exactly one of generations (this package's generation files) or precomputed "
+            "(example_id + raw_text rows produced elsewhere); "
+            + ("both were given" if generations else "neither was given")
+        )
+    source = Path(generations or precomputed or "").resolve()
     out = _out(
         args,
         f"score-{args.model_kind}",
         split=Path(args.test_split).resolve(),
         generations=source,
         model=args.model,
+        adapter=args.adapter,
         max_new_tokens=args.max_new_tokens,
         batch_size=args.batch_size,
+        backend=args.backend,
     )
-    if args.precomputed:
+    extra: dict[str, object] = {}
+    if precomputed is not None:
         if not args.model or args.max_new_tokens is None or args.batch_size is None:
             raise ConfigError(
-                "--precomputed needs --model and the decoding the outputs were made with "
-                "(--max-new-tokens, --batch-size): they are recorded and checked by the gate"
+                "precomputed outputs need model=... and the decoding they were made with "
+                "(max_new_tokens=..., batch_size=...): they are recorded and checked by the gate"
             )
         arm = replay_precomputed(
             test_split=args.test_split,
-            precomputed=args.precomputed,
+            precomputed=precomputed,
             model_kind=args.model_kind,
             model=args.model,
             revision=args.revision,
             tokenizer=args.tokenizer,
             tokenizer_revision=args.tokenizer_revision,
-            adapter=args.adapter,
+            adapter=args.adapter or None,
             out_dir=out,
             max_new_tokens=args.max_new_tokens,
             batch_size=args.batch_size,
+            backend=args.backend or None,
             seed=args.seed,
             resamples=args.resamples,
             scoring=args.scoring,
             slice_by=args.slice_by,
+            progress=_progress(args),
         )
+        extra["outputs_source"] = "precomputed"
     else:
         arm = score_generations(
             test_split=args.test_split,
-            generations=args.generations,
+            generations=str(generations),
             model_kind=args.model_kind,
             out_dir=out,
-            model=args.model,
+            model=args.model or None,
             revision=args.revision,
             tokenizer=args.tokenizer,
             tokenizer_revision=args.tokenizer_revision,
-            adapter=args.adapter,
+            adapter=args.adapter or None,
             seed=args.seed,
             resamples=args.resamples,
             scoring=args.scoring,
@@ -397,7 +478,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
         )
     _print_arm(arm)
     if _wants_mlflow(args):
-        _log_arm_run(arm, f"score-{args.model_kind}", {})
+        _log_arm_run(arm, args, args.model_kind, extra)
     return 0
 
 
@@ -453,10 +534,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if artifacts.report.claims is not None:
         print(format_verdict(artifacts.report.claims))
     if _wants_mlflow(args):
-        from sommelier_mlflow.cli._runs import top_run
+        from sommelier_mlflow.cli._runs import comparison_run_name, top_run
         from sommelier_mlflow.integration import log_comparison_run, set_sommelier_tags
 
-        with top_run("compare") as run_id:
+        adapter_identity = artifacts.report.runs["adapter"].adapter
+        base_model = artifacts.report.identity.model_identity.base_model
+        adapter_source = adapter_identity.source if adapter_identity is not None else "adapter"
+        with top_run(comparison_run_name(base_model, adapter_source)) as run_id:
             links: dict[str, object] = {}
             if args.base_run_id:
                 links = {"base_run_id": args.base_run_id, "adapter_run_id": args.adapter_run_id}
@@ -489,6 +573,13 @@ def _cmd_claims(args: argparse.Namespace) -> int:
     return register_command(args.claims_file)
 
 
+def _cmd_show(args: argparse.Namespace) -> int:
+    from sommelier_mlflow.cli._show import show_run
+
+    print(show_run(args.run_id, args.tracking_uri))
+    return 0
+
+
 def _cmd_main(args: argparse.Namespace) -> int:
     from sommelier_mlflow.cli._main_command import run_main
 
@@ -502,6 +593,7 @@ _COMMANDS = {
     "compare": _cmd_compare,
     "main": _cmd_main,
     "claims": _cmd_claims,
+    "show": _cmd_show,
 }
 
 

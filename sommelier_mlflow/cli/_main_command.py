@@ -22,7 +22,14 @@ from sommelier_mlflow.cli._pipeline import (
     evaluate_arm,
     resolve_num_threads,
 )
-from sommelier_mlflow.cli._runs import child_run, claims_registration, log_arm, top_run, ui_hint
+from sommelier_mlflow.cli._runs import (
+    child_run,
+    claims_registration,
+    comparison_run_name,
+    log_arm,
+    top_run,
+    ui_hint,
+)
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.evaluation import ComparisonReport, MetricInterval
 
@@ -58,6 +65,7 @@ def _arm(
         num_threads=resolve_num_threads(args.num_threads),
         scoring=args.scoring,
         slice_by=args.slice_by,
+        progress=bool(args.progress or sys.stderr.isatty()),
     )
 
 
@@ -117,7 +125,7 @@ def run_main(args: argparse.Namespace) -> int:
     log = bool(args.mlflow or os.environ.get("MLFLOW_RUN_ID"))
     parent: AbstractContextManager[str | None] = nullcontext(None)
     if log:
-        parent = top_run("sommelier-main")
+        parent = top_run(comparison_run_name(model, adapter))
     with parent as parent_id:
         arms: dict[str, ArmOutput] = {}
         child_ids: dict[str, str] = {}
@@ -136,6 +144,8 @@ def run_main(args: argparse.Namespace) -> int:
                             "max_examples_requested": args.max_examples,
                             "num_threads": resolve_num_threads(args.num_threads),
                         },
+                        log_traces=args.log_traces,
+                        progress=bool(args.progress or sys.stderr.isatty()),
                     )
         registration = None
         if claims is not None and (parent_id is not None or args.require_registered):

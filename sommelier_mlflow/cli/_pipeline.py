@@ -176,7 +176,10 @@ def _check_kind(model_kind: str, adapter: str | None) -> ModelKind:
             "or use model_kind 'adapter'"
         )
     if kind == "adapter" and not adapter:
-        raise ConfigError("model_kind 'adapter' needs an adapter directory (adapter=...)")
+        raise ConfigError(
+            "model_kind 'adapter' needs an adapter: its directory, or the name it is served "
+            "under (adapter=...)"
+        )
     return kind
 
 
@@ -439,17 +442,22 @@ def replay_precomputed(
     tokenizer: str | None = None,
     tokenizer_revision: str | None = None,
     adapter: str | None = None,
+    backend: str | None = None,
     seed: int = 0,
     resamples: int = 2000,
     scoring: str = DEFAULT_MODE,
     slice_by: Sequence[str] = (),
+    progress: bool = False,
 ) -> ArmOutput:
     """Score completions produced elsewhere (``example_id`` + ``raw_text`` rows).
 
     They go through the same runner as live generation (a replay backend keyed
     by each example's stored prompt), so the records, the digests and the
     resume guarantees are identical. The producer's decoding cannot be read
-    from the file, so it is declared here and recorded as declared.
+    from the file, so it is declared here and recorded as declared: the
+    maximum new tokens, the batch size and, when given, the backend that
+    decoded (``hf``, ``server``...), which the gate then compares like a
+    measured one. ``adapter`` may be the name an adapter was served under.
 
     Raises:
         InputError: A row names an example the split does not have, or an
@@ -459,9 +467,11 @@ def replay_precomputed(
     from sommelier_mlflow.generation import BackendRequest, create_backend
 
     kind = _check_kind(model_kind, adapter)
-    # No backend name: replaying is transport, not the engine that decoded; the
-    # decoding is the producer's, as declared.
-    decoding = Decoding(max_new_tokens=max_new_tokens, batch_size=batch_size)
+    # Replaying is transport, not the engine that decoded: the decoding (backend
+    # included, when the producer declares it) is the producer's, as declared.
+    decoding = Decoding(
+        max_new_tokens=max_new_tokens, batch_size=batch_size, backend=backend or None
+    )
     choice = ScoringChoice.of(scoring, slice_by)
     split = choice.read(test_split)
     by_id = split.by_id()
@@ -509,7 +519,7 @@ def replay_precomputed(
             stage,
             seed,
             resamples,
-            False,
+            progress,
             Path(out_dir),
             scoring=choice,
         )

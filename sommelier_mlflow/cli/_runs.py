@@ -16,9 +16,12 @@ from typing import TYPE_CHECKING, Any
 from sommelier_mlflow._redact import contains_secret, redact
 from sommelier_mlflow.errors import ConfigError, DataError, InputError
 from sommelier_mlflow.integration import (
+    arm_example_traces,
     check_registration,
     check_tracking_server,
     log_evaluation_run,
+    log_example_traces,
+    should_log_traces,
     tracking_errors,
 )
 
@@ -33,6 +36,8 @@ __all__ = [
     "HTTP_LIMITS",
     "child_run",
     "claims_registration",
+    "comparison_run_name",
+    "display_name",
     "download_evaluation_report",
     "log_arm",
     "prepared_tracking",
@@ -170,15 +175,38 @@ def claims_registration(
     )
 
 
+def display_name(source: str) -> str:
+    """A short name for a model or adapter source, for run names people scan.
+
+    A local path shows its last component (the rest is in the params), a
+    served adapter its served name, a hub id stays whole (``org/model``).
+    """
+    if source.startswith("served:"):
+        return source.removeprefix("served:")
+    if os.path.isabs(source) or source.startswith((".", "~")):
+        return Path(source).name or source
+    return source
+
+
+def comparison_run_name(base_model: str, adapter: str) -> str:
+    """``compare <base> vs <adapter>``: what a comparison run holds, readable in the runs list."""
+    return f"compare {display_name(base_model)} vs {display_name(adapter)}"
+
+
 @contextmanager
 def top_run(run_name: str) -> Iterator[str]:
     """Yield the run to log into: ``mlflow run``'s own, or a new one that we end.
 
+    Either way the run is named ``run_name`` (``base``, ``compare <base> vs
+    <adapter>``...), so the runs list tells the runs apart without opening them.
     A run we created is ended FINISHED on success and FAILED on error; a run
     owned by ``mlflow run`` is left for MLflow to close.
     """
     existing = os.environ.get("MLFLOW_RUN_ID")
     if existing:
+        # `mlflow run` names its run at random; the runs list should say what it holds.
+        with tracking_errors("name the run"):
+            _client().update_run(existing, name=run_name)
         yield existing
         return
     check_tracking_server()  # one quick probe instead of MLflow's minutes of retries
@@ -259,8 +287,23 @@ def download_evaluation_report(run_id: str, dest: Path) -> Path:
     return Path(local)
 
 
-def log_arm(arm: ArmOutput, run_id: str, extra_params: dict[str, object]) -> None:
-    """Log one arm's report, generations, split, table and params into ``run_id``."""
+def log_arm(
+    arm: ArmOutput,
+    run_id: str,
+    extra_params: dict[str, object],
+    *,
+    log_traces: str = "auto",
+    progress: bool = False,
+) -> int:
+    """Log one arm's report, generations, split, table and params into ``run_id``.
+
+    With ``log_traces`` on (``auto``: up to 5,000 examples) every example also
+    becomes a trace with its assessments, for MLflow's evaluation view.
+
+    Returns:
+        The number of traces logged (0 when off).
+    """
+    traces = should_log_traces(log_traces, len(arm.scored.examples))
     log_evaluation_run(
         arm.report,
         run_id=run_id,
@@ -269,5 +312,9 @@ def log_arm(arm: ArmOutput, run_id: str, extra_params: dict[str, object]) -> Non
         test_split_path=arm.split_path,
         split=arm.split,
         table_rows=arm.scored.table_rows(),
-        params=extra_params,
+        params={**extra_params, "log_traces": log_traces},
     )
+    if not traces:
+        return 0
+    examples = arm_example_traces(arm.report, arm.scored, arm.split)
+    return log_example_traces(run_id, examples, progress=progress)

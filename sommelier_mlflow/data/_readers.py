@@ -46,8 +46,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads
@@ -68,6 +69,7 @@ from sommelier_mlflow.data._tools import gold_call_problem, tools_problem
 from sommelier_mlflow.errors import (
     ConfigError,
     DataError,
+    DependencyError,
     InputError,
     InvariantViolationError,
 )
@@ -636,12 +638,73 @@ class PrecomputedGeneration:
     parsed_call: dict[str, Any] | None
 
 
+def _csv_rows(name: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """CSV rows keyed by the header; line numbers count the header as line 1.
+
+    An empty ``language`` cell means "not given" (CSV has no null); every
+    other cell is kept as the exact string, empty ``raw_text`` included.
+    """
+    import csv
+
+    try:
+        handle = open(name, encoding="utf-8", newline="")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise DataError(f"cannot read the file: {exc.strerror or exc}", path=name) from exc
+    with handle:
+        try:
+            reader = csv.reader(handle, strict=True)
+            header = next(reader, None)
+            if header is None:
+                return
+            for index, cells in enumerate(reader, start=2):
+                if len(cells) != len(header):
+                    raise DataError(
+                        f"{len(cells)} cells for {len(header)} columns", path=name, line=index
+                    )
+                row: dict[str, Any] = dict(zip(header, cells, strict=True))
+                if row.get("language") == "":
+                    del row["language"]
+                yield index, row
+        except (csv.Error, UnicodeDecodeError) as exc:
+            raise DataError(f"not a readable UTF-8 CSV file: {exc}", path=name) from exc
+
+
+def _parquet_rows(name: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Parquet rows as dicts; row numbers start at 1, a null ``language`` is "not given"."""
+    try:
+        import pandas as pd
+
+        frame = pd.read_parquet(name)
+    except ImportError as exc:
+        raise DependencyError(
+            f"reading {name} needs pandas with pyarrow: pip install pyarrow"
+        ) from exc
+    except (OSError, ValueError) as exc:
+        raise DataError(f"not a readable Parquet file: {exc}", path=name) from exc
+    for index, record in enumerate(frame.to_dict(orient="records"), start=1):
+        row = {str(key): value for key, value in record.items()}
+        if "language" in row and (row["language"] is None or row["language"] != row["language"]):
+            del row["language"]  # None or NaN: the column exists but this row has no value
+        yield index, row
+
+
+def _precomputed_rows(name: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    suffix = Path(name).suffix.lower()
+    if suffix == ".csv":
+        return _csv_rows(name)
+    if suffix in (".parquet", ".pq"):
+        return _parquet_rows(name)
+    return iter_jsonl_objects(name)
+
+
 def read_precomputed(path: str | os.PathLike[str]) -> list[PrecomputedGeneration]:
     """Read completions made outside this package: ``{example_id, raw_text[, language]}`` rows.
 
     Any stored parse in such a file is not trusted (different parsers are
     differently lenient), so only the raw text is accepted and it is parsed
-    here with ``sommelier.parser.v1``.
+    here with ``sommelier.parser.v1``. JSONL is the native form; a ``.csv``
+    (header row) or ``.parquet`` file with the same columns is read the same
+    way, because outputs collected by other tools often arrive as tables.
 
     Raises:
         DataError: On a malformed row, a missing or unknown field, a duplicate
@@ -650,7 +713,7 @@ def read_precomputed(path: str | os.PathLike[str]) -> list[PrecomputedGeneration
     name = os.fspath(path)
     results: list[PrecomputedGeneration] = []
     lines: dict[str, int] = {}
-    for line_no, row in iter_jsonl_objects(name):
+    for line_no, row in _precomputed_rows(name):
         src = _Line(name, line_no, row)
         src.exact_fields(_PRECOMPUTED_REQUIRED, _PRECOMPUTED_OPTIONAL)
         example_id = src.string("example_id")

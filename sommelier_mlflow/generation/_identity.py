@@ -15,7 +15,13 @@ from typing import Final
 from sommelier_mlflow.data import ModelIdentity
 from sommelier_mlflow.errors import DependencyError
 
-__all__ = ["adapter_digest", "declared_adapter", "declared_identity"]
+__all__ = [
+    "SERVED_ADAPTER_DIGEST",
+    "SERVED_ADAPTER_PREFIX",
+    "adapter_digest",
+    "declared_adapter",
+    "declared_identity",
+]
 
 _CHUNK: Final = 1 << 20
 
@@ -66,15 +72,38 @@ def declared_identity(
     )
 
 
+#: Recorded in place of a digest when the adapter's files are not here to hash.
+SERVED_ADAPTER_DIGEST: Final = "unverified:served-elsewhere"
+#: Prefix of the source of an adapter known only by the name it is served under.
+SERVED_ADAPTER_PREFIX: Final = "served:"
+
+
+def _looks_like_path(adapter: str) -> bool:
+    return adapter.startswith((".", "~", os.sep)) or os.sep in adapter
+
+
 def declared_adapter(adapter: str | os.PathLike[str] | None) -> dict[str, str] | None:
-    """``{"source", "sha256"}`` of a local adapter directory, or ``None`` without one.
+    """``{"source", "sha256"}`` of a declared adapter, or ``None`` without one.
+
+    A local directory is identified by the digest of its files. Outputs made
+    by a server (vLLM ``--lora-modules name=...``, a hosted endpoint) come from
+    an adapter whose files may not be on this machine: a bare name (no path
+    separator) that is no local directory is recorded as ``served:<name>`` with
+    the digest marked unverified, so the report says what is known and no
+    more. Anything that looks like a path must exist.
 
     Raises:
-        DependencyError: If the directory does not exist.
+        DependencyError: ``adapter`` looks like a path but no directory is there.
     """
     if adapter is None or not os.fspath(adapter):
         return None
-    path = Path(adapter)
-    if not path.is_dir():
-        raise DependencyError(f"adapter directory {os.fspath(adapter)} does not exist")
-    return {"source": str(path.resolve()), "sha256": adapter_digest(path)}
+    text = os.fspath(adapter)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return {"source": str(path.resolve()), "sha256": adapter_digest(path)}
+    if _looks_like_path(text):
+        raise DependencyError(
+            f"adapter directory {text} does not exist: pass the adapter's directory, or the "
+            "bare name it is served under when its outputs were produced elsewhere"
+        )
+    return {"source": f"{SERVED_ADAPTER_PREFIX}{text}", "sha256": SERVED_ADAPTER_DIGEST}

@@ -18,7 +18,7 @@ from sommelier_mlflow.integration._claims import (
     register_claims,
     verdict_tags,
 )
-from sommelier_mlflow.integration._figure import comparison_figure
+from sommelier_mlflow.integration._figure import comparison_figure, gaps_figure
 from sommelier_mlflow.integration._keys import (
     comparison_metric_keys,
     evaluation_metric_keys,
@@ -34,6 +34,7 @@ from sommelier_mlflow.integration._primitives import (
     ARTIFACT_DIR,
     COMPARISON_FIGURE,
     EXAMPLES_TABLE,
+    GAPS_FIGURE,
     MAX_METRICS_PER_BATCH,
     TAG_MODEL_KIND,
     TAG_PARSER_VERSION,
@@ -50,14 +51,26 @@ from sommelier_mlflow.integration._primitives import (
     set_sommelier_tags,
 )
 from sommelier_mlflow.integration._store_errors import check_tracking_server, tracking_errors
+from sommelier_mlflow.integration._traces import (
+    AUTO_TRACE_LIMIT,
+    ExampleTrace,
+    LogTraces,
+    arm_example_traces,
+    log_example_traces,
+    should_log_traces,
+)
 from sommelier_mlflow.integration._tracking import log_comparison_run, log_evaluation_run
 
 __all__ = [
     "ARTIFACT_DIR",
+    "AUTO_TRACE_LIMIT",
     "CLAIMS_ARTIFACT",
     "COMPARISON_FIGURE",
     "EVALUATOR_REPORT_SCHEMA",
     "EXAMPLES_TABLE",
+    "ExampleTrace",
+    "GAPS_FIGURE",
+    "LogTraces",
     "MAX_METRICS_PER_BATCH",
     "PredictionScores",
     "REDACTED",
@@ -66,6 +79,7 @@ __all__ = [
     "TAG_PARSER_VERSION",
     "TAG_TEST_SPLIT_SHA256",
     "TAG_VERDICT",
+    "arm_example_traces",
     "artifact_uri",
     "check_registration",
     "check_tracking_server",
@@ -75,12 +89,14 @@ __all__ = [
     "evaluation_metric_keys",
     "evaluation_params",
     "find_registration",
+    "gaps_figure",
     "interval_label",
     "log_artifact_files",
     "log_comparison_figure",
     "log_comparison_run",
     "log_evaluation_run",
     "log_example_table",
+    "log_example_traces",
     "log_json_artifact",
     "log_metrics_batch",
     "log_params",
@@ -91,6 +107,7 @@ __all__ = [
     "register_claims",
     "score_predictions",
     "set_sommelier_tags",
+    "should_log_traces",
     "tracking_errors",
     "verdict_tags",
 ]

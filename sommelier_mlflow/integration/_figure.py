@@ -1,78 +1,242 @@
-"""The comparison chart: base versus adapter per slice, and the deltas with intervals.
+"""The comparison charts: a forest plot of the deltas, and each model's language gaps.
 
-A table of deltas answers "how much better", but a reader scanning runs in the
-MLflow UI wants to see at a glance where the adapter helps and whether the
-interval excludes zero. The chart has one column per metric: bars of base and
-adapter per slice on top, and below them each delta (adapter minus base) with
-its paired-bootstrap interval as whiskers around a zero line.
+People read a comparison for two answers: where is the adapter better (and is
+the interval clear of zero), and did the gap between languages close. A grid
+of small bar panels answers neither at a glance, so both charts here are
+forest plots, the form clinical and A/B reports use for exactly that:
 
-The figure is built on a bare ``matplotlib.figure.Figure`` (rendered by the Agg
-canvas), never through ``pyplot``, so it neither needs a display nor touches
-global plotting state of the caller.
+* ``comparison.png``: one row per slice x metric, the adapter - base delta as a
+  point with its paired-bootstrap interval as a bar, a zero line, and rows
+  whose interval excludes zero drawn solid and starred; the right margin
+  prints base -> adapter and the delta with its interval as numbers.
+* ``gaps.png``: per translated language and metric, each model's matched-pair
+  gap (target - root) with its interval, base and adapter on adjacent rows.
+
+Sizes are chosen for a 1200-pixel-wide image (12 in at 100 dpi) with every
+label at 11 pt or more. Figures are built on a bare
+``matplotlib.figure.Figure`` (rendered by the Agg canvas), never through
+``pyplot``, so drawing needs no display and leaves global state alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
 
 from sommelier_mlflow.data import OVERALL
+from sommelier_mlflow.errors import DataError
 from sommelier_mlflow.evaluation import ComparisonReport
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["comparison_figure"]
+__all__ = ["FIGURE_DPI", "FIGURE_WIDTH_IN", "MIN_FONT_PT", "comparison_figure", "gaps_figure"]
 
-_BASE_COLOUR = "#8c8c8c"
-_ADAPTER_COLOUR = "#2b6cb0"
+#: Figures are 12 in x 100 dpi = 1200 px wide: readable in the MLflow artifact view.
+FIGURE_WIDTH_IN: Final = 12.0
+FIGURE_DPI: Final = 100
+#: No text in either chart is smaller than this.
+MIN_FONT_PT: Final = 11.0
+_LABEL_PT: Final = 12.0
+_TITLE_PT: Final = 15.0
+_ROW_IN: Final = 0.42
+_BASE_COLOUR: Final = "#6b6b6b"
+_ADAPTER_COLOUR: Final = "#1f5fa8"
+_CLEAR_COLOUR: Final = "#1f5fa8"
+_UNCLEAR_COLOUR: Final = "#9a9a9a"
+
+
+@dataclass(frozen=True)
+class _Row:
+    label: str
+    value: float
+    lower: float
+    upper: float
+    note: str
+    colour: str
+    solid: bool
+
+
+def _slices(report: ComparisonReport) -> list[str]:
+    if OVERALL not in report.slices:
+        raise DataError("comparison report has no 'overall' slice; cannot draw the comparison")
+    return [OVERALL, *(name for name in report.slices if name != OVERALL)]
+
+
+def _clear(lower: float, upper: float) -> bool:
+    """Whether an interval excludes zero (a difference the data show)."""
+    return lower > 0.0 or upper < 0.0
+
+
+def _forest(
+    axes: Axes, rows: Sequence[_Row], groups: Sequence[int], xlabel: str, header: str
+) -> None:
+    """Draw rows top to bottom with whiskers, a zero line and group separators."""
+    positions = list(range(len(rows)))[::-1]
+    for y, row in zip(positions, rows, strict=True):
+        axes.plot([row.lower, row.upper], [y, y], color=row.colour, linewidth=2.6)
+        axes.plot(
+            [row.value],
+            [y],
+            marker="o",
+            markersize=9,
+            markerfacecolor=row.colour if row.solid else "white",
+            markeredgecolor=row.colour,
+            markeredgewidth=2,
+            linestyle="none",
+        )
+    axes.axvline(0.0, color="black", linewidth=1.2)
+    for boundary in groups:
+        axes.axhline(len(rows) - boundary - 0.5, color="#cccccc", linewidth=1)
+    axes.set_yticks(positions, [row.label for row in rows], fontsize=_LABEL_PT)
+    for tick, row in zip(axes.get_yticklabels(), rows, strict=True):
+        tick.set_fontweight("bold" if row.solid else "normal")
+    axes.set_ylim(-0.6, len(rows) - 0.4)
+    low = min(min(row.lower for row in rows), 0.0)
+    high = max(max(row.upper for row in rows), 0.0)
+    pad = max(0.05, 0.08 * (high - low))
+    axes.set_xlim(low - pad, high + pad)
+    axes.set_xlabel(xlabel, fontsize=_LABEL_PT)
+    axes.tick_params(axis="x", labelsize=MIN_FONT_PT)
+    axes.grid(axis="x", alpha=0.3)
+    for spine in ("top", "right"):
+        axes.spines[spine].set_visible(False)
+    notes = axes.secondary_yaxis("right")
+    notes.set_yticks(
+        positions, [row.note for row in rows], fontsize=MIN_FONT_PT, family="monospace"
+    )
+    notes.tick_params(length=0)
+    notes.spines["right"].set_visible(False)
+    axes.text(
+        1.0,
+        1.0,
+        header,
+        transform=axes.transAxes,
+        ha="left",
+        va="bottom",
+        fontsize=MIN_FONT_PT,
+        family="monospace",
+        fontweight="bold",
+    )
+
+
+def _new_figure(rows: int) -> Figure:
+    from matplotlib.figure import Figure
+
+    height = max(3.5, 1.9 + _ROW_IN * rows)
+    return Figure(figsize=(FIGURE_WIDTH_IN, height), dpi=FIGURE_DPI, layout="constrained")
 
 
 def comparison_figure(report: ComparisonReport, metrics: Sequence[str] | None = None) -> Figure:
-    """Draw the comparison chart of a comparison report.
+    """Forest plot of adapter - base per slice and metric, with the intervals.
 
     Args:
         report: The comparison report.
-        metrics: Metrics to draw, one column each (default: all of the report's).
+        metrics: Metrics to draw (default: all of the report's, in its order).
 
     Returns:
-        A matplotlib figure; the caller saves or logs it.
+        A matplotlib figure, 1200 px wide at :data:`FIGURE_DPI`; the caller saves or logs it.
+
+    Raises:
+        DataError: If the report lacks the slices, values or intervals to draw.
     """
-    from matplotlib.figure import Figure
-
-    slices = [OVERALL, *sorted(name for name in report.slices if name != OVERALL)]
-    confidence = report.bootstrap.confidence
     names = list(metrics) if metrics is not None else list(report.metric_names)
-    width = max(3.2, 0.55 * len(slices) + 1.6)
-    figure = Figure(figsize=(width * len(names), 6.4), layout="constrained")
-    axes = figure.subplots(2, len(names), squeeze=False, sharex="col")
-    positions = list(range(len(slices)))
-    bar = 0.38
-    for column, name in enumerate(names):
-        top, bottom = axes[0][column], axes[1][column]
-        base = [report.slices[s].base[name].value for s in slices]
-        adapter = [report.slices[s].adapter[name].value for s in slices]
-        top.bar([p - bar / 2 for p in positions], base, bar, label="base", color=_BASE_COLOUR)
-        top.bar(
-            [p + bar / 2 for p in positions], adapter, bar, label="adapter", color=_ADAPTER_COLOUR
-        )
-        top.set_ylim(0.0, 1.05)
-        top.set_title(name, fontsize=10)
-        top.grid(axis="y", alpha=0.3)
+    rows: list[_Row] = []
+    groups: list[int] = []
+    for slice_name in _slices(report):
+        entry = report.slices[slice_name]
+        if rows:
+            groups.append(len(rows))
+        for name in names:
+            interval = entry.delta.interval(name)
+            value, lower, upper = (
+                float(x) + 0.0 for x in (interval.estimate, interval.lower, interval.upper)
+            )
+            base, tuned = entry.base[name].value, entry.adapter[name].value
+            clear = _clear(lower, upper)
+            rows.append(
+                _Row(
+                    label=f"{'* ' if clear else ''}{slice_name} · {name}",
+                    value=value,
+                    lower=lower,
+                    upper=upper,
+                    note=f"{base:.3f}→{tuned:.3f}  {value:+.3f} [{lower:+.3f}, {upper:+.3f}]",
+                    colour=_CLEAR_COLOUR if clear else _UNCLEAR_COLOUR,
+                    solid=clear,
+                )
+            )
+    figure = _new_figure(len(rows))
+    axes = figure.subplots()
+    percent = f"{float(report.bootstrap.confidence) * 100:g}%"
+    _forest(
+        axes,
+        rows,
+        groups,
+        f"adapter - base ({percent} paired-bootstrap interval)",
+        f"  base→adapter  delta [{percent} CI]",
+    )
+    figure.suptitle(
+        f"Adapter vs base: * and solid = the {percent} interval excludes 0",
+        fontsize=_TITLE_PT,
+    )
+    return figure
 
-        intervals = [report.slices[s].delta.interval(name) for s in slices]
-        deltas = [interval.estimate for interval in intervals]
-        whiskers = [
-            [max(0.0, interval.estimate - interval.lower) for interval in intervals],
-            [max(0.0, interval.upper - interval.estimate) for interval in intervals],
-        ]
-        bottom.axhline(0.0, color="black", linewidth=0.8)
-        bottom.errorbar(positions, deltas, yerr=whiskers, fmt="o", color=_ADAPTER_COLOUR, capsize=4)
-        bottom.set_xticks(positions, slices, rotation=45 if len(slices) > 6 else 0)
-        bottom.grid(axis="y", alpha=0.3)
-        if column == 0:
-            top.set_ylabel("value")
-            bottom.set_ylabel(f"adapter - base ({float(confidence) * 100:g}% interval)")
-    axes[0][0].legend(loc="upper left", fontsize=8)
-    figure.suptitle("sommelier: base vs adapter per slice", fontsize=12)
+
+def gaps_figure(report: ComparisonReport, metrics: Sequence[str] | None = None) -> Figure:
+    """Forest plot of each model's matched-pair language gap (target - root).
+
+    A gap near zero with a tight interval means the languages are served
+    equally; the base and adapter rows of a language and metric sit together
+    so the change is visible.
+
+    Raises:
+        DataError: If the report has no matched-pair gaps to draw.
+    """
+    gaps = report.gaps
+    names = list(metrics) if metrics is not None else list(report.metric_names)
+    languages = sorted({lang for kind in ("base", "adapter") for lang in gaps.get(kind, {})})
+    if not languages:
+        raise DataError("comparison report has no matched-pair gaps; cannot draw gaps.png")
+    rows: list[_Row] = []
+    groups: list[int] = []
+    for language in languages:
+        for name in names:
+            if rows:
+                groups.append(len(rows))
+            for kind, colour in (("base", _BASE_COLOUR), ("adapter", _ADAPTER_COLOUR)):
+                paired = gaps.get(kind, {}).get(language)
+                if paired is None:
+                    raise DataError(f"comparison report lacks the {kind} gap of {language!r}")
+                interval = paired.bootstrap.interval(name)
+                value, lower, upper = (
+                    float(x) + 0.0 for x in (interval.estimate, interval.lower, interval.upper)
+                )
+                root = paired.root_language
+                rows.append(
+                    _Row(
+                        label=f"{language}-{root} · {name} · {kind}",
+                        value=value,
+                        lower=lower,
+                        upper=upper,
+                        note=f"{value:+.3f} [{lower:+.3f}, {upper:+.3f}]  {paired.pairs}",
+                        colour=colour,
+                        solid=_clear(lower, upper),
+                    )
+                )
+    figure = _new_figure(len(rows))
+    axes = figure.subplots()
+    percent = f"{float(report.bootstrap.confidence) * 100:g}%"
+    _forest(
+        axes,
+        rows,
+        groups,
+        f"target - root language, matched pairs ({percent} interval)",
+        f"  gap [{percent} CI]  pairs",
+    )
+    figure.suptitle(
+        "Language gap per model (grey: base, blue: adapter; solid = interval excludes 0)",
+        fontsize=_TITLE_PT,
+    )
     return figure

@@ -25,7 +25,7 @@ from sommelier_mlflow._json import canonical_json, dumps_pretty
 from sommelier_mlflow._redact import REDACTED, is_secret_key, redact, redact_value
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.evaluation import ComparisonReport
-from sommelier_mlflow.integration._figure import comparison_figure
+from sommelier_mlflow.integration._figure import comparison_figure, gaps_figure
 from sommelier_mlflow.integration._store_errors import tracking_errors
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ARTIFACT_DIR",
     "COMPARISON_FIGURE",
+    "GAPS_FIGURE",
     "COMPARISON_MARKDOWN_ARTIFACT",
     "COMPARISON_REPORT_ARTIFACT",
     "EVALUATION_REPORT_ARTIFACT",
@@ -61,6 +62,7 @@ __all__ = [
 ARTIFACT_DIR: Final = "sommelier"
 EXAMPLES_TABLE: Final = f"{ARTIFACT_DIR}/examples.json"
 COMPARISON_FIGURE: Final = f"{ARTIFACT_DIR}/comparison.png"
+GAPS_FIGURE: Final = f"{ARTIFACT_DIR}/gaps.png"
 EVALUATION_REPORT_ARTIFACT: Final = f"{ARTIFACT_DIR}/evaluation_report.json"
 COMPARISON_REPORT_ARTIFACT: Final = f"{ARTIFACT_DIR}/comparison_report.json"
 COMPARISON_MARKDOWN_ARTIFACT: Final = f"{ARTIFACT_DIR}/comparison_report.md"
@@ -409,9 +411,20 @@ def log_comparison_figure(
     run_id: str,
     artifact_file: str = COMPARISON_FIGURE,
     client: MlflowClient | None = None,
-) -> None:
-    """Draw :func:`comparison_figure` and log it as ``sommelier/comparison.png``."""
-    figure = comparison_figure(comparison_report)
+) -> list[str]:
+    """Log the forest plot of the deltas and, if there are pairs, the gaps chart.
+
+    ``sommelier/comparison.png`` always; ``sommelier/gaps.png`` when the
+    report has matched-pair language gaps (a split with translations).
+
+    Returns:
+        The artifact files logged.
+    """
+    figures = [(artifact_file, comparison_figure(comparison_report))]
+    if any(comparison_report.gaps.get(kind) for kind in ("base", "adapter")):
+        figures.append((GAPS_FIGURE, gaps_figure(comparison_report)))
     tracker = resolve_client(client)
-    with tracking_errors(f"log figure {artifact_file}", client_uri(tracker)):
-        tracker.log_figure(run_id, figure, artifact_file)
+    for name, figure in figures:
+        with tracking_errors(f"log figure {name}", client_uri(tracker)):
+            tracker.log_figure(run_id, figure, name)
+    return [name for name, _ in figures]

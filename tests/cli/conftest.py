@@ -49,7 +49,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # a loaded CI machine starts it slowly
         while True:
             try:
                 with urllib.request.urlopen(f"{url}/health", timeout=2) as response:

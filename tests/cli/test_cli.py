@@ -191,7 +191,7 @@ def test_unknown_identity_is_refused(files: dict[str, Path], tmp_path: Path) -> 
 
 def test_every_command_has_help() -> None:
     parser = build_parser()
-    for command in ("prepare", "evaluate", "score", "compare", "main"):
+    for command in ("prepare", "evaluate", "score", "compare", "main", "show"):
         with pytest.raises(SystemExit) as exit_info:
             parser.parse_args([command, "--help"])
         assert exit_info.value.code == 0
@@ -284,3 +284,121 @@ def test_precomputed_outputs_replay_through_the_runner(
         main([*common, "--precomputed", str(precomputed), *declared, "--out", str(tmp_path / "q")])
         == 2
     )
+
+
+def _precomputed_rows(outputs: dict[int, str]) -> list[dict[str, str]]:
+    from tests.cli.cli_helpers import examples
+
+    return [
+        {"example_id": ex.example_id, "raw_text": outputs[int(ex.example_id.split("-")[1])]}
+        for ex in examples()
+    ]
+
+
+def test_score_needs_exactly_one_source(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.cli.cli_helpers import BASE_OUTPUTS
+
+    precomputed = tmp_path / "outputs.jsonl"
+    precomputed.write_text("".join(json.dumps(r) + "\n" for r in _precomputed_rows(BASE_OUTPUTS)))
+    common = ["score", "--test-split", str(files["split"]), "--model-kind", "base"]
+    common += ["--model", "tiny/model", "--max-new-tokens", "32", "--batch-size", "2"]
+    both = ["--generations", str(files["base"]), "--precomputed", str(precomputed)]
+    assert main([*common, *both, "--out", str(tmp_path / "both")]) == 2
+    assert "both were given" in capsys.readouterr().err
+    # What `mlflow run -e score` passes for a parameter left out: /dev/null.
+    neither = ["--generations", "/dev/null", "--precomputed", "/dev/null"]
+    assert main([*common, *neither, "--out", str(tmp_path / "neither")]) == 2
+    assert "neither was given" in capsys.readouterr().err
+    assert not (tmp_path / "both").exists() and not (tmp_path / "neither").exists()
+    one = ["--generations", "/dev/null", "--precomputed", str(precomputed)]
+    assert main([*common, *one, "--out", str(tmp_path / "one")]) == 0
+
+
+def test_served_adapter_name_is_recorded_as_served(files: dict[str, Path], tmp_path: Path) -> None:
+    from tests.cli.cli_helpers import ADAPTER_OUTPUTS
+
+    precomputed = tmp_path / "adapter.csv"
+    lines = ["example_id,raw_text"] + [
+        f'{row["example_id"]},"{row["raw_text"].replace(chr(34), chr(34) * 2)}"'
+        for row in _precomputed_rows(ADAPTER_OUTPUTS)
+    ]
+    precomputed.write_text("\n".join(lines) + "\n")
+    args = ["score", "--test-split", str(files["split"]), "--model-kind", "adapter"]
+    args += ["--model", "tiny/model", "--max-new-tokens", "32", "--batch-size", "2"]
+    args += ["--precomputed", str(precomputed), "--out", str(tmp_path / "served")]
+    assert main([*args, "--adapter", "my-lora"]) == 0
+    report = json.loads((tmp_path / "served" / "evaluation_report.json").read_text())
+    assert report["identity"]["adapter"] == {
+        "source": "served:my-lora",
+        "sha256": "unverified:served-elsewhere",
+    }
+    assert report["metrics"]["full_call_exact_match"]["numerator"] == 8
+    # Something that looks like a path must be there: a missing directory is exit 3.
+    missing = str(tmp_path / "no-such-adapter")
+    assert main([*args[:-1], str(tmp_path / "m"), "--adapter", missing]) == 3
+
+
+def test_show_prints_the_logged_summary_from_any_store(
+    files: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import re
+
+    from sommelier_mlflow.cli._main import format_summary
+
+    from sommelier_mlflow.cli._show import format_arm_summary
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    ids = {}
+    for kind in ("base", "adapter"):
+        assert _score(files, tmp_path / kind, kind, "--mlflow", "--log-traces", "false") == 0
+        ids[kind] = re.findall(r"logged to MLflow run ([0-9a-f]+)", capsys.readouterr().out)[-1]
+    compare = ["compare", "--base-run-id", ids["base"], "--adapter-run-id", ids["adapter"]]
+    assert main([*compare, "--out", str(tmp_path / "cmp"), "--resamples", "200", "--mlflow"]) == 0
+    comparison_id = re.findall(r"logged to MLflow run ([0-9a-f]+)", capsys.readouterr().out)[-1]
+
+    # From another "machine": only the store's URI, passed explicitly.
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    assert main(["show", comparison_id, "--tracking-uri", uri]) == 0
+    local = json.loads((tmp_path / "cmp" / "comparison" / "comparison_report.json").read_text())
+    assert capsys.readouterr().out == format_summary(local) + "\n"
+    assert main(["show", ids["base"], "--tracking-uri", uri]) == 0
+    shown = capsys.readouterr().out
+    base = json.loads((tmp_path / "base" / "evaluation_report.json").read_text())
+    assert shown == format_arm_summary(base) + "\n"
+    lines = shown.splitlines()
+    assert lines[2].split() == ["overall", "valid_json_rate", "0.750", "6/8"]
+    assert "fr full_call_exact_match 0.250 1/4" in {" ".join(line.split()) for line in lines}
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    assert main(["show", "0" * 32]) == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_progress_bars_are_quiet_off_a_terminal_unless_asked(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    import os
+
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    env.pop("MLFLOW_RUN_ID", None)
+    command = [sys.executable, "-m", "sommelier_mlflow.cli", "score", "--mlflow"]
+    command += ["--test-split", str(files["split"]), "--generations", str(files["base"])]
+    command += ["--model-kind", "base", "--model", "tiny/model", "--resamples", "100"]
+    for flag, out in (([], "quiet"), (["--progress"], "loud")):
+        result = subprocess.run(
+            [*command, *flag, "--out", str(tmp_path / out)],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env,
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert ("log traces" in result.stderr) == bool(flag)
+        assert "(8 traces)" in result.stdout

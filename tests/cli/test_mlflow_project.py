@@ -246,3 +246,84 @@ def test_main_entry_point_runs_both_arms_and_the_comparison(server: str, tmp_pat
         for path in local.rglob("*"):
             if path.is_file():
                 assert planted.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.slow
+def test_outputs_from_elsewhere_through_mlflow_run(server: str, tmp_path: Path) -> None:
+    """`-e score -P precomputed=…` for both arms (JSONL and CSV, a served adapter name), then
+    `-e compare`: the runs carry traces with assessments and say what produced the outputs."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    from tests.cli.cli_helpers import ADAPTER_OUTPUTS, BASE_OUTPUTS, examples
+
+    files = write_fixture(tmp_path / "in")
+    rows = {
+        kind: [
+            {"example_id": ex.example_id, "raw_text": outputs[int(ex.example_id.split("-")[1])]}
+            for ex in examples()
+        ]
+        for kind, outputs in (("base", BASE_OUTPUTS), ("adapter", ADAPTER_OUTPUTS))
+    }
+    (tmp_path / "base.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows["base"]))
+    import pandas as pd
+
+    pd.DataFrame(rows["adapter"]).to_csv(tmp_path / "adapter.csv", index=False)
+    declared = {"model": "tiny/model", "revision": "abc123", "max_new_tokens": "32"}
+    declared |= {"batch_size": "2", "backend": "server", "resamples": "200"}
+    base_id = _mlflow_run(
+        server,
+        tmp_path,
+        "score",
+        test_split=os.path.relpath(files["split"], tmp_path),
+        precomputed="base.jsonl",
+        model_kind="base",
+        **declared,
+    )
+    adapter_id = _mlflow_run(
+        server,
+        tmp_path,
+        "score",
+        test_split=str(files["split"]),
+        precomputed="adapter.csv",
+        model_kind="adapter",
+        adapter="demo-adapter",
+        **declared,
+    )
+    compare_id = _mlflow_run(
+        server, tmp_path, "compare", base_run_id=base_id, adapter_run_id=adapter_id, resamples="200"
+    )
+    client = MlflowClient(tracking_uri=server)
+    base, adapter = client.get_run(base_id), client.get_run(adapter_id)
+    assert (base.info.run_name, adapter.info.run_name) == ("base", "adapter")
+    assert base.data.metrics["overall/full_call_exact_match"] == 0.25
+    assert adapter.data.metrics["overall/full_call_exact_match"] == 1.0
+    assert adapter.data.params["adapter_source"] == "served:demo-adapter"
+    assert adapter.data.params["outputs_source"] == "precomputed"
+    assert adapter.data.params["decoding.backend"] == "server"  # declared, checked by the gate
+    comparison = client.get_run(compare_id)
+    assert comparison.info.run_name == "compare tiny/model vs demo-adapter"
+    assert comparison.data.metrics["delta/overall/full_call_exact_match"] == pytest.approx(0.75)
+    artifacts = {a.path for a in client.list_artifacts(compare_id, "sommelier")}
+    assert {"sommelier/comparison.png", "sommelier/gaps.png"} <= artifacts
+
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(server)
+    try:
+        for run_id, kind in ((base_id, "base"), (adapter_id, "adapter")):
+            traces = mlflow.search_traces(
+                locations=[base.info.experiment_id], run_id=run_id, return_type="list"
+            )
+            assert len(traces) == 8
+            by_example = {t.info.request_metadata["sommelier.example_id"]: t for t in traces}
+            fr1 = {a.name: a for a in by_example["fr-1"].info.assessments}
+            assert fr1["expected_call"].value == {
+                "name": "get_weather",
+                "arguments": {"city": "Oslo", "units": "celsius"},
+            }
+            assert fr1["parse_status"].value == "ok"
+            full = fr1["full_call_exact_match"].value
+            assert full == (1.0 if kind == "adapter" else 0.0)
+            assert client.get_run(run_id).data.tags["mlflow.runType"] == "genai_evaluate"
+    finally:
+        mlflow.set_tracking_uri(previous)

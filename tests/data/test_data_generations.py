@@ -278,3 +278,52 @@ def test_decoding_records_a_backend_only_when_named() -> None:
         Decoding(max_new_tokens=4, batch_size=2, backend=" ")
     with pytest.raises(ConfigError, match="unexpected"):
         Decoding.from_dict({**plain.to_dict(), "engine": "hf"})
+
+
+# --------------------------------------------------------------------------- precomputed tables
+
+
+def test_precomputed_csv_reads_like_jsonl(tmp_path: Path) -> None:
+    path = tmp_path / "outputs.csv"
+    path.write_text(
+        "example_id,raw_text,language\n"
+        'a,"Sure: {""name"": ""f"", ""arguments"": {""x"": 1}}",\n'
+        'b,"line one\nline two",fr\n'
+        "c,,en\n",
+        encoding="utf-8",
+    )
+    a, b, c = read_precomputed(path)
+    assert (a.example_id, a.parse_status, a.language) == ("a", "ok", None)
+    assert a.parsed_call == {"name": "f", "arguments": {"x": 1}}
+    assert (b.raw_text, b.language, b.parse_status) == ("line one\nline two", "fr", "no_json")
+    assert (c.raw_text, c.language) == ("", "en")
+
+
+def test_precomputed_csv_fails_closed(tmp_path: Path) -> None:
+    path = tmp_path / "outputs.csv"
+    path.write_text("example_id,raw_text,score\na,x,1\n", encoding="utf-8")
+    expect_error(path, 2, "unknown field 'score'", reader=read_precomputed)
+    path.write_text("example_id,raw_text\na,x\na,y\n", encoding="utf-8")
+    expect_error(path, 3, "duplicate example_id 'a'", reader=read_precomputed)
+    path.write_text("example_id,raw_text\na,x,extra\n", encoding="utf-8")
+    expect_error(path, 2, "3 cells for 2 columns", reader=read_precomputed)
+    path.write_text("example_id,raw_text\n", encoding="utf-8")
+    expect_error(path, None, "empty", reader=read_precomputed)
+
+
+def test_precomputed_parquet_reads_like_jsonl(tmp_path: Path) -> None:
+    import pandas as pd
+
+    path = tmp_path / "outputs.parquet"
+    pd.DataFrame(
+        {
+            "example_id": ["a", "b"],
+            "raw_text": ['{"name": "f", "arguments": {}}', "no call"],
+            "language": [None, "fr"],
+        }
+    ).to_parquet(path)
+    a, b = read_precomputed(path)
+    assert (a.example_id, a.parse_status, a.language) == ("a", "ok", None)
+    assert (b.example_id, b.parse_status, b.language) == ("b", "no_json", "fr")
+    pd.DataFrame({"example_id": ["a"], "raw_text": [3]}).to_parquet(path)
+    expect_error(path, 1, "'raw_text' must be a string", reader=read_precomputed)

@@ -161,6 +161,8 @@ def test_comparison_run_records_keys_reports_and_chart(
     assert "full_call_exact_match" in markdown
     chart = _download(run_id, "sommelier/comparison.png", tmp_path).read_bytes()
     assert chart.startswith(b"\x89PNG\r\n\x1a\n") and len(chart) > 10_000
+    gaps = _download(run_id, "sommelier/gaps.png", tmp_path).read_bytes()
+    assert gaps.startswith(b"\x89PNG\r\n\x1a\n") and len(gaps) > 10_000
 
 
 def test_metric_batches_respect_mlflows_limit(store: Store) -> None:

@@ -1,0 +1,95 @@
+"""Regenerate the README's demo results table from what the demo prints today.
+
+A results table typed into a README drifts from the code that produced it;
+this script makes the table a build output instead. It runs the offline demo
+exactly as ``mlflow run .`` does (the ``main`` command with its defaults, no
+tracking), takes the summary table ``main`` prints, and writes it between the
+README's ``demo-results`` markers.
+
+    python docs/update_readme_results.py            # run the demo, rewrite README.md
+    python docs/update_readme_results.py --check    # exit 1 if README.md is stale
+
+``tests/examples/test_readme_results.py`` fails when the README's table and
+the demo's output differ, so a change that moves the numbers must update it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+START = "<!-- demo-results:start (written by docs/update_readme_results.py; do not edit) -->"
+END = "<!-- demo-results:end -->"
+#: Where the demo's reports are written; re-running resumes the same generations.
+DEFAULT_OUT = ROOT / ".cache" / "demo-main"
+
+
+def run_demo(out: Path = DEFAULT_OUT) -> str:
+    """Run the demo's ``main`` without MLflow and return everything it printed."""
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
+    env.pop("MLFLOW_RUN_ID", None)
+    command = [sys.executable, "-m", "sommelier_mlflow.cli", "main", "--out", str(out)]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"the demo failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return result.stdout
+
+
+def summary_table(stdout: str) -> str:
+    """The table ``main`` prints: every line before the ``reports:`` line."""
+    lines = stdout.splitlines()
+    end = next((i for i, line in enumerate(lines) if line.startswith("reports:")), None)
+    if end is None:
+        raise ValueError("no 'reports:' line in the demo's output; is this `main`'s output?")
+    table = lines[:end]
+    start = next(i for i, line in enumerate(table) if line.startswith("slice "))
+    return "\n".join(table[start:]).rstrip()
+
+
+def readme_table(readme: str) -> str:
+    """The table currently between the README's markers (without the code fence)."""
+    if START not in readme or END not in readme:
+        raise ValueError(f"README.md lacks the markers {START!r} ... {END!r}")
+    block = readme.split(START, 1)[1].split(END, 1)[0].strip()
+    lines = block.splitlines()
+    if not lines or not lines[0].startswith("```") or lines[-1] != "```":
+        raise ValueError("the demo-results block must hold exactly one fenced code block")
+    return "\n".join(lines[1:-1]).rstrip()
+
+
+def with_table(readme: str, table: str) -> str:
+    """``readme`` with the block between the markers replaced by ``table``."""
+    before, rest = readme.split(START, 1)
+    _, after = rest.split(END, 1)
+    return f"{before}{START}\n```text\n{table}\n```\n{END}{after}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Rewrite README.md's table from a fresh demo run (or, with ``--check``, compare)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only compare; exit 1 if stale")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="demo output folder")
+    args = parser.parse_args(argv)
+    table = summary_table(run_demo(args.out))
+    readme = README.read_text(encoding="utf-8")
+    if args.check:
+        if readme_table(readme) != table:
+            print("README.md's demo table differs from the demo's output:\n" + table)
+            return 1
+        print("README.md's demo table matches the demo's output")
+        return 0
+    updated = with_table(readme, table)
+    temporary = README.with_suffix(".md.tmp")
+    temporary.write_text(updated, encoding="utf-8")
+    temporary.replace(README)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

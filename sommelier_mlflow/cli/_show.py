@@ -1,0 +1,111 @@
+"""``sommelier-mlflow show RUN_ID``: a logged run's summary table, from its own report.
+
+Weeks after a run, the question is "what did it say?", and the answer should
+be the table the run printed, not a re-computation: so ``show`` downloads the
+report the run logged (``sommelier/comparison_report.json`` for a comparison,
+``sommelier/evaluation_report.json`` for an arm) from whatever tracking store
+``MLFLOW_TRACKING_URI`` (or ``--tracking-uri``) names and formats it with the
+same function ``main`` prints with.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from sommelier_mlflow.errors import DataError, InputError
+from sommelier_mlflow.evaluation import (
+    ComparisonReport,
+    EvaluationReport,
+    MetricInterval,
+    read_comparison_report,
+    read_evaluation_report,
+)
+from sommelier_mlflow.toolcalls import mcnemar_metric
+
+__all__ = ["format_arm_summary", "load_run_report", "show_run"]
+
+_COMPARISON = "sommelier/comparison_report.json"
+_EVALUATION = "sommelier/evaluation_report.json"
+
+
+def _interval(interval: MetricInterval) -> str:
+    estimate, lower, upper = (
+        float(value) + 0.0 for value in (interval.estimate, interval.lower, interval.upper)
+    )
+    return f"{estimate:+.3f} [{lower:+.3f}, {upper:+.3f}]"
+
+
+def format_arm_summary(report: EvaluationReport) -> str:
+    """A terminal table of one arm: per slice and metric, value and exact counts, then gaps."""
+    kind = report.identity.model_kind
+    lines = [f"{kind} arm, {len(report.example_ids)} examples"]
+    lines.append(f"{'slice':<9}{'metric':<24}{'value':>8}  counts")
+    sections = [("overall", report.metrics)]
+    sections += [(name, entry.metrics) for name, entry in report.slices.items()]
+    for slice_name, metrics in sections:
+        for metric in report.metric_names:
+            value = metrics[metric]
+            counts = f"{value.numerator}/{value.denominator}"
+            lines.append(f"{slice_name:<9}{metric:<24}{value.value:>8.3f}  {counts}")
+    # The headline gap is on the McNemar outcome, as in the comparison table.
+    outcome = mcnemar_metric(report.metric_names) or report.metric_names[-1]
+    for language, paired in report.paired_slices.items():
+        gap = paired.bootstrap.interval(outcome)
+        lines.append(
+            f"matched-pair gap {language}-{paired.root_language} ({kind}, "
+            f"{outcome}, {len(paired.pairs)} pairs): {_interval(gap)}"
+        )
+    return "\n".join(lines)
+
+
+def load_run_report(
+    run_id: str, tracking_uri: str | None = None
+) -> EvaluationReport | ComparisonReport:
+    """Download and read (with the package's checking readers) the report a run logged.
+
+    A comparison run gives its :class:`ComparisonReport`, an arm's run its
+    :class:`EvaluationReport`.
+
+    Raises:
+        InputError: The run id is empty.
+        DataError: The run logged no sommelier report, or it is malformed.
+        TrackingError: The tracking store is unreachable (exit 3).
+        ConfigError: MLflow does not know the run (exit 2).
+    """
+    if not run_id.strip():
+        raise InputError("a run id is required (see the run's page in the MLflow UI)")
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    from sommelier_mlflow.integration import check_tracking_server, tracking_errors
+
+    uri = tracking_uri or str(mlflow.get_tracking_uri())
+    check_tracking_server(uri)
+    client = MlflowClient(uri)
+    with tracking_errors(f"read run {run_id}", uri):
+        client.get_run(run_id)
+        names = {item.path for item in client.list_artifacts(run_id, "sommelier")}
+    for artifact in (_COMPARISON, _EVALUATION):
+        if artifact not in names:
+            continue
+        with tempfile.TemporaryDirectory(prefix="sommelier-show-") as tmp:
+            with tracking_errors(f"download {artifact} of run {run_id}", uri):
+                local = Path(client.download_artifacts(run_id, artifact, tmp))
+            if artifact == _COMPARISON:
+                return read_comparison_report(local)
+            return read_evaluation_report(local)
+    raise DataError(
+        f"run {run_id} logged no sommelier report ({_COMPARISON} or {_EVALUATION}): "
+        "pass the id of a comparison run or of a base/adapter arm run"
+    )
+
+
+def show_run(run_id: str, tracking_uri: str | None = None) -> str:
+    """The summary table of a logged arm or comparison, as ``main`` prints it."""
+    from sommelier_mlflow.cli._main_command import format_summary
+
+    report = load_run_report(run_id, tracking_uri)
+    if isinstance(report, ComparisonReport):
+        return format_summary(report)
+    return format_arm_summary(report)

@@ -1,0 +1,369 @@
+"""Every scored example as an MLflow trace with assessments: MLflow 3's evaluation view.
+
+MLflow 3 shows an evaluation run example by example (and two such runs side by
+side) from *traces* linked to the run, each carrying *assessments*: the
+expectation (here the gold call) and feedback (here the parse status, each
+metric's per-example component and the raw output). ``mlflow.genai.evaluate``
+builds those by calling scorers one row at a time and logging every assessment
+with its own request, which costs minutes per thousand examples against a
+tracking server. The scores already exist here, exactly, so this module writes
+the same entities in bulk instead:
+
+* the spans of many traces in one ``log_spans`` request per 500 examples;
+* one ``start_trace`` request per example that carries all its assessments,
+  sent from a few threads so a remote server's latency overlaps.
+
+Trace ids are derived from the run id and the example id, so logging the same
+run again updates its traces instead of duplicating them. The run is tagged
+``mlflow.runType = genai_evaluate``, the tag ``mlflow.genai.evaluate`` sets, so
+the UI lists it under the experiment's evaluation runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from sommelier_mlflow._redact import redact, redact_value
+from sommelier_mlflow.errors import ConfigError
+from sommelier_mlflow.integration._store_errors import tracking_errors
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+    from sommelier_mlflow.data import TestSplit
+    from sommelier_mlflow.evaluation import EvaluationReport, ScoredRun
+
+__all__ = [
+    "AUTO_TRACE_LIMIT",
+    "ExampleTrace",
+    "LogTraces",
+    "arm_example_traces",
+    "log_example_traces",
+    "should_log_traces",
+]
+
+#: ``log_traces=auto`` logs traces for arms up to this many examples.
+AUTO_TRACE_LIMIT: Final = 5000
+LogTraces = Literal["auto", "true", "false"]
+_LOG_TRACES_VALUES: Final = ("auto", "true", "false")
+#: The run tag (and value) ``mlflow.genai.evaluate`` sets on its runs.
+_RUN_TYPE_TAG: Final = "mlflow.runType"
+_RUN_TYPE_EVALUATION: Final = "genai_evaluate"
+_SOURCE_RUN: Final = "mlflow.sourceRun"
+_ASSESSMENT_SOURCE_RUN: Final = "mlflow.assessment.sourceRunId"
+_SPANS_PER_REQUEST: Final = 500
+_LINKS_PER_REQUEST: Final = 100
+_TRACE_NAME: Final = "sommelier.example"
+
+
+def should_log_traces(setting: str, examples: int) -> bool:
+    """Decide from the ``log_traces`` setting whether an arm of ``examples`` gets traces.
+
+    ``auto`` keeps the default affordable: traces for arms up to
+    :data:`AUTO_TRACE_LIMIT` examples, where the per-example view is browsable
+    and the logging time small next to generation.
+
+    Raises:
+        ConfigError: ``setting`` is not ``auto``, ``true`` or ``false`` (exit 2).
+    """
+    value = setting.strip().lower()
+    if value not in _LOG_TRACES_VALUES:
+        raise ConfigError(f"log_traces must be one of auto, true, false; got {setting!r}")
+    if value == "auto":
+        return examples <= AUTO_TRACE_LIMIT
+    return value == "true"
+
+
+@dataclass(frozen=True)
+class ExampleTrace:
+    """What one example's trace shows: request, response, expectation and feedback.
+
+    Attributes:
+        example_id: The test example; it also names the trace.
+        language: Its language slice.
+        query: The user request (the trace's input).
+        raw_output: The completion exactly as produced (the trace's output).
+        parse_status: The parser's status for ``raw_output``.
+        expected_call: The gold call (an expectation).
+        components: Per metric, the example's exact ``(numerator, denominator)``.
+        model_kind: ``base`` or ``adapter``.
+    """
+
+    example_id: str
+    language: str
+    query: str
+    raw_output: str
+    parse_status: str
+    expected_call: Mapping[str, Any]
+    components: Mapping[str, tuple[int, int]]
+    model_kind: str
+    parsed_call: Mapping[str, Any] | None = field(default=None)
+
+
+def arm_example_traces(
+    report: EvaluationReport, scored: ScoredRun, split: TestSplit
+) -> list[ExampleTrace]:
+    """One :class:`ExampleTrace` per scored example of an arm, in ``example_id`` order.
+
+    The components come from the report's per-example rows (the numbers the
+    metrics were summed from), the request and gold call(s) from the split.
+
+    Raises:
+        ConfigError: The report, the scored run and the split disagree on the
+            examples (they must come from the same arm).
+    """
+    names = list(report.metric_names)
+    by_id = split.by_id()
+    rows = {example_id: row for row, example_id in enumerate(report.example_ids)}
+    traces: list[ExampleTrace] = []
+    for example in scored.examples:
+        row = rows.get(example.example_id)
+        source = by_id.get(example.example_id)
+        if row is None or source is None:
+            raise ConfigError(
+                f"example {example.example_id!r} is missing from the report or the split; "
+                "log traces from one arm's own report, scores and split"
+            )
+        components = {
+            name: (int(report.numerators[row, column]), int(report.denominators[row, column]))
+            for column, name in enumerate(names)
+        }
+        gold = list(source.gold_calls)
+        traces.append(
+            ExampleTrace(
+                example_id=example.example_id,
+                language=example.language,
+                query=source.query,
+                raw_output=example.raw_text,
+                parse_status=example.parse_status,
+                expected_call=gold[0] if len(gold) == 1 else {"calls": gold},
+                components=components,
+                model_kind=report.identity.model_kind,
+                parsed_call=example.parsed_call,
+            )
+        )
+    return traces
+
+
+def _ids(run_id: str, example_id: str) -> tuple[str, str, str]:
+    """MLflow trace id, OTel trace id and root span id (base64), all from one digest."""
+    digest = hashlib.sha256(f"{run_id}\x00{example_id}".encode()).digest()
+    trace_id = "tr-" + digest[:16].hex()
+    otel_trace = base64.b64encode(digest[:16]).decode("ascii")
+    span = base64.b64encode(digest[16:24]).decode("ascii")
+    return trace_id, otel_trace, span
+
+
+def _feedback_value(numerator: int, denominator: int) -> bool | float | None:
+    """A component as the UI shows it: pass/fail for 0/1 outcomes, else the ratio.
+
+    ``0/0`` (no argument pairs on either side) has no value; the exact
+    numerator and denominator are in the assessment's metadata either way.
+    """
+    if denominator == 1 and numerator in (0, 1):
+        return numerator == 1
+    if denominator == 0:
+        return None
+    return numerator / denominator
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    trace_id: str
+    span: Any
+    info: Any
+
+
+def _prepare(
+    example: ExampleTrace, run_id: str, experiment_id: str, now_ms: int, source_id: str
+) -> _Prepared:
+    from mlflow.entities import (
+        AssessmentSource,
+        Expectation,
+        Feedback,
+        TraceInfo,
+        TraceLocation,
+        TraceState,
+    )
+    from mlflow.entities.span import Span
+
+    trace_id, otel_trace, span_id = _ids(run_id, example.example_id)
+    inputs = {
+        "example_id": example.example_id,
+        "language": example.language,
+        "query": redact(example.query),
+    }
+    output = redact(example.raw_output)
+    inputs_json = json.dumps(inputs, ensure_ascii=False)
+    output_json = json.dumps(output, ensure_ascii=False)
+    start_ns = now_ms * 1_000_000
+    span = Span.from_dict(
+        {
+            "trace_id": otel_trace,
+            "span_id": span_id,
+            "parent_span_id": None,
+            "name": _TRACE_NAME,
+            "start_time_unix_nano": start_ns,
+            "end_time_unix_nano": start_ns,
+            "events": [],
+            "status": {"code": "STATUS_CODE_OK", "message": ""},
+            "attributes": {
+                "mlflow.traceRequestId": json.dumps(trace_id),
+                "mlflow.experimentId": json.dumps(experiment_id),
+                "mlflow.spanType": json.dumps("LLM"),
+                "mlflow.spanInputs": inputs_json,
+                "mlflow.spanOutputs": output_json,
+            },
+            "links": [],
+        }
+    )
+    source = AssessmentSource(source_type="CODE", source_id=source_id)
+    provenance = {_ASSESSMENT_SOURCE_RUN: run_id}
+    assessments: list[Any] = [
+        Expectation(
+            name="expected_call",
+            value=redact_value(dict(example.expected_call)),
+            source=source,
+            metadata=provenance,
+        ),
+        Feedback(
+            name="parse_status",
+            value=example.parse_status,
+            source=source,
+            metadata=provenance,
+        ),
+    ]
+    for name, (numerator, denominator) in example.components.items():
+        assessments.append(
+            Feedback(
+                name=name,
+                value=_feedback_value(numerator, denominator),
+                rationale=f"{numerator}/{denominator}",
+                source=source,
+                metadata={
+                    **provenance,
+                    "numerator": str(numerator),
+                    "denominator": str(denominator),
+                },
+            )
+        )
+    assessments.append(
+        Feedback(name="raw_output", value=output, source=source, metadata=provenance)
+    )
+    for assessment in assessments:
+        assessment.trace_id = trace_id
+        assessment.span_id = span.span_id
+    info = TraceInfo(
+        trace_id=trace_id,
+        trace_location=TraceLocation.from_experiment_id(experiment_id),
+        request_time=now_ms,
+        state=TraceState.OK,
+        request_preview=inputs_json[:1000],
+        response_preview=output_json[:1000],
+        execution_duration=0,
+        client_request_id=example.example_id,
+        trace_metadata={
+            _SOURCE_RUN: run_id,
+            "mlflow.trace_schema.version": "3",
+            "sommelier.example_id": example.example_id,
+            "sommelier.language": example.language,
+            "sommelier.model_kind": example.model_kind,
+        },
+        tags={
+            "mlflow.traceName": _TRACE_NAME,
+            "sommelier.example_id": example.example_id,
+            "sommelier.language": example.language,
+        },
+        assessments=assessments,
+    )
+    return _Prepared(trace_id, span, info)
+
+
+@contextmanager
+def _bar(total: int, enabled: bool) -> Iterator[Any]:
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc="log traces", unit="trace", disable=not enabled, leave=False)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+def log_example_traces(
+    run_id: str,
+    examples: Sequence[ExampleTrace],
+    *,
+    client: MlflowClient | None = None,
+    workers: int = 4,
+    progress: bool = False,
+    source_id: str = "sommelier_mlflow",
+) -> int:
+    """Record one trace per example, with its assessments, in an existing run.
+
+    Args:
+        run_id: The arm's run (the caller created it; it may still be active).
+        examples: What each trace shows (:func:`arm_example_traces`).
+        client: Tracking client (default: MLflow's current tracking URI).
+        workers: Concurrent ``start_trace`` requests.
+        progress: Show a progress bar (traces/s, ETA) on stderr.
+        source_id: Recorded as the assessments' code source.
+
+    Returns:
+        The number of traces logged.
+
+    Raises:
+        TrackingError: The tracking store is unreachable or failed (exit 3).
+        ConfigError: MLflow refused a request (exit 2).
+    """
+    from mlflow.entities import RunTag, TraceData
+    from mlflow.tracing.client import TracingClient
+    from mlflow.tracking import MlflowClient
+
+    if not examples:
+        return 0
+    tracker = client if client is not None else MlflowClient()
+    uri = str(tracker.tracking_uri)
+    tracing = TracingClient(uri)
+    with tracking_errors("prepare the run for traces", uri):
+        experiment_id = str(tracker.get_run(run_id).info.experiment_id)
+        tracker.log_batch(run_id, tags=[RunTag(_RUN_TYPE_TAG, _RUN_TYPE_EVALUATION)])
+    now_ms = int(time.time() * 1000)
+    prepared = [_prepare(ex, run_id, experiment_id, now_ms, source_id) for ex in examples]
+    with tracking_errors("log trace spans", uri):
+        spans_in_store = True
+        try:
+            for start in range(0, len(prepared), _SPANS_PER_REQUEST):
+                batch = prepared[start : start + _SPANS_PER_REQUEST]
+                tracing.log_spans(experiment_id, [item.span for item in batch])
+        except NotImplementedError:  # an older server: spans go to the artifact store
+            spans_in_store = False
+
+    def write(item: _Prepared) -> None:
+        if spans_in_store:
+            item.info.tags["mlflow.trace.spansLocation"] = "TRACKING_STORE"
+            tracing.start_trace(item.info)
+        else:
+            returned = tracing.start_trace(item.info)
+            tracing._upload_trace_data(returned, TraceData(spans=[item.span]))
+
+    with (
+        tracking_errors("log traces", uri),
+        _bar(len(prepared), progress) as bar,
+        ThreadPoolExecutor(max_workers=max(1, workers)) as pool,
+    ):
+        for _ in pool.map(write, prepared):
+            bar.update(1)
+    with tracking_errors("link traces to the run", uri):
+        ids = [item.trace_id for item in prepared]
+        for start in range(0, len(ids), _LINKS_PER_REQUEST):
+            tracker.link_traces_to_run(ids[start : start + _LINKS_PER_REQUEST], run_id=run_id)
+    return len(prepared)

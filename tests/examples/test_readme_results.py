@@ -1,0 +1,54 @@
+"""The README's demo results table is the demo's current output, not a copy that drifts."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script() -> ModuleType:
+    path = ROOT / "docs" / "update_readme_results.py"
+    spec = importlib.util.spec_from_file_location("update_readme_results", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+OUTPUT = """\
+[demo-build] ...
+slice    metric                      base  adapter  delta [95% CI]
+overall  valid_json_rate            0.944    0.983  +0.039 [+0.014, +0.067]
+matched-pair gap fr-en (base, full_call_exact_match, 157 pairs): -0.242 [-0.312, -0.172]
+
+reports: /somewhere
+"""
+
+
+def test_the_table_is_cut_from_mains_output_and_written_between_the_markers() -> None:
+    script = _script()
+    table = script.summary_table(OUTPUT)
+    assert table.splitlines()[0].startswith("slice ")
+    assert table.splitlines()[-1].startswith("matched-pair gap fr-en (base")
+    readme = f"intro\n{script.START}\n```text\nold\n```\n{script.END}\noutro\n"
+    updated = script.with_table(readme, table)
+    assert script.readme_table(updated) == table
+    assert updated.startswith("intro\n") and updated.endswith("\noutro\n")
+    with pytest.raises(ValueError, match="reports:"):
+        script.summary_table("slice metric\n")
+
+
+@pytest.mark.slow
+def test_readme_table_is_what_main_prints_on_the_demo() -> None:
+    """Runs the real demo (cached model, resumable generations under .cache/demo-main)."""
+    script = _script()
+    printed = script.summary_table(script.run_demo())
+    in_readme = script.readme_table((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert in_readme == printed, "README.md is stale: run python docs/update_readme_results.py"

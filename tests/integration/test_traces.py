@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import mlflow
+import pytest
+from integration_helpers import GOLD, Arms, Store
+from mlflow.tracking import MlflowClient
+
+from sommelier_mlflow.errors import ConfigError
+from sommelier_mlflow.integration import (
+    AUTO_TRACE_LIMIT,
+    ExampleTrace,
+    arm_example_traces,
+    log_example_traces,
+    should_log_traces,
+)
+from sommelier_mlflow.toolcalls import METRIC_NAMES
+
+
+def _traces(store: Store, run_id: str) -> dict[str, mlflow.entities.Trace]:
+    found = mlflow.search_traces(locations=[store.experiment_id], run_id=run_id, return_type="list")
+    return {trace.info.request_metadata["sommelier.example_id"]: trace for trace in found}
+
+
+def _assessments(trace: mlflow.entities.Trace) -> dict[str, mlflow.entities.Assessment]:
+    return {assessment.name: assessment for assessment in trace.info.assessments}
+
+
+def test_log_traces_setting() -> None:
+    assert should_log_traces("auto", AUTO_TRACE_LIMIT) is True
+    assert should_log_traces("auto", AUTO_TRACE_LIMIT + 1) is False
+    assert should_log_traces("TRUE", AUTO_TRACE_LIMIT + 1) is True
+    assert should_log_traces("false", 1) is False
+    with pytest.raises(ConfigError, match="log_traces must be one of"):
+        should_log_traces("yes", 1)
+
+
+def test_each_example_becomes_a_trace_with_its_assessments(store: Store, arms: Arms) -> None:
+    client = MlflowClient()
+    run_id = client.create_run(store.experiment_id).info.run_id
+    examples = arm_example_traces(arms.base_report, arms.base, arms.split)
+    assert log_example_traces(run_id, examples) == len(GOLD)
+
+    traces = _traces(store, run_id)
+    assert set(traces) == set(GOLD)
+    assert client.get_run(run_id).data.tags["mlflow.runType"] == "genai_evaluate"
+
+    e2 = _assessments(traces["e2"])  # right name, wrong units: half the argument pairs
+    assert e2["expected_call"].value == GOLD["e2"]
+    assert e2["parse_status"].value == "ok"
+    assert e2["function_name_accuracy"].value is True
+    assert e2["argument_exact_match"].value is False
+    assert e2["argument_f1"].value == 0.5
+    assert e2["argument_f1"].metadata["numerator"] == "2"
+    assert e2["argument_f1"].metadata["denominator"] == "4"
+    assert e2["argument_f1"].rationale == "2/4"
+    assert e2["raw_output"].value == arms.base.examples[1].raw_text
+    assert set(METRIC_NAMES) <= set(e2)
+    assert e2["full_call_exact_match"].metadata["mlflow.assessment.sourceRunId"] == run_id
+
+    e4 = _assessments(traces["e4"])  # prose: no JSON, every metric fails
+    assert e4["parse_status"].value == "no_json"
+    assert e4["valid_json_rate"].value is False
+    trace = mlflow.get_trace(traces["e4"].info.trace_id)
+    assert trace is not None
+    root = trace.data.spans[0]
+    assert root.inputs["query"] == arms.split.by_id()["e4"].query
+    assert root.outputs == "The weather in Rome is sunny."
+
+    # The per-example components add up to the logged aggregate, metric by metric.
+    for name in METRIC_NAMES:
+        numerator = sum(int(_assessments(t)[name].metadata["numerator"]) for t in traces.values())
+        denominator = sum(
+            int(_assessments(t)[name].metadata["denominator"]) for t in traces.values()
+        )
+        expected = arms.base_report["metrics"][name]
+        assert (numerator, denominator) == (expected["numerator"], expected["denominator"])
+
+
+def test_logging_again_updates_instead_of_duplicating(store: Store, arms: Arms) -> None:
+    client = MlflowClient()
+    run_id = client.create_run(store.experiment_id).info.run_id
+    examples = arm_example_traces(arms.adapter_report, arms.adapter, arms.split)
+    log_example_traces(run_id, examples, workers=1)
+    log_example_traces(run_id, examples, workers=3)
+    traces = _traces(store, run_id)
+    assert len(traces) == len(GOLD)
+    assert all(_assessments(t)["full_call_exact_match"].value is True for t in traces.values())
+
+
+def test_zero_over_zero_component_has_no_value(store: Store) -> None:
+    run_id = MlflowClient().create_run(store.experiment_id).info.run_id
+    example = ExampleTrace(
+        example_id="x1",
+        language="en",
+        query="Do nothing",
+        raw_output='{"name": "noop", "arguments": {}}',
+        parse_status="ok",
+        expected_call={"name": "noop", "arguments": {}},
+        components={"argument_f1": (0, 0), "full_call_exact_match": (1, 1)},
+        model_kind="base",
+    )
+    log_example_traces(run_id, [example])
+    found = _assessments(_traces(store, run_id)["x1"])
+    assert found["argument_f1"].value is None
+    assert found["argument_f1"].rationale == "0/0"
+    assert found["full_call_exact_match"].value is True
+
+
+def test_secrets_in_outputs_are_redacted(store: Store) -> None:
+    run_id = MlflowClient().create_run(store.experiment_id).info.run_id
+    secret = "hf_FakeTokenForTestsOnly0123456789abcdef"
+    example = ExampleTrace(
+        example_id="s1",
+        language="en",
+        query=f"my token is {secret}",
+        raw_output=f"echo {secret}",
+        parse_status="no_json",
+        expected_call={"name": "noop", "arguments": {}},
+        components={"full_call_exact_match": (0, 1)},
+        model_kind="base",
+    )
+    log_example_traces(run_id, [example])
+    trace = _traces(store, run_id)["s1"]
+    full = mlflow.get_trace(trace.info.trace_id)
+    assert full is not None
+    assert secret not in full.to_json()
