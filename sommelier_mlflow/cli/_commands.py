@@ -299,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument(
         "--tracking-uri", default=None, help="tracking store (default: MLFLOW_TRACKING_URI)"
     )
+    show.set_defaults(mlflow=False)  # reads only; probes the store it is pointed at itself
     return parser
 
 

@@ -348,9 +348,9 @@ def test_show_prints_the_logged_summary_from_any_store(
 ) -> None:
     import re
 
-    from sommelier_mlflow.cli._main import format_summary
-
+    from sommelier_mlflow.cli._main_command import format_summary
     from sommelier_mlflow.cli._show import format_arm_summary
+    from sommelier_mlflow.evaluation import read_comparison_report, read_evaluation_report
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -366,11 +366,11 @@ def test_show_prints_the_logged_summary_from_any_store(
     # From another "machine": only the store's URI, passed explicitly.
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
     assert main(["show", comparison_id, "--tracking-uri", uri]) == 0
-    local = json.loads((tmp_path / "cmp" / "comparison" / "comparison_report.json").read_text())
+    local = read_comparison_report(tmp_path / "cmp" / "comparison" / "comparison_report.json")
     assert capsys.readouterr().out == format_summary(local) + "\n"
     assert main(["show", ids["base"], "--tracking-uri", uri]) == 0
     shown = capsys.readouterr().out
-    base = json.loads((tmp_path / "base" / "evaluation_report.json").read_text())
+    base = read_evaluation_report(tmp_path / "base" / "evaluation_report.json")
     assert shown == format_arm_summary(base) + "\n"
     lines = shown.splitlines()
     assert lines[2].split() == ["overall", "valid_json_rate", "0.750", "6/8"]

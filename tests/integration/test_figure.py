@@ -35,10 +35,10 @@ def _row_labels(figure: Any) -> list[str]:
 
 
 def test_forest_plot_has_one_row_per_slice_and_metric(arms: Arms) -> None:
-    report = arms.comparison
+    report = arms.comparison_typed
     figure = comparison_figure(report)
     labels = _row_labels(figure)
-    slices = ["overall", *sorted(s for s in report["slices"] if s != "overall")]
+    slices = ["overall", *sorted(s for s in report.slices if s != "overall")]
     assert len(labels) == len(slices) * len(METRIC_NAMES)
     # Top to bottom: overall first, in the report's metric order.
     top_down = labels
@@ -46,8 +46,8 @@ def test_forest_plot_has_one_row_per_slice_and_metric(arms: Arms) -> None:
     for label, (slice_name, metric) in zip(
         top_down, [(s, m) for s in slices for m in METRIC_NAMES], strict=True
     ):
-        delta = report["slices"][slice_name]["delta"][metric]
-        clear = delta["lower"] > 0 or delta["upper"] < 0
+        delta = report.slices[slice_name].delta.interval(metric)
+        clear = delta.lower > 0 or delta.upper < 0
         assert label == f"{'* ' if clear else ''}{slice_name} · {metric}"
     assert any(label.startswith("* ") for label in labels)  # the fixture has clear gains
     axes = figure.axes[0]
@@ -55,7 +55,7 @@ def test_forest_plot_has_one_row_per_slice_and_metric(arms: Arms) -> None:
 
 
 def test_charts_are_readable_at_1200_px(arms: Arms) -> None:
-    for figure in (comparison_figure(arms.comparison), gaps_figure(arms.comparison)):
+    for figure in (comparison_figure(arms.comparison_typed), gaps_figure(arms.comparison_typed)):
         width, height = _png_size(figure)
         assert width == 1200 and height > 300
         sizes = [text.get_fontsize() for text in _texts(figure)]
@@ -63,16 +63,17 @@ def test_charts_are_readable_at_1200_px(arms: Arms) -> None:
 
 
 def test_gaps_chart_shows_both_models_per_language_and_metric(arms: Arms) -> None:
-    figure = gaps_figure(arms.comparison)
+    figure = gaps_figure(arms.comparison_typed)
     labels = _row_labels(figure)
-    assert len(labels) == 2 * len(METRIC_NAMES) * len(arms.comparison["gaps"]["base"])
+    assert len(labels) == 2 * len(METRIC_NAMES) * len(arms.comparison_typed.gaps["base"])
     assert labels[0] == "fr-en · valid_json_rate · base"
     assert labels[1] == "fr-en · valid_json_rate · adapter"
 
 
 def test_charts_refuse_reports_without_the_numbers(arms: Arms) -> None:
-    report = {**arms.comparison, "slices": {}}
-    with pytest.raises(DataError, match=r"slices\.overall"):
-        comparison_figure(report)
+    from dataclasses import replace
+
+    with pytest.raises(DataError, match="no 'overall' slice"):
+        comparison_figure(replace(arms.comparison_typed, slices={}))
     with pytest.raises(DataError, match="no matched-pair gaps"):
-        gaps_figure({**arms.comparison, "gaps": {"base": {}, "adapter": {}}})
+        gaps_figure(replace(arms.comparison_typed, gaps={"base": {}, "adapter": {}}))

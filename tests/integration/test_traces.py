@@ -37,7 +37,7 @@ def test_log_traces_setting() -> None:
 def test_each_example_becomes_a_trace_with_its_assessments(store: Store, arms: Arms) -> None:
     client = MlflowClient()
     run_id = client.create_run(store.experiment_id).info.run_id
-    examples = arm_example_traces(arms.base_report, arms.base, arms.split)
+    examples = arm_example_traces(arms.base_typed, arms.base, arms.split)
     assert log_example_traces(run_id, examples) == len(GOLD)
 
     traces = _traces(store, run_id)
@@ -79,7 +79,7 @@ def test_each_example_becomes_a_trace_with_its_assessments(store: Store, arms: A
 def test_logging_again_updates_instead_of_duplicating(store: Store, arms: Arms) -> None:
     client = MlflowClient()
     run_id = client.create_run(store.experiment_id).info.run_id
-    examples = arm_example_traces(arms.adapter_report, arms.adapter, arms.split)
+    examples = arm_example_traces(arms.adapter_typed, arms.adapter, arms.split)
     log_example_traces(run_id, examples, workers=1)
     log_example_traces(run_id, examples, workers=3)
     traces = _traces(store, run_id)
