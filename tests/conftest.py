@@ -1,11 +1,50 @@
-"""Session-wide test settings: no telemetry, no hub access, no GPU surprises."""
+"""Session-wide test settings: no telemetry, no hub access, no GPU surprises.
+
+Also the expensive fixtures several packages share, each started once per
+test session: the offline demo's model and adapter, and a vLLM server.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "true")
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def demo_assets() -> Any:
+    """The offline demo's splits, base model and adapter (built once, then cached)."""
+    from tests.support.vllm_server import build_demo_assets
+
+    return build_demo_assets()
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory: pytest.TempPathFactory, demo_assets: Any) -> Iterator[Any]:
+    """A real vLLM server serving the demo base and its LoRA adapter, key-protected."""
+    from tests.support.vllm_server import VllmServer, vllm_python
+
+    python = vllm_python()
+    if python is None:
+        pytest.skip("no vLLM venv: run `bash scripts/setup_vllm.sh` to build .venv-vllm")
+    root = tmp_path_factory.mktemp("vllm")
+    server = VllmServer(
+        python=python,
+        base_dir=demo_assets.base_model_dir,
+        adapter_dir=demo_assets.adapter_dir,
+        log_path=root / "vllm.log",
+        api_key="sk-vllm-planted-4f1c2e9a7b",
+    )
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sommelier_mlflow.errors import InputError, SommelierError
+from sommelier_mlflow.errors import ConfigError, InputError, SommelierError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["backend_options", "build_parser", "main"]
 
 _DEFAULT_OUT = "sommelier_out"
 
@@ -82,6 +82,8 @@ def _bounded_int(low: int, high: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
 def _add_experience(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-traces",
@@ -182,6 +184,73 @@ def _add_backend(parser: argparse.ArgumentParser) -> None:
         help="CPU threads for the hf backend (default 0: this machine's physical cores); "
         "logged as the num_threads param",
     )
+    served = parser.add_argument_group(
+        "server backend (--backend server: an OpenAI-compatible server such as vLLM)"
+    )
+    served.add_argument(
+        "--base-url",
+        default="",
+        help="API root as the OpenAI client takes it, e.g. http://127.0.0.1:8000/v1",
+    )
+    served.add_argument("--served-model", default="", help="the base model's name on the server")
+    served.add_argument(
+        "--served-adapter",
+        default="",
+        help="the adapter's name on the server (vLLM --lora-modules NAME=DIR); adapter arm only",
+    )
+    served.add_argument(
+        "--concurrency", type=_positive_int, default=16, help="requests in flight (default 16)"
+    )
+    served.add_argument(
+        "--request-timeout",
+        type=_positive_seconds,
+        default=300.0,
+        help="seconds one request may take before it is retried (default 300)",
+    )
+    served.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        help="name of the environment variable holding the API key (default OPENAI_API_KEY); "
+        "the key itself is never an option and never logged",
+    )
+
+
+def _positive_int(text: str) -> int:
+    value = int(float(text))
+    if value <= 0 or value != float(text):
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def backend_options(args: argparse.Namespace, model_kind: str) -> dict[str, object]:
+    """The ``server`` backend's options from the flags (empty for other backends).
+
+    ``served_adapter`` goes to the adapter arm only, so ``main`` can pass one
+    set of flags for both arms.
+    """
+    if args.backend != "server":
+        for flag in ("base_url", "served_model", "served_adapter"):
+            if getattr(args, flag):
+                raise ConfigError(
+                    f"--{flag.replace('_', '-')} applies to --backend server only "
+                    f"(this run uses --backend {args.backend})"
+                )
+        return {}
+    return {
+        "base_url": args.base_url,
+        "served_model": args.served_model,
+        "served_adapter": args.served_adapter if model_kind == "adapter" else "",
+        "concurrency": args.concurrency,
+        "request_timeout": args.request_timeout,
+        "api_key_env": args.api_key_env,
+    }
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -376,6 +445,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         max_examples=args.max_examples,
         backend=args.backend,
+        served_model=args.served_model,
+        served_adapter=args.served_adapter,
     )
     num_threads = resolve_num_threads(args.num_threads)
     arm = evaluate_arm(
@@ -399,6 +470,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         backend=args.backend,
         num_threads=num_threads,
         progress=_progress(args),
+        backend_options=backend_options(args, args.model_kind),
     )
     _print_arm(arm)
     if _wants_mlflow(args):
@@ -413,7 +485,6 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _cmd_score(args: argparse.Namespace) -> int:
     from sommelier_mlflow.cli._pipeline import replay_precomputed, score_generations
-    from sommelier_mlflow.errors import ConfigError
 
     generations, precomputed = _given(args.generations), _given(args.precomputed)
     if (generations is None) == (precomputed is None):
@@ -490,7 +561,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         read_claims_option,
     )
     from sommelier_mlflow.cli._pipeline import compare_report_files
-    from sommelier_mlflow.errors import ConfigError
 
     if bool(args.base_report) != bool(args.adapter_report) or bool(args.base_run_id) != bool(
         args.adapter_run_id

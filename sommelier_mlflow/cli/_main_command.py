@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from sommelier_mlflow.cli._claims import format_verdict, raise_if_unsupported, read_claims_option
+from sommelier_mlflow.cli._commands import backend_options
 from sommelier_mlflow.cli._pipeline import (
     ArmOutput,
     compare_report_files,
@@ -66,6 +67,7 @@ def _arm(
         scoring=args.scoring,
         slice_by=args.slice_by,
         progress=bool(args.progress or sys.stderr.isatty()),
+        backend_options=backend_options(args, kind),
     )
 
 
@@ -120,6 +122,8 @@ def run_main(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             max_examples=args.max_examples,
             backend=args.backend,
+            served_model=args.served_model,
+            served_adapter=args.served_adapter,
         )
     )
     log = bool(args.mlflow or os.environ.get("MLFLOW_RUN_ID"))

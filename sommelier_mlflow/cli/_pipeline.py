@@ -12,11 +12,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sommelier_mlflow._json import atomic_write_bytes, canonical_json, sha256_text, staged_folder
+from sommelier_mlflow._json import (
+    JSONDecodeError,
+    atomic_write_bytes,
+    canonical_json,
+    dumps_line,
+    loads,
+    sha256_text,
+    staged_folder,
+)
 from sommelier_mlflow.data import (
     CALLS_SLICE_FIELD,
     Decoding,
@@ -36,6 +44,7 @@ from sommelier_mlflow.data import (
 )
 from sommelier_mlflow.errors import (
     ConfigError,
+    DataError,
     InputError,
     InvariantViolationError,
 )
@@ -57,6 +66,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMATTED_SPLIT_NAME",
+    "USAGE_NAME",
     "ArmOutput",
     "compare_report_files",
     "default_out_dir",
@@ -68,6 +78,8 @@ __all__ = [
 ]
 
 FORMATTED_SPLIT_NAME = "test_split.formatted.jsonl"
+#: Per-example ``finish_reason`` and token usage of a served arm, in split order.
+USAGE_NAME = "generation_usage.jsonl"
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,10 @@ class ArmOutput:
     split_path: Path
     #: Every file this command wrote for the arm (under ``out_dir``), and nothing else.
     files: tuple[Path, ...] = ()
+    #: Generation throughput of this process (logged as ``generation/<name>``).
+    throughput: Mapping[str, float] = field(default_factory=dict)
+    #: Params describing how the outputs were produced (a served model's identity).
+    backend_params: Mapping[str, object] = field(default_factory=dict)
 
 
 def default_out_dir(root: str | os.PathLike[str], label: str, **identity: object) -> Path:
@@ -168,17 +184,19 @@ def _kind_only(model_kind: str) -> ModelKind:
     return check_model_kind(model_kind, ConfigError)
 
 
-def _check_kind(model_kind: str, adapter: str | None) -> ModelKind:
+def _check_kind(
+    model_kind: str, adapter: str | None, served_adapter: str | None = None
+) -> ModelKind:
     kind = _kind_only(model_kind)
-    if kind == "base" and adapter:
+    if kind == "base" and (adapter or served_adapter):
         raise ConfigError(
             "model_kind 'base' evaluates the base model alone: drop the adapter, "
             "or use model_kind 'adapter'"
         )
-    if kind == "adapter" and not adapter:
+    if kind == "adapter" and not (adapter or served_adapter):
         raise ConfigError(
             "model_kind 'adapter' needs an adapter: its directory, or the name it is served "
-            "under (adapter=...)"
+            "under (adapter=...; with the server backend, served_adapter=...)"
         )
     return kind
 
@@ -262,7 +280,8 @@ def evaluate_arm(
     """
     from sommelier_mlflow.generation import BackendRequest, create_backend
 
-    kind = _check_kind(model_kind, adapter)
+    served_adapter = (backend_options or {}).get("served_adapter") or None
+    kind = _check_kind(model_kind, adapter, served_adapter)
     decoding = Decoding(max_new_tokens=max_new_tokens, batch_size=batch_size, backend=backend)
     choice = ScoringChoice.of(scoring, slice_by)
     source = choice.read(test_split)
@@ -316,8 +335,11 @@ def _generate_and_score(
     final_dir: Path | None = None,
     scoring: ScoringChoice | None = None,
 ) -> ArmOutput:
-    from sommelier_mlflow.generation import MANIFEST_NAME, run_generation
+    from sommelier_mlflow.generation import MANIFEST_NAME, SupportsRunRecord, run_generation
 
+    recorder = generator if isinstance(generator, SupportsRunRecord) else None
+    if recorder is not None:
+        recorder.record_usage_to(target / USAGE_NAME)
     paths = run_generation(
         split.examples,
         generator,
@@ -328,7 +350,10 @@ def _generate_and_score(
     )
     generations = [record for path in paths.values() for record in read_generations(path)]
     manifest = target / MANIFEST_NAME
-    return _finish_arm(
+    usage = target / USAGE_NAME
+    if recorder is not None:
+        _compact_usage(usage, split.examples)
+    arm = _finish_arm(
         target,
         split,
         generations,
@@ -338,10 +363,48 @@ def _generate_and_score(
         decoding=decoding,
         seed=seed,
         resamples=resamples,
-        written=[*paths.values(), *([manifest] if manifest.is_file() else [])],
+        written=[*paths.values(), *(path for path in (manifest, usage) if path.is_file())],
         final_dir=final_dir,
         scoring=scoring,
     )
+    if recorder is None:
+        return arm
+    return replace(arm, throughput=recorder.run_metrics(), backend_params=recorder.run_params())
+
+
+def _compact_usage(path: Path, examples: Sequence[TestExample]) -> None:
+    """Rewrite the appended per-request log as one line per example, in split order.
+
+    A resumed run appends again for the batch it regenerated; the last answer
+    for a prompt wins, which is the one whose text was kept. A torn last line
+    (a killed process) is dropped.
+    """
+    if not path.is_file():
+        return
+    lines = path.read_bytes().split(b"\n")
+    latest: dict[str, dict[str, Any]] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = loads(line)
+        except JSONDecodeError:
+            if number == len(lines):
+                continue
+            raise DataError("not a JSON line", path=str(path), line=number) from None
+        if isinstance(row, dict) and isinstance(row.get("prompt_sha256"), str):
+            latest[row["prompt_sha256"]] = row
+    out = []
+    for example in examples:
+        row = latest.get(example.prompt_sha256 or "")
+        if row is not None:
+            entry: dict[str, Any] = {
+                "example_id": example.example_id,
+                "language": example.language,
+            }
+            entry.update({key: value for key, value in row.items() if key not in entry})
+            out.append(dumps_line(entry))
+    atomic_write_bytes(path, b"".join(out))
 
 
 def _generation_files(generations: Path) -> list[Path]:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_EXPERIMENT",
     "HTTP_LIMITS",
+    "THROUGHPUT_SECTION",
     "child_run",
     "claims_registration",
     "comparison_run_name",
@@ -110,6 +111,10 @@ def ui_hint(tracking_uri: str) -> str:
     if tracking_uri.startswith(("http://", "https://")):
         return f"open the UI: {shown} in a web browser"
     return f"open the UI: mlflow ui --backend-store-uri {shown}"
+
+
+#: MLflow section of an arm's throughput metrics (``generation/prompts_per_s``, ...).
+THROUGHPUT_SECTION = "generation"
 
 
 def _client() -> Any:
@@ -312,7 +317,8 @@ def log_arm(
         test_split_path=arm.split_path,
         split=arm.split,
         table_rows=arm.scored.table_rows(),
-        params={**extra_params, "log_traces": log_traces},
+        params={**arm.backend_params, **extra_params, "log_traces": log_traces},
+        metrics={f"{THROUGHPUT_SECTION}/{name}": value for name, value in arm.throughput.items()},
     )
     if not traces:
         return 0

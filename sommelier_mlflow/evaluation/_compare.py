@@ -86,6 +86,7 @@ GATE_FIELDS: Final[tuple[str, ...]] = (
     "decoding.do_sample",
     "decoding.max_new_tokens",
     "decoding.batch_size",
+    "decoding.backend",
     "slices",
     "slice_by",
     "field_slices",
@@ -182,6 +183,12 @@ def _gate(base: EvaluationReport, adapter: EvaluationReport) -> None:
     for key in ("temperature", "do_sample", "max_new_tokens", "batch_size"):
         if not _same(left_decoding[key], right_decoding[key]):
             _refuse(f"decoding.{key}", base, adapter, left_decoding[key], right_decoding[key])
+    # Two backends can decode the same prompts differently (kernels, batching), so
+    # an hf arm is never compared with a server arm; reports from before backends
+    # were recorded carry none, and compare only with each other.
+    left_backend, right_backend = left_decoding.get("backend"), right_decoding.get("backend")
+    if not _same(left_backend, right_backend):
+        _refuse("decoding.backend", base, adapter, left_backend, right_backend)
     if sorted(base.slices) != sorted(adapter.slices):
         _refuse("slices", base, adapter, sorted(base.slices), sorted(adapter.slices))
     if bi.slice_by != ai.slice_by:

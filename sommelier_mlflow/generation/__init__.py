@@ -2,7 +2,7 @@
 
 Importing this package is cheap: torch, transformers and peft are imported
 only when the ``hf`` backend is built. Importing it also registers the
-built-in backends (``hf``, ``replay``), so :func:`create_backend` knows them
+built-in backends (``hf``, ``replay``, ``server``), so :func:`create_backend` knows them
 whichever module a caller reaches first.
 """
 
@@ -27,6 +27,7 @@ from sommelier_mlflow.generation._protocol import (
     SupportsCompletionDetails,
     SupportsFingerprint,
     SupportsPromptLengths,
+    SupportsRunRecord,
     TextGenerator,
 )
 from sommelier_mlflow.generation._registry import (
@@ -37,6 +38,7 @@ from sommelier_mlflow.generation._registry import (
 )
 from sommelier_mlflow.generation._replay import ReplayGenerator
 from sommelier_mlflow.generation._runner import GENERATIONS_DIR, run_generation
+from sommelier_mlflow.generation._server import ServerGenerator
 
 __all__ = [
     "BackendFactory",
@@ -50,9 +52,11 @@ __all__ = [
     "MANIFEST_SCHEMA",
     "RecordedIdentity",
     "ReplayGenerator",
+    "ServerGenerator",
     "SupportsCompletionDetails",
     "SupportsFingerprint",
     "SupportsPromptLengths",
+    "SupportsRunRecord",
     "TextGenerator",
     "adapter_digest",
     "backend_names",

@@ -15,6 +15,7 @@ inputs every backend factory receives.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -30,6 +31,7 @@ __all__ = [
     "SupportsCompletionDetails",
     "SupportsFingerprint",
     "SupportsPromptLengths",
+    "SupportsRunRecord",
     "TextGenerator",
 ]
 
@@ -107,6 +109,29 @@ class SupportsCompletionDetails(Protocol):
 
     def generate_details(self, prompts: Sequence[str], *, max_new_tokens: int) -> list[Completion]:
         """Return one :class:`Completion` per prompt, in the same order."""
+        ...
+
+
+@runtime_checkable
+class SupportsRunRecord(Protocol):
+    """A backend with more to record about a run than its completions.
+
+    A served backend knows per-example ``finish_reason`` and token usage, the
+    server's own identity and its throughput; the command line records them
+    next to the generations (a JSONL file), as run params and as
+    ``generation/...`` metrics. Local backends need not implement it.
+    """
+
+    def record_usage_to(self, path: str | os.PathLike[str]) -> None:
+        """Append one JSON line per completed prompt to ``path`` from now on."""
+        ...
+
+    def run_metrics(self) -> dict[str, float]:
+        """Throughput of what this process generated (empty when nothing was)."""
+        ...
+
+    def run_params(self) -> dict[str, object]:
+        """Params describing how the outputs were produced; never a secret."""
         ...
 
 

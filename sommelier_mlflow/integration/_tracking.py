@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.evaluation import ComparisonReport, EvaluationReport
 from sommelier_mlflow.integration._claims import verdict_tags
 from sommelier_mlflow.integration._keys import comparison_metric_keys, evaluation_metric_keys
@@ -54,13 +55,14 @@ def log_evaluation_run(
     split: TestSplit | None = None,
     table_rows: Sequence[Mapping[str, Any]] | None = None,
     params: Mapping[str, object] | None = None,
+    metrics: Mapping[str, float] | None = None,
     client: MlflowClient | None = None,
 ) -> dict[str, float]:
     """Record one arm's evaluation in an existing run.
 
     Logs, in order: the three ``sommelier.*`` tags and the params of
     :func:`evaluation_params` plus ``params`` (first, so a run cut short is
-    still identifiable), every metric key (one batch), the test split as
+    still identifiable), every metric key plus ``metrics`` (one batch), the test split as
     dataset input (if ``test_split_path``), ``artifact_files`` under
     ``sommelier/`` at their paths relative to ``artifacts_root`` (e.g.
     ``generations/<slice>.jsonl``), ``sommelier/evaluation_report.json`` and
@@ -76,13 +78,22 @@ def log_evaluation_run(
         split: The already-read split, to avoid reading it again.
         table_rows: Per-example rows (``ScoredRun.table_rows()``).
         params: Extra params (e.g. ``max_examples``); secrets are masked.
+        metrics: Extra metrics outside the report (e.g. ``generation/prompts_per_s``);
+            a key that collides with a report key is refused.
         client: Tracking client (default: a new one).
 
     Returns:
         The metric keys logged.
+
+    Raises:
+        ConfigError: An extra metric key collides with a report key.
     """
     tracker = resolve_client(client)
     keys = evaluation_metric_keys(report)
+    clashes = sorted(set(keys) & set(metrics or {}))
+    if clashes:
+        raise ConfigError(f"extra metric keys collide with report keys: {', '.join(clashes)}")
+    keys = {**keys, **(metrics or {})}
     document = report.to_json()
     set_sommelier_tags(
         run_id,

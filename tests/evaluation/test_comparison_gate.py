@@ -122,6 +122,10 @@ CASES = {
         "decoding.batch_size",
         lambda kit, base: (base, _adapter_report(kit, decoding=_decoding(kit, batch_size=8))),
     ),
+    "decoding.backend": (
+        "decoding.backend",
+        lambda kit, base: (base, _adapter_report(kit, decoding=_decoding(kit, backend="server"))),
+    ),
     "slices": (
         "slices",
         lambda kit, base: (

@@ -1,0 +1,214 @@
+"""`evaluate --backend server` through the CLI, against a scripted server on loopback.
+
+The real-vLLM end to end is in ``test_served_main.py``; this one runs in the
+fast suite and covers the exit codes and what is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sommelier_mlflow._json import canonical_json
+from sommelier_mlflow.cli import main
+from sommelier_mlflow.data import write_test_split
+from tests.cli.cli_helpers import TOOLS, examples
+from tests.support.openai_stub import echo_responder, running_stub
+from tests.support.tiny_models import build_lora_adapter, build_tiny_llama, build_tokenizer
+
+KEY = "sk-cli-planted-0a1b2c3d4e5f"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("tiny-cli")
+    rows = [replace(ex, prompt_text=None, prompt_sha256=None) for ex in examples()]
+    split = write_test_split(root / "test.jsonl", rows)
+    texts = [canonical_json(TOOLS), *(row.query for row in rows)]
+    tokenizer = build_tokenizer(root / "tokenizer", texts)
+    model = build_tiny_llama(root / "model", tokenizer, seed=0)
+    adapter = build_lora_adapter(model, root / "adapter", seed=1)
+    return {"split": Path(split), "model": Path(model), "adapter": Path(adapter)}
+
+
+def _models(root: Path) -> list[dict[str, Any]]:
+    return [
+        {"id": "tiny", "object": "model", "root": str(root), "parent": None},
+        {"id": "tiny-lora", "object": "model", "root": "/lora", "parent": "tiny"},
+    ]
+
+
+def _evaluate(tiny: dict[str, Path], url: str, out: Path, *extra: str) -> list[str]:
+    return [
+        "evaluate",
+        "--test-split",
+        str(tiny["split"]),
+        "--model",
+        str(tiny["model"]),
+        "--backend",
+        "server",
+        "--base-url",
+        url,
+        "--served-model",
+        "tiny",
+        "--max-new-tokens",
+        "8",
+        "--batch-size",
+        "4",
+        "--resamples",
+        "50",
+        "--out",
+        str(out),
+        *extra,
+    ]
+
+
+def test_server_arm_records_usage_throughput_and_never_the_key(
+    tiny: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("TEAM_KEY", KEY)
+    out = tmp_path / "adapter"
+    with running_stub(_models(tiny["model"]), echo_responder) as stub:
+        code = main(
+            [
+                *_evaluate(tiny, stub.url, out, "--api-key-env", "TEAM_KEY"),
+                "--model-kind",
+                "adapter",
+                "--served-adapter",
+                "tiny-lora",
+                "--adapter",
+                str(tiny["adapter"]),
+                "--mlflow",
+            ]
+        )
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert {request["model"] for request in stub.requests} == {"tiny-lora"}
+    usage = [json.loads(line) for line in (out / "generation_usage.jsonl").read_text().splitlines()]
+    assert [row["example_id"] for row in usage] == [ex.example_id for ex in examples()]
+    assert all(row["finish_reason"] == "stop" for row in usage)
+    report = json.loads((out / "evaluation_report.json").read_text())
+    assert report["identity"]["decoding"]["backend"] == "server"
+    assert report["identity"]["adapter"]["source"] == str(tiny["adapter"].resolve())
+
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("sommelier").experiment_id])
+    assert run.data.params["server.served_adapter"] == "tiny-lora"
+    assert run.data.params["server.served_model_root"] == str(tiny["model"])
+    assert run.data.params["server.key_from_env"] == "TEAM_KEY"
+    assert run.data.metrics["generation/prompts"] == len(examples())
+    assert run.data.metrics["generation/tokens_per_s"] > 0
+    assert run.data.metrics["generation/latency_p95_s"] >= run.data.metrics[
+        "generation/latency_p50_s"
+    ]
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "sommelier")}
+    assert "sommelier/generation_usage.jsonl" in artifacts
+    logged = json.dumps([run.data.params, run.data.tags, run.data.metrics])
+    local = Path(client.download_artifacts(run.info.run_id, "", str(tmp_path / "dl")))
+    for path in [*local.rglob("*"), *out.rglob("*")]:
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
+    assert KEY not in logged + printed.out + printed.err
+
+
+def test_unreachable_server_is_exit_3_naming_the_url(
+    tiny: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://me:secret-pw@127.0.0.1:{port}/v1"
+    code = main([*_evaluate(tiny, url, tmp_path / "out"), "--model-kind", "base"])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert f"127.0.0.1:{port}" in err and "Traceback" not in err
+    assert "secret-pw" not in err and KEY not in err
+    assert not (tmp_path / "out" / "generations").exists()  # nothing before the check
+
+
+def test_server_options_are_refused_with_another_backend(
+    tiny: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "evaluate",
+            "--test-split",
+            str(tiny["split"]),
+            "--model",
+            str(tiny["model"]),
+            "--model-kind",
+            "base",
+            "--base-url",
+            "http://127.0.0.1:1/v1",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
+    assert code == 2
+    assert "--base-url applies to --backend server only" in capsys.readouterr().err
+
+
+def test_an_hf_arm_and_a_server_arm_are_not_compared(
+    tiny: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    hf_args = [
+        "evaluate",
+        "--test-split",
+        str(tiny["split"]),
+        "--model",
+        str(tiny["model"]),
+        "--model-kind",
+        "base",
+        "--max-new-tokens",
+        "8",
+        "--batch-size",
+        "4",
+        "--resamples",
+        "50",
+        "--num-threads",
+        "1",
+        "--out",
+        str(tmp_path / "hf"),
+    ]
+    assert main(hf_args) == 0
+    with running_stub(_models(tiny["model"])) as stub:
+        served = [
+            *_evaluate(tiny, stub.url, tmp_path / "served"),
+            "--model-kind",
+            "adapter",
+            "--served-adapter",
+            "tiny-lora",
+        ]
+        assert main(served) == 0
+    capsys.readouterr()
+    code = main(
+        [
+            "compare",
+            "--base-report",
+            str(tmp_path / "hf" / "evaluation_report.json"),
+            "--adapter-report",
+            str(tmp_path / "served" / "evaluation_report.json"),
+            "--out",
+            str(tmp_path / "cmp"),
+        ]
+    )
+    assert code == 4
+    assert "decoding.backend" in capsys.readouterr().err

@@ -1,0 +1,213 @@
+"""The ``server`` backend against a scripted OpenAI-compatible server on loopback.
+
+These cover what a healthy vLLM never does (wrong choices, 503s, a refused
+key) and every check made before generation. The same backend against a real
+vLLM is in ``test_generation_vllm.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from generation_helpers import TinyModels
+
+from sommelier_mlflow._json import sha256_text
+from sommelier_mlflow.data import Decoding, TestExample
+from sommelier_mlflow.errors import ConfigError, DependencyError, InvariantViolationError
+from sommelier_mlflow.generation import ServerGenerator, run_generation
+from tests.support.openai_stub import echo_responder, running_stub
+
+KEY = "sk-planted-0123456789abcdef"
+
+
+def _models(base: str, adapter_parent: str | None = None) -> list[dict[str, Any]]:
+    models = [{"id": "base-model", "object": "model", "root": base, "parent": None}]
+    if adapter_parent is not None:
+        models.append(
+            {"id": "tuned", "object": "model", "root": "/srv/lora", "parent": adapter_parent}
+        )
+    return models
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://user:hunter2@127.0.0.1:{port}/v1"
+
+
+def _generator(url: str, tiny: TinyModels, **kwargs: Any) -> ServerGenerator:
+    options: dict[str, Any] = {"served_model": "base-model", "model": str(tiny.model_dir)}
+    options.update(kwargs)
+    return ServerGenerator(url, **options)
+
+
+def test_unreachable_server_is_exit_3_naming_the_url_without_credentials(
+    tiny: TinyModels, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    url = _closed_port_url()
+    with pytest.raises(DependencyError) as caught:
+        _generator(url, tiny, max_retries=1)
+    message = str(caught.value)
+    assert caught.value.exit_code == 3
+    assert "127.0.0.1" in message and "after 2 attempts" in message
+    assert "hunter2" not in message and KEY not in message
+
+
+def test_models_the_server_does_not_list_are_named(tiny: TinyModels) -> None:
+    with running_stub(_models(str(tiny.model_dir), "base-model")) as stub:
+        with pytest.raises(DependencyError, match="does not serve served_model 'other'") as caught:
+            _generator(stub.url, tiny, served_model="other")
+        assert "base-model" in str(caught.value) and stub.url in str(caught.value)
+        with pytest.raises(DependencyError, match="served_adapter 'nope'"):
+            _generator(stub.url, tiny, served_adapter="nope")
+    assert stub.requests == []  # nothing was generated
+
+
+def test_a_server_serving_another_base_is_refused(tiny: TinyModels, tmp_path: Path) -> None:
+    with running_stub(_models("/models/some-other-base")) as stub:
+        with pytest.raises(ConfigError, match="not the declared base model") as caught:
+            _generator(stub.url, tiny)
+        assert caught.value.exit_code == 2
+    with (
+        running_stub(_models(str(tiny.model_dir), "another-base")) as stub,
+        pytest.raises(ConfigError, match="serves adapter 'tuned' on 'another-base'"),
+    ):
+        _generator(stub.url, tiny, served_adapter="tuned")
+
+
+def test_identity_names_server_model_and_adapter_but_never_the_key(
+    tiny: TinyModels, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_KEY", KEY)
+    with running_stub(_models(str(tiny.model_dir), "base-model")) as stub:
+        generator = _generator(
+            stub.url, tiny, served_adapter="tuned", adapter=tiny.adapter_dir, api_key_env="MY_KEY"
+        )
+        served_only = _generator(stub.url, tiny, served_adapter="tuned", api_key_env="MY_KEY")
+    fingerprint = generator.fingerprint()
+    assert fingerprint["backend"] == "server"
+    assert fingerprint["server"]["served_model_root"] == str(tiny.model_dir)
+    assert fingerprint["server"]["served_adapter"] == "tuned"
+    assert fingerprint["server"]["server_version"] == "0.0-stub"
+    assert fingerprint["model_identity"]["base_model"] == str(tiny.model_dir.resolve())
+    assert generator.adapter_info() == {
+        "source": str(tiny.adapter_dir.resolve()),
+        "sha256": generator.adapter_info()["sha256"],  # type: ignore[index]
+    }
+    assert served_only.adapter_info() == {"source": "served:tuned", "sha256": "unverified"}
+    seen = json.dumps([fingerprint, generator.server_info(), repr(generator)])
+    assert KEY not in seen
+    api_calls = [
+        {k.lower(): v for k, v in h.items()} for p, h in stub.headers if p.startswith("/v1/")
+    ]
+    assert api_calls and all(h.get("authorization") == f"Bearer {KEY}" for h in api_calls)
+
+
+def test_a_batch_is_spread_over_concurrent_requests_in_prompt_order(
+    tiny: TinyModels, tmp_path: Path
+) -> None:
+    prompts = [f"prompt number {i:02d}" for i in range(10)]
+    with running_stub(_models(str(tiny.model_dir))) as stub:
+        generator = _generator(stub.url, tiny, concurrency=4, usage_log=tmp_path / "usage.jsonl")
+        outputs = generator.generate(prompts, max_new_tokens=7)
+    assert outputs == [p[-8:][::-1] for p in prompts]
+    assert sorted(len(r["prompt"]) for r in stub.requests) == [1, 3, 3, 3]
+    for request in stub.requests:
+        assert request["temperature"] == 0.0 and request["n"] == 1
+        assert request["max_tokens"] == 7 and request["add_special_tokens"] is False
+    stats = generator.stats.metrics()
+    assert stats["requests"] == 4 and stats["prompts"] == 10
+    assert stats["completion_tokens"] == 30 and stats["tokens_per_s"] > 0
+    assert stats["latency_p50_s"] <= stats["latency_p95_s"]
+    lines = [json.loads(line) for line in (tmp_path / "usage.jsonl").read_text().splitlines()]
+    assert {line["prompt_sha256"] for line in lines} == {sha256_text(p) for p in prompts}
+    assert all(line["finish_reason"] == "stop" for line in lines)
+
+
+def test_overload_is_retried_with_backoff_then_succeeds(tiny: TinyModels) -> None:
+    calls = {"n": 0}
+
+    def flaky(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        calls["n"] += 1
+        if calls["n"] <= 2:
+            return (503 if calls["n"] == 1 else 429), {"error": {"message": "busy"}}
+        return echo_responder(body)
+
+    with running_stub(_models(str(tiny.model_dir)), flaky) as stub:
+        generator = _generator(stub.url, tiny, max_retries=2)
+        assert generator.generate(["abcdefghij"], max_new_tokens=4) == ["jihgfedc"]
+        assert len(stub.requests) == 3
+        calls["n"] = -10  # always busy from now on: bounded retries, then exit 3
+        with pytest.raises(DependencyError, match=r"after 3 attempts \(last: HTTP 429\)"):
+            generator.generate(["abcdefghij"], max_new_tokens=4)
+
+
+def test_a_refused_key_names_the_variable_not_the_key(
+    tiny: TinyModels, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+
+    def refuse(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 401, {"error": {"message": f"bad key {KEY}"}}
+
+    with running_stub(_models(str(tiny.model_dir)), refuse) as stub:
+        generator = _generator(stub.url, tiny)
+        with pytest.raises(ConfigError, match=r"\$OPENAI_API_KEY") as caught:
+            generator.generate(["x"], max_new_tokens=4)
+    assert KEY not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda answer: answer["choices"].pop(),
+        lambda answer: answer["choices"][0].pop("text"),
+        lambda answer: answer["choices"][1].update(index=0),
+    ],
+    ids=["missing-choice", "missing-text", "duplicate-index"],
+)
+def test_a_malformed_answer_is_exit_5_and_nothing_is_appended(
+    tiny: TinyModels, examples: list[TestExample], tmp_path: Path, damage: Any
+) -> None:
+    def broken(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        status, answer = echo_responder(body)
+        if len(answer["choices"]) > 1:
+            damage(answer)
+        return status, answer
+
+    with running_stub(_models(str(tiny.model_dir)), broken) as stub:
+        generator = _generator(stub.url, tiny, concurrency=1)
+        with pytest.raises(InvariantViolationError) as caught:
+            run_generation(
+                examples,
+                generator,
+                decoding=Decoding(max_new_tokens=8, batch_size=4),
+                model_kind="base",
+                out_dir=tmp_path,
+                progress=False,
+            )
+    assert caught.value.exit_code == 5 and "nothing from this batch was kept" in str(caught.value)
+    for path in (tmp_path / "generations").glob("*.jsonl"):
+        assert path.read_bytes() == b""
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"concurrency": 0}, "concurrency"),
+        ({"request_timeout": -1}, "request_timeout"),
+        ({"api_key_env": "sk-live-key!"}, "api_key_env must name"),
+        ({"served_model": ""}, "served_model"),
+    ],
+)
+def test_bad_options_are_refused_before_any_request(
+    tiny: TinyModels, options: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(ConfigError, match=match):
+        _generator("http://127.0.0.1:9/v1", tiny, **options)

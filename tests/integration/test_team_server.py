@@ -1,0 +1,235 @@
+"""A shared team tracking server: ``mlflow server`` on PostgreSQL with proxied artifacts.
+
+Several people (here: processes) log into one new experiment at once, and the
+server is restarted in the middle of a run. Everything is checked back
+through ``MlflowClient``, the way a teammate would see it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sommelier_mlflow._json import loads
+from sommelier_mlflow.integration import comparison_metric_keys, evaluation_metric_keys
+from tests.cli.cli_helpers import write_fixture
+from tests.support.team_server import MLFLOW, MlflowServer, Postgres, postgres_bin
+
+pytestmark = pytest.mark.slow
+
+PROJECT = Path(__file__).resolve().parents[2]
+ARM_ARTIFACTS = {"sommelier/evaluation_report.json", "sommelier/generations"}
+
+
+@pytest.fixture(scope="module")
+def team_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL is not installed: `apt-get install postgresql` (.ci/run does)")
+    database = Postgres(bin_dir)
+    database.start()
+    root = tmp_path_factory.mktemp("team")
+    server = MlflowServer(database.uri, root / "artifacts", root / "mlflow.log")
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        database.stop()
+
+
+def _env(server: MlflowServer, experiment: str) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": server.url,
+        "MLFLOW_EXPERIMENT_NAME": experiment,
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+    }
+    env.pop("MLFLOW_RUN_ID", None)
+    return env
+
+
+def _main(demo: Any, max_examples: str) -> list[str]:
+    """The demo's ``main`` (paths given, so a cached build is reused as it is)."""
+    return [
+        MLFLOW,
+        "run",
+        str(PROJECT),
+        "-e",
+        "main",
+        "--env-manager",
+        "local",
+        "-P",
+        f"model={demo.base_model_dir}",
+        "-P",
+        f"adapter={demo.adapter_dir}",
+        "-P",
+        f"test_split={demo.splits_dir / 'test.jsonl'}",
+        "-P",
+        f"max_examples={max_examples}",
+        "-P",
+        "resamples=200",
+    ]
+
+
+def _score(files: dict[str, Path], kind: str, out: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "sommelier_mlflow.cli",
+        "score",
+        "--test-split",
+        str(files["split"]),
+        "--generations",
+        str(files[kind]),
+        "--model-kind",
+        kind,
+        "--resamples",
+        "200",
+        "--out",
+        str(out),
+        "--mlflow",
+    ]
+
+
+def _check_arm(client: Any, run: Any, report_path: Path) -> None:
+    """Every metric, the tags and the artifacts the local report says were logged."""
+    report = loads(report_path.read_bytes())
+    expected = evaluation_metric_keys(report)
+    assert run.info.status == "FINISHED"
+    assert set(expected) <= set(run.data.metrics), set(expected) - set(run.data.metrics)
+    for key, value in expected.items():
+        assert run.data.metrics[key] == pytest.approx(value), key
+    assert run.data.tags["sommelier.model_kind"] == report["identity"]["model_kind"]
+    assert run.data.tags["sommelier.test_split_sha256"] == report["identity"]["test_split_sha256"]
+    assert run.data.params["parser_version"] == report["identity"]["parser_version"]
+    paths = {a.path for a in client.list_artifacts(run.info.run_id, "sommelier")}
+    assert paths >= ARM_ARTIFACTS, paths
+
+
+def test_main_and_four_concurrent_scores_into_a_new_experiment(
+    team_server: MlflowServer, demo_assets: Any, tmp_path: Path
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    files = write_fixture(tmp_path / "in")
+    env = _env(team_server, "team-concurrent")
+    processes = {
+        "main": subprocess.Popen(
+            _main(demo_assets, "10"),
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+    }
+    for index, kind in enumerate(["base", "adapter", "base", "adapter"]):
+        processes[f"score{index}"] = subprocess.Popen(
+            _score(files, kind, tmp_path / f"score{index}"),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+    outputs = {}
+    for name, process in processes.items():
+        stdout, _ = process.communicate(timeout=1500)
+        outputs[name] = stdout.decode(errors="replace")
+        assert process.returncode == 0, f"{name}:\n{outputs[name][-3000:]}"
+
+    client = MlflowClient(tracking_uri=team_server.url)
+    experiment = client.get_experiment_by_name("team-concurrent")
+    runs = client.search_runs([experiment.experiment_id], max_results=100)
+    by_id = {run.info.run_id: run for run in runs}
+    assert len(runs) == 7  # 4 scores + main's parent and its 2 arms
+    for index in range(4):
+        run_id = re.search(r"logged to MLflow run ([0-9a-f]+)", outputs[f"score{index}"])
+        assert run_id, outputs[f"score{index}"]
+        _check_arm(
+            client,
+            by_id[run_id.group(1)],
+            tmp_path / f"score{index}" / "evaluation_report.json",
+        )
+    parent_id = re.search(r"MLflow parent run: ([0-9a-f]+)", outputs["main"])
+    reports = re.search(r"^reports: (.+)$", outputs["main"], re.MULTILINE)
+    assert parent_id and reports, outputs["main"][-3000:]
+    out = Path(reports.group(1))
+    parent = by_id[parent_id.group(1)]
+    assert parent.info.status == "FINISHED"
+    comparison = loads((out / "comparison" / "comparison_report.json").read_bytes())
+    expected = comparison_metric_keys(comparison)
+    assert set(expected) <= set(parent.data.metrics)
+    parent_artifacts = {a.path for a in client.list_artifacts(parent.info.run_id, "sommelier")}
+    assert "sommelier/comparison_report.json" in parent_artifacts
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert sorted(r.info.run_name for r in children) == ["adapter", "base"]
+    for child in children:
+        _check_arm(client, child, out / child.info.run_name / "evaluation_report.json")
+
+
+def test_a_server_restart_mid_run_never_leaves_a_half_logged_finished_run(
+    team_server: MlflowServer, demo_assets: Any, tmp_path: Path
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    env = _env(team_server, "team-restart")
+    client = MlflowClient(tracking_uri=team_server.url)
+    process = subprocess.Popen(
+        _main(demo_assets, "20"),
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while True:  # restart as soon as the first arm run exists: the run is mid-way
+            experiment = client.get_experiment_by_name("team-restart")
+            if experiment is not None:
+                runs = client.search_runs([experiment.experiment_id])
+                if any(r.info.run_name == "base" for r in runs):
+                    break
+            assert process.poll() is None, process.communicate()[0].decode()[-3000:]
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        team_server.stop()
+        time.sleep(3)
+        team_server.start()
+        stdout, _ = process.communicate(timeout=1500)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        if team_server.process is None:
+            team_server.start()
+    output = stdout.decode(errors="replace")
+    assert process.returncode in (0, 1, 3), output[-3000:]  # 1: `mlflow run` relays exit 3
+    if process.returncode != 0:
+        assert "error: " in output, output[-3000:]
+    reports = re.search(r"^reports: (.+)$", output, re.MULTILINE)
+    experiment = client.get_experiment_by_name("team-restart")
+    runs = client.search_runs([experiment.experiment_id])
+    assert runs
+    for run in runs:
+        if run.info.status != "FINISHED":
+            continue
+        # Whatever says FINISHED is complete: all keys, tags and artifacts.
+        if run.info.run_name in ("base", "adapter"):
+            assert reports, output[-3000:]
+            _check_arm(
+                client, run, Path(reports.group(1)) / run.info.run_name / "evaluation_report.json"
+            )
+        else:
+            assert reports, output[-3000:]
+            comparison = loads(
+                (Path(reports.group(1)) / "comparison" / "comparison_report.json").read_bytes()
+            )
+            assert set(comparison_metric_keys(comparison)) <= set(run.data.metrics)
+    if process.returncode == 0:
+        assert all(run.info.status == "FINISHED" for run in runs)
