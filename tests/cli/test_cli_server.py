@@ -110,9 +110,9 @@ def test_server_arm_records_usage_throughput_and_never_the_key(
     assert run.data.params["server.key_from_env"] == "TEAM_KEY"
     assert run.data.metrics["generation/prompts"] == len(examples())
     assert run.data.metrics["generation/tokens_per_s"] > 0
-    assert run.data.metrics["generation/latency_p95_s"] >= run.data.metrics[
-        "generation/latency_p50_s"
-    ]
+    assert (
+        run.data.metrics["generation/latency_p95_s"] >= run.data.metrics["generation/latency_p50_s"]
+    )
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "sommelier")}
     assert "sommelier/generation_usage.jsonl" in artifacts
     logged = json.dumps([run.data.params, run.data.tags, run.data.metrics])
