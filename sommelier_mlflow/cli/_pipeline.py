@@ -10,6 +10,7 @@ lists the files its command wrote, which is exactly what gets logged to MLflow.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -62,7 +63,7 @@ from sommelier_mlflow.evaluation import (
 from sommelier_mlflow.toolcalls import DEFAULT_MODE, scoring_modes
 
 if TYPE_CHECKING:
-    from sommelier_mlflow.generation import GenerationBackend
+    from sommelier_mlflow.generation import Completion, GenerationBackend
 
 __all__ = [
     "FORMATTED_SPLIT_NAME",
@@ -340,6 +341,7 @@ def _generate_and_score(
     recorder = generator if isinstance(generator, SupportsRunRecord) else None
     if recorder is not None:
         recorder.record_usage_to(target / USAGE_NAME)
+    meter = _BatchMeter()
     paths = run_generation(
         split.examples,
         generator,
@@ -347,6 +349,7 @@ def _generate_and_score(
         model_kind=kind,
         out_dir=target,
         progress=progress,
+        on_batch=meter.add,
     )
     generations = [record for path in paths.values() for record in read_generations(path)]
     manifest = target / MANIFEST_NAME
@@ -368,8 +371,47 @@ def _generate_and_score(
         scoring=scoring,
     )
     if recorder is None:
-        return arm
+        return replace(arm, throughput=meter.metrics())
+    # A served backend times its own requests and counts tokens from the server's usage.
     return replace(arm, throughput=recorder.run_metrics(), backend_params=recorder.run_params())
+
+
+class _BatchMeter:
+    """Throughput of the batches this process generated, for any backend.
+
+    Latency is per runner batch; generated tokens are counted only when the
+    backend reports them for every completion (``generate_details``).
+    """
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+        self.prompts = 0
+        self.tokens: int | None = 0
+
+    def add(self, completions: Sequence[Completion], seconds: float) -> None:
+        self.seconds.append(seconds)
+        self.prompts += len(completions)
+        counts = [completion.completion_tokens for completion in completions]
+        if self.tokens is None or any(count is None for count in counts):
+            self.tokens = None
+        else:
+            self.tokens += sum(count for count in counts if count is not None)
+
+    def metrics(self) -> dict[str, float]:
+        busy = sum(self.seconds)
+        if not self.prompts or busy <= 0:
+            return {}
+        ordered = sorted(self.seconds)
+        metrics = {
+            "prompts_per_s": self.prompts / busy,
+            "latency_p50_s": ordered[max(1, math.ceil(0.5 * len(ordered))) - 1],
+            "latency_p95_s": ordered[max(1, math.ceil(0.95 * len(ordered))) - 1],
+            "prompts": float(self.prompts),
+        }
+        if self.tokens is not None:
+            metrics["tokens_per_s"] = self.tokens / busy
+            metrics["completion_tokens"] = float(self.tokens)
+        return metrics
 
 
 def _compact_usage(path: Path, examples: Sequence[TestExample]) -> None:
