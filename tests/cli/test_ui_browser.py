@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,9 @@ import pytest
 from tests.cli.cli_helpers import write_fixture
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+# The README's pictures come from the real demo (docs/screenshots.py); the test's own
+# shots of its reduced fixture go to a scratch folder for inspecting a failure.
+SHOTS = Path(tempfile.gettempdir()) / "sommelier-ui-test-shots"
 
 pytestmark = [
     pytest.mark.browser,
@@ -104,8 +107,8 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 def _shot(page: Any, name: str) -> None:
-    DOCS.mkdir(exist_ok=True)
-    page.screenshot(path=str(DOCS / name), full_page=False)
+    SHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SHOTS / name), full_page=False)
 
 
 def test_experiment_page_lists_the_runs(
@@ -208,3 +211,28 @@ def test_parent_run_artifacts_render(
         else:
             pytest.fail("comparison_report.md did not render its numbers")
     _shot(page, shot)
+
+
+def test_evaluation_view_compares_the_arms_example_by_example(
+    server: str,
+    demo_runs: dict[str, str],
+    page: Any,
+) -> None:
+    """Each arm logged a trace per example; the evaluation view pairs them by request."""
+    page.goto(
+        f"{server}/#/experiments/{demo_runs['experiment']}/evaluation-runs"
+        f"?selectedRunUuid={demo_runs['adapter']}&compareToRunUuid={demo_runs['base']}"
+    )
+    row = page.get_by_text('"example_id": "en-1"').first
+    row.wait_for(timeout=60_000)
+    body = page.inner_text("body")
+    assert "Comparing" in body and "adapter" in body and "base" in body
+    assert "8 of 8" in body  # one trace per example of the fixture
+    row.click()
+    page.get_by_text("Outputs").first.wait_for(timeout=60_000)
+    page.wait_for_timeout(1000)
+    opened = page.inner_text("body")
+    # en-1: the adapter answers celsius (right), the base kelvin (wrong units).
+    assert "Comparing 2 traces" in opened
+    assert "celsius" in opened and "kelvin" in opened
+    _shot(page, "ui-evaluation.png")
