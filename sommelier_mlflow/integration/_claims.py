@@ -104,9 +104,7 @@ def register_claims(
     return spec
 
 
-def _search(
-    tracker: MlflowClient, experiment_ids: Sequence[str], filter_string: str
-) -> list[Any]:
+def _search(tracker: MlflowClient, experiment_ids: Sequence[str], filter_string: str) -> list[Any]:
     with tracking_errors("search the claims registrations", client_uri(tracker)):
         return list(
             tracker.search_runs(

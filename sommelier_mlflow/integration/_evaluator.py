@@ -31,6 +31,14 @@ evaluator its own dict either way):
     table columns.
 ``log_table`` (default ``True``)
     Whether to log the per-example table.
+``scoring`` (default ``"single"``)
+    ``"calls"`` scores rows whose gold is a list of zero or more calls (``[]``
+    when no tool applies) with the seven calls-mode metrics and parser
+    ``sommelier.calls_parser.v1``, sliced by call count (``calls:0``,
+    ``calls:1``, ``calls:2+``).
+``slice_columns`` (default none)
+    Feature columns to slice by besides language (string values); logged as
+    ``<column>:<encoded value>/<metric>``.
 ``col_mapping``
     Consumed by MLflow itself (renames the targets/predictions columns); accepted.
 
@@ -53,6 +61,7 @@ from mlflow.models.evaluation.artifacts import JsonEvaluationArtifact
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
 from sommelier_mlflow._redact import redact_value
+from sommelier_mlflow.data import check_slice_fields
 from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
 from sommelier_mlflow.integration._predictions import PredictionScores, score_predictions
 from sommelier_mlflow.integration._primitives import (
@@ -66,7 +75,7 @@ from sommelier_mlflow.integration._primitives import (
 )
 from sommelier_mlflow.integration.evaluator import MODEL_TYPE
 from sommelier_mlflow.metrics import MetricSpec
-from sommelier_mlflow.toolcalls import PARSER_VERSION
+from sommelier_mlflow.toolcalls import DEFAULT_MODE, scoring_modes
 
 __all__ = [
     "EVALUATOR_REPORT_ARTIFACT",
@@ -91,6 +100,8 @@ _KNOWN_KEYS: Final = frozenset(
         "metrics",
         "log_table",
         "col_mapping",
+        "scoring",
+        "slice_columns",
     }
 )
 
@@ -116,6 +127,8 @@ class _Config:
     resamples: int
     metrics: tuple[MetricSpec | Mapping[str, Any], ...]
     log_table: bool
+    scoring: str = DEFAULT_MODE
+    slice_columns: tuple[str, ...] = ()
 
 
 def _parse_config(raw: object) -> _Config:
@@ -159,6 +172,20 @@ def _parse_config(raw: object) -> _Config:
     log_table = config.get("log_table", True)
     if not isinstance(log_table, bool):
         raise EvaluatorConfigError(f"log_table must be true or false, got {log_table!r}")
+    scoring = config.get("scoring", DEFAULT_MODE)
+    if scoring not in scoring_modes():
+        raise EvaluatorConfigError(
+            f"scoring must be one of {list(scoring_modes())}, got {scoring!r}"
+        )
+    slice_columns = config.get("slice_columns", ())
+    if isinstance(slice_columns, str) or not isinstance(slice_columns, Sequence):
+        raise EvaluatorConfigError(
+            f"slice_columns must be a list of column names, got {slice_columns!r}"
+        )
+    try:
+        check_slice_fields(slice_columns, scoring=scoring)
+    except ConfigError as exc:
+        raise EvaluatorConfigError(f"slice_columns: {exc}") from exc
     return _Config(
         columns=columns,
         explicit=frozenset(key for key in _COLUMN_DEFAULTS if key in config),
@@ -167,6 +194,8 @@ def _parse_config(raw: object) -> _Config:
         resamples=resamples,
         metrics=tuple(metrics),
         log_table=log_table,
+        scoring=scoring,
+        slice_columns=tuple(name for name in slice_columns if name != "language"),
     )
 
 
@@ -225,6 +254,16 @@ def _column(features: Any, config: _Config, key: str) -> list[Any] | None:
                 "fix the column name or leave the key out"
             )
         return None
+    return list(features[name].to_numpy(dtype=object))
+
+
+def _slice_column(features: Any, name: str) -> list[Any]:
+    available = list(features.columns) if isinstance(features, pd.DataFrame) else []
+    if name not in available:
+        raise EvaluatorConfigError(
+            f"slice_columns names {name!r} but the data has no such column "
+            f"(feature columns: {available})"
+        )
     return list(features[name].to_numpy(dtype=object))
 
 
@@ -321,12 +360,14 @@ class SommelierEvaluator(ModelEvaluator):
             seed=config.seed,
             resamples=config.resamples,
             metrics=config.metrics,
+            scoring=config.scoring,
+            slice_columns={name: _slice_column(features, name) for name in config.slice_columns},
         )
 
     @staticmethod
     def _log(run_id: str, scores: PredictionScores, table: bool) -> EvaluationResult:
         log_metrics_batch(run_id, scores.metrics)
-        set_sommelier_tags(run_id, parser_version=PARSER_VERSION)
+        set_sommelier_tags(run_id, parser_version=str(scores.report["parser_version"]))
         report_uri = log_json_artifact(scores.report, EVALUATOR_REPORT_ARTIFACT, run_id=run_id)
         artifacts: dict[str, Any] = {
             "sommelier_evaluator_report": JsonEvaluationArtifact(  # type: ignore[no-untyped-call]

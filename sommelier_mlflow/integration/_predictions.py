@@ -46,10 +46,14 @@ from sommelier_mlflow.evaluation._report import (
 from sommelier_mlflow.integration._keys import evaluation_metric_keys
 from sommelier_mlflow.metrics import BaseMetric, MetricSpec
 from sommelier_mlflow.toolcalls import (
+    CALLS_MODE,
+    CALLS_PARSER_VERSION,
+    DEFAULT_MODE,
     PARSER_VERSION,
     ScoringMetric,
     completion_text,
     gold_call_of,
+    gold_calls_of,
     is_missing,
     scoring_metrics,
 )
@@ -243,6 +247,8 @@ def score_predictions(
     seed: int = 0,
     resamples: int = 2000,
     metrics: Sequence[MetricSpec | Mapping[str, Any]] = (),
+    scoring: str = DEFAULT_MODE,
+    slice_columns: Mapping[str, Sequence[object]] | None = None,
 ) -> PredictionScores:
     """Score outputs against gold calls, with slices, gaps and optional catalog metrics.
 
@@ -259,6 +265,10 @@ def score_predictions(
         resamples: Bootstrap resamples per gap.
         metrics: Catalog metrics (``MetricSpec`` or its mapping) scored on
             every output; the row's gold call is passed as ``reference``.
+        scoring: ``single`` (one gold call per row) or ``calls`` (each gold is a
+            list of zero or more calls; the seven calls-mode metrics).
+        slice_columns: Extra slice fields, field name to one string per row
+            (logged as ``F:<encoded V>/<metric>``, see ``--slice-by``).
 
     Returns:
         The evaluator report, the per-example table rows and every metric key.
@@ -269,11 +279,13 @@ def score_predictions(
         InvariantViolationError: A matched pair whose gold calls differ (exit 5).
     """
     count = len(outputs)
+    extra_fields = dict(slice_columns or {})
     for label, column in (
         ("gold calls", gold_calls),
         ("example ids", example_ids),
         ("languages", languages),
         ("source example ids", source_example_ids),
+        *((f"values of slice column {name!r}", values) for name, values in extra_fields.items()),
     ):
         if column is not None and len(column) != count:
             raise ConfigError(f"got {count} outputs but {len(column)} {label}; give one per row")
@@ -283,9 +295,21 @@ def score_predictions(
     texts = [
         completion_text(value, where=f"row {row}: output") for row, value in enumerate(outputs)
     ]
-    golds = [
-        gold_call_of(value, where=f"row {row}: gold call") for row, value in enumerate(gold_calls)
-    ]
+    if scoring == CALLS_MODE:
+        gold_sets = [
+            gold_calls_of(value, where=f"row {row}: gold calls")
+            for row, value in enumerate(gold_calls)
+        ]
+        golds: list[dict[str, Any] | None] = [
+            calls[0] if len(calls) == 1 else None for calls in gold_sets
+        ]
+    else:
+        golds = [
+            gold_call_of(value, where=f"row {row}: gold call")
+            for row, value in enumerate(gold_calls)
+        ]
+        gold_sets = [[gold] for gold in golds if gold is not None]
+    row_values = _slice_rows(extra_fields, count)
     ids = _ids(example_ids, count)
     langs = _languages(languages, count, default_language)
     roots = _sources(source_example_ids, count)
@@ -299,11 +323,15 @@ def score_predictions(
                 source_example_id=roots[row],
                 gold_call=golds[row],
                 raw_text=texts[row],
+                gold_calls=tuple(gold_sets[row]),
+                slice_values=row_values[row],
             )
             for row in range(count)
         ],
         bootstrap=settings,
         gap_scope=_GAP_SCOPE,
+        scoring=scoring,
+        slice_by=list(extra_fields),
     )
 
     position = {example_id: row for row, example_id in enumerate(ids)}
@@ -315,7 +343,8 @@ def score_predictions(
     for row_index, table_row in enumerate(rows if catalog else ()):
         merged: dict[str, object] = {}
         for metric in catalog:
-            for key, value in metric.score(texts[row_index], reference=golds[row_index]).items():
+            reference = golds[row_index] if scoring != CALLS_MODE else gold_sets[row_index]
+            for key, value in metric.score(texts[row_index], reference=reference).items():
                 _flatten_result(key, value, merged)
         for key, value in merged.items():
             if key in fixed:
@@ -333,14 +362,41 @@ def score_predictions(
     return PredictionScores(report=report, table_rows=rows, metrics=keys)
 
 
+def _slice_rows(
+    fields: Mapping[str, Sequence[object]], count: int
+) -> list[tuple[tuple[str, str], ...]]:
+    """Each row's ``(field, value)`` pairs; a slice value must be a non-empty string."""
+    rows: list[list[tuple[str, str]]] = [[] for _ in range(count)]
+    for name, values in fields.items():
+        for row, value in enumerate(values):
+            if not isinstance(value, str) or not value:
+                raise ConfigError(
+                    f"row {row}: slice column {name!r} must hold a non-empty string, "
+                    f"got {value!r:.80}"
+                )
+            rows[row].append((name, value))
+    return [tuple(sorted(row)) for row in rows]
+
+
 def _evaluator_report(
     scored: ScoredExamples,
     settings: BootstrapSettings,
     extra_summary: dict[str, dict[str, dict[str, float]]],
 ) -> dict[str, Any]:
+    # Scoring mode and field slices appear only when not the defaults, like in arm reports.
+    extra: dict[str, Any] = {}
+    if scored.scoring != DEFAULT_MODE:
+        extra["scoring"] = scored.scoring
+    if scored.slice_by:
+        extra["slice_by"] = list(scored.slice_by)
+        extra["field_slices"] = {
+            name: {"examples": entry.examples, "metrics": metrics_to_dict(entry.metrics)}
+            for name, entry in scored.field_slices.items()
+        }
     return {
         "schema_version": EVALUATOR_REPORT_SCHEMA,
-        "parser_version": PARSER_VERSION,
+        "parser_version": CALLS_PARSER_VERSION if scored.scoring == CALLS_MODE else PARSER_VERSION,
+        **extra,
         "metric_names": list(scored.metric_names),
         "examples": len(scored.examples),
         "metrics": metrics_to_dict(scored.metrics),

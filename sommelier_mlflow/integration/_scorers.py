@@ -49,12 +49,17 @@ from mlflow.genai.scorers import Scorer, scorer
 from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads
 from sommelier_mlflow.errors import ConfigError, DataError
 from sommelier_mlflow.toolcalls import (
+    CALLS_MODE,
+    DEFAULT_MODE,
     ExampleScore,
     GoldCall,
     ScoringMetric,
     completion_text,
     gold_call_of,
+    gold_calls_of,
     parse_tool_call,
+    parse_tool_calls,
+    score_calls_example,
     score_example,
     scoring_metric_names,
     scoring_metrics,
@@ -115,7 +120,38 @@ def _score_texts(text: str, gold_json: str, metric_names: tuple[str, ...]) -> Ex
     return score_example(parsed.status, parsed.call, gold)
 
 
-def _score(outputs: object, expectations: object) -> ExampleScore:
+def _gold_set_of(expectations: object) -> list[dict[str, Any]]:
+    """``calls`` mode: the gold calls of a row (``[]`` when no tool applies)."""
+    if isinstance(expectations, str):
+        try:
+            expectations = loads(expectations)
+        except JSONDecodeError as exc:
+            raise DataError(f"expectations is a string but not valid JSON ({exc})") from exc
+    if isinstance(expectations, Mapping):
+        for key in _GOLD_KEYS:
+            if key in expectations:
+                return gold_calls_of(expectations[key], where=f"expectations[{key!r}]")
+    raise DataError(
+        "expectations must hold the gold calls: {'gold_calls': [call, ...]} ([] when no tool "
+        f"applies) or {{'gold_call': call}}; got {type(expectations).__name__} "
+        f"{expectations!r:.200}"
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _score_calls_texts(text: str, gold_json: str, metric_names: tuple[str, ...]) -> ExampleScore:
+    del metric_names  # part of the cache key only, as in _score_texts
+    parsed = parse_tool_calls(text)
+    return score_calls_example(parsed.status, parsed.calls, loads(gold_json))
+
+
+def _score(outputs: object, expectations: object, mode: str = DEFAULT_MODE) -> ExampleScore:
+    if mode == CALLS_MODE:
+        return _score_calls_texts(
+            completion_text(outputs),
+            canonical_json(_gold_set_of(expectations)),
+            scoring_metric_names(CALLS_MODE),
+        )
     gold = _gold_of(expectations)
     return _score_texts(completion_text(outputs), canonical_json(gold), scoring_metric_names())
 
@@ -128,7 +164,7 @@ def _sum(values: list[float]) -> float:
 _sum.__name__ = "sum"
 
 
-def _metric_scorers(metric: ScoringMetric[Any]) -> tuple[Scorer, ...]:
+def _metric_scorers(metric: ScoringMetric[Any], mode: str) -> tuple[Scorer, ...]:
     """The scorers of one registry metric.
 
     A binary metric is one yes/no scorer, whose mean is the exact metric. Any
@@ -139,19 +175,19 @@ def _metric_scorers(metric: ScoringMetric[Any]) -> tuple[Scorer, ...]:
     if metric.binary:
 
         def outcome(outputs: Any, expectations: Any) -> bool:
-            return _score(outputs, expectations).correct(name)
+            return _score(outputs, expectations, mode).correct(name)
 
         return (scorer(outcome, name=name, description=metric.description),)
 
     def ratio(outputs: Any, expectations: Any) -> float:
-        numerator, denominator = _score(outputs, expectations).component(name)
+        numerator, denominator = _score(outputs, expectations, mode).component(name)
         return numerator / denominator if denominator else 0.0
 
     def numerator(outputs: Any, expectations: Any) -> int:
-        return _score(outputs, expectations).component(name)[0]
+        return _score(outputs, expectations, mode).component(name)[0]
 
     def denominator(outputs: Any, expectations: Any) -> int:
-        return _score(outputs, expectations).component(name)[1]
+        return _score(outputs, expectations, mode).component(name)[1]
 
     return (
         scorer(
@@ -181,20 +217,28 @@ def _metric_scorers(metric: ScoringMetric[Any]) -> tuple[Scorer, ...]:
 _BUILT: dict[int, tuple[ScoringMetric[Any], tuple[Scorer, ...]]] = {}
 
 
-def _scorers_of(metric: ScoringMetric[Any]) -> tuple[Scorer, ...]:
+def _scorers_of(metric: ScoringMetric[Any], mode: str = DEFAULT_MODE) -> tuple[Scorer, ...]:
     built = _BUILT.get(id(metric))
     if built is None or built[0] is not metric:
-        built = _BUILT[id(metric)] = (metric, _metric_scorers(metric))
+        built = _BUILT[id(metric)] = (metric, _metric_scorers(metric, mode))
     return built[1]
 
 
-def sommelier_scorers() -> list[Scorer]:
+def sommelier_scorers(scoring: str = DEFAULT_MODE) -> list[Scorer]:
     """One scorer per registered binary metric and three per other metric, in registry order.
 
     For the spec's five that is seven scorers: four yes/no metrics plus
-    ``argument_f1`` with its two micro-F1 count scorers.
+    ``argument_f1`` with its two micro-F1 count scorers. With
+    ``scoring="calls"`` they are the calls-mode metrics, reading
+    ``expectations["gold_calls"]`` (a list, ``[]`` when no tool applies):
+    ``call_set_exact_match`` as a yes/no scorer and every other metric as its
+    per-row ratio plus two summed count scorers (the ratio of the sums is the
+    exact corpus value; ``abstention_accuracy`` and ``false_call_rate`` count
+    only abstention rows).
     """
-    return [built for metric in scoring_metrics() for built in _scorers_of(metric)]
+    if scoring not in (DEFAULT_MODE, CALLS_MODE):
+        raise ConfigError(f"scoring must be {DEFAULT_MODE!r} or {CALLS_MODE!r}, got {scoring!r}")
+    return [built for metric in scoring_metrics(scoring) for built in _scorers_of(metric, scoring)]
 
 
 _DEFAULT: Final = {built.name: built for built in sommelier_scorers()}

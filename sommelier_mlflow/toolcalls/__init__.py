@@ -22,7 +22,12 @@ from sommelier_mlflow.toolcalls._calls_score import (
     score_calls_example,
 )
 from sommelier_mlflow.toolcalls._flatten import ROOT_PATH, flatten_arguments
-from sommelier_mlflow.toolcalls._normalise import completion_text, gold_call_of, is_missing
+from sommelier_mlflow.toolcalls._normalise import (
+    completion_text,
+    gold_call_of,
+    gold_calls_of,
+    is_missing,
+)
 from sommelier_mlflow.toolcalls._parse import (
     PARSE_STATUSES,
     PARSER_VERSION,
@@ -79,6 +84,7 @@ __all__ = [
     "compute_metrics",
     "flatten_arguments",
     "gold_call_of",
+    "gold_calls_of",
     "is_missing",
     "is_tool_call",
     "matched_argument_pairs",

@@ -17,7 +17,7 @@ from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads
 from sommelier_mlflow.errors import DataError
 from sommelier_mlflow.toolcalls._parse import is_tool_call
 
-__all__ = ["completion_text", "gold_call_of", "is_missing"]
+__all__ = ["completion_text", "gold_call_of", "gold_calls_of", "is_missing"]
 
 
 def is_missing(value: object) -> bool:
@@ -65,6 +65,29 @@ def gold_call_of(value: object, *, where: str = "gold call") -> dict[str, Any]:
             f"JSON string), got {value!r:.200}"
         )
     return candidate
+
+
+def gold_calls_of(value: object, *, where: str = "gold calls") -> list[dict[str, Any]]:
+    """The gold calls held by ``value``, for ``calls`` scoring: zero, one or several.
+
+    Accepted: a list of ``{"name", "arguments"}`` mappings (``[]`` for an
+    abstention example), its JSON text, or one call (a mapping or its JSON),
+    which is a list of one.
+
+    Raises:
+        DataError: A missing value, invalid JSON, or an element that is not a call.
+    """
+    if is_missing(value):
+        raise DataError(f"{where} is missing; pass a list of calls ([] when no tool applies)")
+    candidate: Any = value
+    if isinstance(candidate, str | bytes):
+        try:
+            candidate = loads(candidate)
+        except JSONDecodeError as exc:
+            raise DataError(f"{where} is not valid JSON ({exc}): {value!r:.200}") from exc
+    if not isinstance(candidate, list | tuple):
+        candidate = [candidate]
+    return [gold_call_of(call, where=f"{where}[{index}]") for index, call in enumerate(candidate)]
 
 
 def completion_text(value: object, *, where: str = "outputs") -> str:

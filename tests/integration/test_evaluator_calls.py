@@ -1,0 +1,138 @@
+"""The evaluator with evaluator_config {"scoring": "calls"} and slice_columns."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mlflow
+import pandas as pd
+import pytest
+from integration_helpers import Store
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from sommelier_mlflow.integration import score_predictions
+from sommelier_mlflow.toolcalls import CALLS_METRIC_NAMES, CALLS_PARSER_VERSION
+
+W = {"name": "get_weather", "arguments": {"city": "Paris"}}
+T = {"name": "convert", "arguments": {"amount": 10, "to": "USD"}}
+
+# Gold as lists (an empty one: no tool applies), as JSON text, or one call.
+DATA = pd.DataFrame(
+    {
+        "output": [
+            json.dumps([T, W]),  # reordered parallel calls: exact
+            json.dumps([W, W]),  # one duplicate too many
+            "[]",  # explicit abstention, right
+            json.dumps([W]),  # called on an abstention example
+            "Nothing to call.",  # prose where a call was due
+        ],
+        "gold": [[W, T], json.dumps([W]), [], "[]", W],
+        "topic": ["travel", "weather", "small talk", "small talk", "weather"],
+    }
+)
+
+
+def _evaluate(store: Store, config: dict[str, Any]) -> tuple[Any, str]:
+    with mlflow.start_run(experiment_id=store.experiment_id) as run:
+        result = mlflow.models.evaluate(
+            data=DATA,
+            predictions="output",
+            targets="gold",
+            model_type="tool-calling",
+            evaluators=["sommelier"],
+            evaluator_config={"sommelier": config},
+        )
+    return result, run.info.run_id
+
+
+def test_calls_scoring_through_mlflow_evaluate(store: Store) -> None:
+    result, run_id = _evaluate(store, {"scoring": "calls", "slice_columns": ["topic"]})
+    metrics = result.metrics
+    for name in CALLS_METRIC_NAMES:
+        assert f"overall/{name}" in metrics
+    counts = {
+        name: (
+            metrics[f"overall/counts/{name}.numerator"],
+            metrics[f"overall/counts/{name}.denominator"],
+        )
+        for name in CALLS_METRIC_NAMES
+    }
+    assert counts == {
+        "call_set_exact_match": (2, 5),  # rows 0 and 2
+        "call_precision": (3, 5),  # matched 2 + 1; predicted 2 + 2 + 1
+        "call_recall": (3, 4),  # gold calls 2 + 1 + 1
+        "call_f1": (6, 9),
+        # pairs matched/predicted/gold: row 0 3/3/3, row 1 1/2/1, row 3 0/1/0, row 4 0/0/1
+        "call_argument_f1": (8, 11),
+        "abstention_accuracy": (1, 2),
+        "false_call_rate": (1, 2),
+    }
+    assert metrics["calls:0/counts/call_set_exact_match.denominator"] == 2
+    assert metrics["calls:2.2b/call_set_exact_match"] == 1.0
+    assert metrics["topic:small.20talk/abstention_accuracy"] == 0.5
+    run = MlflowClient().get_run(run_id)
+    assert run.data.tags["sommelier.parser_version"] == CALLS_PARSER_VERSION
+    assert run.data.metrics["overall/call_f1"] == pytest.approx(6 / 9)
+
+
+def test_bad_calls_configuration_is_refused(store: Store) -> None:
+    with pytest.raises(MlflowException, match="scoring must be one of"):
+        _evaluate(store, {"scoring": "multi"})
+    with pytest.raises(MlflowException, match="slice_columns names 'missing'"):
+        _evaluate(store, {"scoring": "calls", "slice_columns": ["missing"]})
+    with pytest.raises(MlflowException, match="list must hold exactly one call"):
+        _evaluate(store, {})  # single scoring refuses multi-call gold
+
+
+def test_single_scoring_output_is_unchanged_by_the_calls_options() -> None:
+    single = score_predictions(DATA["output"][:2].tolist(), [W, W])
+    assert single.report["parser_version"] == "sommelier.parser.v1"
+    assert "scoring" not in single.report and "field_slices" not in single.report
+
+
+def test_calls_scorers_score_rows_offline() -> None:
+    from sommelier_mlflow.scorers import sommelier_scorers
+
+    scorers = {built.name: built for built in sommelier_scorers(scoring="calls")}
+    assert scorers["call_set_exact_match"](
+        outputs=json.dumps([T, W]), expectations={"gold_calls": [W, T]}
+    )
+    assert (
+        scorers["abstention_accuracy_denominator"](
+            outputs="No tool fits.", expectations={"gold_calls": []}
+        )
+        == 1
+    )
+    assert (
+        scorers["call_recall_numerator"](
+            outputs=json.dumps([W, W]), expectations={"gold_calls": json.dumps([W])}
+        )
+        == 1
+    )
+    assert (
+        scorers["call_precision_denominator"](
+            outputs=json.dumps([W, W]), expectations={"gold_call": W}
+        )
+        == 2
+    )
+
+
+def test_calls_scorers_through_genai_evaluate(store: Store) -> None:
+    from sommelier_mlflow.scorers import genai_evaluate, sommelier_scorers
+
+    rows = [
+        {"inputs": {"row": index}, "outputs": output, "expectations": {"gold_calls": gold}}
+        for index, (output, gold) in enumerate(
+            zip(DATA["output"], [[W, T], [W], [], [], [W]], strict=True)
+        )
+    ]
+    with mlflow.start_run(experiment_id=store.experiment_id):
+        result = genai_evaluate(rows, scorers=sommelier_scorers(scoring="calls"))
+    metrics = result.metrics
+    assert metrics["call_set_exact_match/mean"] == pytest.approx(2 / 5)
+    assert metrics["call_f1_numerator/sum"] == 6.0
+    assert metrics["call_f1_denominator/sum"] == 9.0
+    assert metrics["false_call_rate_numerator/sum"] == 1.0
+    assert metrics["false_call_rate_denominator/sum"] == 2.0
