@@ -131,7 +131,6 @@ def _mlflow_run(uri: str, cwd: Path, entry: str, **params: str) -> str:
 def test_the_example_scores_and_compares_through_mlflow_run(tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
-    paths = _score_arms(tmp_path)  # the replayed generations and their manifests
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     run_ids = {
         kind: _mlflow_run(
@@ -139,10 +138,14 @@ def test_the_example_scores_and_compares_through_mlflow_run(tmp_path: Path) -> N
             tmp_path,
             "score",
             test_split=str(DATA / "test_split.jsonl"),
-            generations=str(paths[kind] / "generations"),
+            precomputed=str(DATA / f"outputs_{kind}.jsonl"),
             model_kind=kind,
+            model="example/precomputed-model",
+            max_new_tokens="128",
+            batch_size="1",
             scoring="calls",
             resamples="200",
+            **({"adapter": str(EXAMPLE / "adapter")} if kind == "adapter" else {}),
         )
         for kind in ("base", "adapter")
     }
