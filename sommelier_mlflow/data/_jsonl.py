@@ -140,7 +140,7 @@ class JsonlReader:
                     )
                 if not terminated:
                     try:
-                        value = loads(raw, reject_duplicate_keys=True)
+                        loads(raw)
                     except (JSONDecodeError, RecursionError) as exc:
                         _check_text(raw, path=self.path, line_no=line_no)
                         raise DataError(
@@ -150,15 +150,8 @@ class JsonlReader:
                             path=self.path,
                             line=line_no,
                         ) from exc
-                    if not isinstance(value, dict):
-                        raise DataError(
-                            f"line holds a JSON {type(value).__name__}, expected one JSON "
-                            "object per line",
-                            path=self.path,
-                            line=line_no,
-                        )
-                else:
-                    value = _parse_object(raw, path=self.path, line_no=line_no)
+                # Complete JSON, newline or not: the same strict checks for every line.
+                value = _parse_object(raw, path=self.path, line_no=line_no)
                 self._lines = line_no
                 yield line_no, value
         self._done = True

@@ -53,3 +53,11 @@ def test_big_integers_in_rows_stay_exact(tmp_path: Path) -> None:
     rows = _read(path)
     assert rows[0]["n"] == 18446744073709551617
     assert isinstance(rows[1]["n"], float)
+
+
+def test_duplicate_key_on_an_unterminated_last_line_is_not_called_torn(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b'{"a":1}\n{"b":1,"b":2}')
+    with pytest.raises(DataError, match="duplicate key 'b'") as caught:
+        _read(path)
+    assert "cut off" not in str(caught.value)
