@@ -20,7 +20,11 @@ import orjson
 
 from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow.errors import InputError, InvariantViolationError, UnknownMetricError
-from sommelier_mlflow.toolcalls._flatten import count_pairs, flatten_arguments
+from sommelier_mlflow.toolcalls._flatten import (
+    count_matched_pairs,
+    count_pairs,
+    flatten_arguments,
+)
 from sommelier_mlflow.toolcalls._parse import PARSE_STATUSES, is_tool_call
 from sommelier_mlflow.toolcalls._registry import (
     ScoringMetric,
@@ -103,6 +107,14 @@ class MetricValue:
         return metric
 
 
+def _maybe_equal(left: object, right: object) -> bool:
+    """Python equality, or ``True`` (undecided) when nesting is too deep to compare."""
+    try:
+        return bool(left == right)
+    except RecursionError:
+        return True
+
+
 def _as_dict(value: object) -> object:
     """Let read-only mappings (e.g. from pandas or MLflow) pass the exact-dict check."""
     return dict(value) if isinstance(value, Mapping) and not isinstance(value, dict) else value
@@ -178,7 +190,14 @@ class CallComparison:
         self.call = checked
         self.parsed = True
         self.name_correct = checked["name"] == self.gold.name
-        self.arguments_correct = _arguments_key(checked["arguments"]) == self.gold.arguments_key
+        arguments = checked["arguments"]
+        # Canonically equal values are equal in Python too, so Python's C-level
+        # inequality settles most wrong answers without serialising anything;
+        # Python-equal ones (1 == 1.0 == True) are confirmed canonically.
+        self.arguments_correct = (
+            _maybe_equal(arguments, self.gold.arguments)
+            and _arguments_key(arguments) == self.gold.arguments_key
+        )
 
     @property
     def gold_pairs(self) -> int:
@@ -192,10 +211,11 @@ class CallComparison:
             elif self.arguments_correct:
                 self._pairs = (self.gold.pair_count, self.gold.pair_count)
             else:
-                pairs = flatten_arguments(self.call["arguments"])
-                gold = self.gold.pairs
-                matched = sum(1 for path, value in pairs.items() if gold.get(path) == value)
-                self._pairs = (len(pairs), matched)
+                arguments = self.call["arguments"]
+                self._pairs = (
+                    count_pairs(arguments),
+                    count_matched_pairs(arguments, self.gold.arguments),
+                )
         return self._pairs
 
     @property

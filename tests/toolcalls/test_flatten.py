@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow.toolcalls import flatten_arguments
+from sommelier_mlflow.toolcalls._flatten import count_matched_pairs, count_pairs
 
 
 def test_spec_flattening_table() -> None:
@@ -71,3 +76,40 @@ def test_deep_values_get_the_same_canonical_spelling() -> None:
     assert text.startswith('{"i":599,"k":[')
     assert orjson.loads(text) == deep
     assert len(flatten_arguments({"d": deep})) == 301
+
+
+_JSON_LEAVES = (
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.sampled_from([0.0, -0.0, 1.0, 2.5])
+    | st.sampled_from(["a", "b", "1", "", "a.b", "<root>"])
+)
+_JSON = st.recursive(
+    _JSON_LEAVES,
+    lambda children: st.lists(children, max_size=3)
+    | st.dictionaries(st.sampled_from(["a", "b", "a.b", "0", "", "[0]"]), children, max_size=3),
+    max_leaves=12,
+)
+_ARGUMENTS = st.dictionaries(st.sampled_from(["a", "b", "a.b", "x"]), _JSON, max_size=4)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_ARGUMENTS, _ARGUMENTS)
+def test_matched_pair_count_equals_the_flattened_definition(
+    predicted: dict[str, Any], gold: dict[str, Any]
+) -> None:
+    gold_pairs = flatten_arguments(gold)
+    expected = sum(
+        1 for path, value in flatten_arguments(predicted).items() if gold_pairs.get(path) == value
+    )
+    assert count_matched_pairs(predicted, gold) == expected
+    assert count_pairs(predicted) == len(flatten_arguments(predicted))
+
+
+def test_matched_pairs_beyond_the_recursion_limit_fall_back_to_flattening() -> None:
+    deep: Any = 1
+    for _ in range(1500):
+        deep = [deep]
+    assert count_matched_pairs({"x": deep}, {"x": deep}) == 1
+    assert count_pairs({"x": deep}) == 1
