@@ -188,7 +188,7 @@ def main() -> None:
             "comparison_report.json": artifacts.json_path.stat().st_size,
             "comparison_report.md": artifacts.markdown_path.stat().st_size,
         }
-        overall = artifacts.report["slices"]["overall"]
+        overall = artifacts.report.slices["overall"]
 
     print(f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs")
     print(f"examples: {len(split.examples)} ({args.roots} en roots + {args.roots} fr pairs)")
@@ -202,11 +202,11 @@ def main() -> None:
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     for label, size in sizes.items():
         print(f"  {label:<40} {size / 1e6:6.2f} MB")
-    delta = overall["delta"]["full_call_exact_match"]
+    delta = overall.delta.interval("full_call_exact_match")
     print(
         "overall full_call_exact_match delta "
-        f"{delta['value']:+.4f} [{delta['lower']:+.4f}, {delta['upper']:+.4f}], "
-        f"McNemar p = {overall['mcnemar']['p_value']:.3g}"
+        f"{delta.estimate:+.4f} [{delta.lower:+.4f}, {delta.upper:+.4f}], "
+        f"McNemar p = {overall.mcnemar.p_value:.3g}"
     )
 
 

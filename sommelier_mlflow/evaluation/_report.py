@@ -296,6 +296,7 @@ class EvaluationReport:
         slice_values: Each row's ``(field, value)`` pairs of the declared slice
             fields (empty tuples when only language is sliced).
         field_slices: Metrics and prompt-set digest per field slice ``F:V``.
+        document_sha256: Digest of the document it was read from, if read.
     """
 
     identity: ArmIdentity
@@ -311,6 +312,7 @@ class EvaluationReport:
     slices: Mapping[str, SliceResult]
     paired_slices: Mapping[str, PairedSlice]
     source: str = "evaluation report"
+    document_sha256: str | None = field(default=None, repr=False)
     slice_values: tuple[tuple[tuple[str, str], ...], ...] = ()
     field_slices: Mapping[str, SliceResult] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -335,7 +337,14 @@ class EvaluationReport:
 
     @cached_property
     def sha256(self) -> str:
-        """Digest of the report's canonical JSON: names this exact report in a comparison."""
+        """Digest of the report's canonical JSON: names this exact report in a comparison.
+
+        A report read from a file is named by the document the file held (the
+        reader recorded its digest); a report built from a run, by what the
+        writer will write.
+        """
+        if self.document_sha256 is not None:
+            return self.document_sha256
         return sha256_text(canonical_json(self.to_json()))
 
     @classmethod
@@ -838,6 +847,7 @@ def _read(document: object, source: str) -> EvaluationReport:
             if slice_by
             else {}
         ),
+        document_sha256=sha256_text(canonical_json(top)),
     )
 
 
