@@ -125,10 +125,13 @@ def first_json_span(text: str) -> Any:
         or a span that is not strict JSON). Sentinels rather than exceptions
         keep the hot path free of try/except for the common failures.
     """
-    opener = _OPENERS.search(text)
-    if opener is None:
-        return NO_BRACKET
-    start = opener.start()
+    if text[:1] in ("{", "["):
+        start = 0  # the common case: the completion is the JSON, no search needed
+    else:
+        opener = _OPENERS.search(text)
+        if opener is None:
+            return NO_BRACKET
+        start = opener.start()
     try:
         # Fast path: when everything from the opener on is one JSON value, that
         # value's closing bracket is where depth first returns to zero, so it is

@@ -107,14 +107,6 @@ class MetricValue:
         return metric
 
 
-def _maybe_equal(left: object, right: object) -> bool:
-    """Python equality, or ``True`` (undecided) when nesting is too deep to compare."""
-    try:
-        return bool(left == right)
-    except RecursionError:
-        return True
-
-
 def _as_dict(value: object) -> object:
     """Let read-only mappings (e.g. from pandas or MLflow) pass the exact-dict check."""
     return dict(value) if isinstance(value, Mapping) and not isinstance(value, dict) else value
@@ -194,9 +186,12 @@ class CallComparison:
         # Canonically equal values are equal in Python too, so Python's C-level
         # inequality settles most wrong answers without serialising anything;
         # Python-equal ones (1 == 1.0 == True) are confirmed canonically.
+        try:
+            maybe_equal = bool(arguments == self.gold.arguments)
+        except RecursionError:  # too deep for Python's comparison: let the keys decide
+            maybe_equal = True
         self.arguments_correct = (
-            _maybe_equal(arguments, self.gold.arguments)
-            and _arguments_key(arguments) == self.gold.arguments_key
+            maybe_equal and _arguments_key(arguments) == self.gold.arguments_key
         )
 
     @property
