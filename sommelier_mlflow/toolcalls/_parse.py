@@ -132,22 +132,18 @@ def first_json_span(text: str) -> Any:
         if opener is None:
             return NO_BRACKET
         start = opener.start()
+    # Fast path: one attempt at the span up to the last matching closer, which
+    # is the whole completion when it is bare JSON and the call when prose wraps it.
+    value = _last_closer_value(text, start)
+    if value is not None:
+        return value
+    end = _balanced_span_end(text, start)
+    if end is None:
+        return NOT_JSON
     try:
-        # Fast path: when everything from the opener on is one JSON value, that
-        # value's closing bracket is where depth first returns to zero, so it is
-        # exactly the first balanced span.
-        return loads(text[start:])
+        return loads(text[start:end])
     except JSONDecodeError:
-        value = _last_closer_value(text, start)
-        if value is not None:
-            return value
-        end = _balanced_span_end(text, start)
-        if end is None:
-            return NOT_JSON
-        try:
-            return loads(text[start:end])
-        except JSONDecodeError:
-            return NOT_JSON
+        return NOT_JSON
 
 
 def parse_tool_call(text: str) -> ParseResult:
@@ -184,8 +180,9 @@ def _as_result(value: object) -> ParseResult:
 def _last_closer_value(text: str, start: int) -> object | None:
     """Parse the span from ``start`` to the last matching closer, if that is one JSON value.
 
-    A call wrapped in prose (``Sure! {...} Done.``) is the common reason the
-    whole-tail fast path fails. If ``text[start:end]`` is one valid JSON
+    It covers both common shapes in one attempt: a bare JSON completion (the
+    last closer ends it) and a call wrapped in prose (``Sure! {...} Done.``).
+    If ``text[start:end]`` is one valid JSON
     value, its brackets nest properly, so the depth scan would also first
     return to zero exactly at ``end``: the span found here *is* the first
     balanced span, and the bracket scan can be skipped. Anything else (a

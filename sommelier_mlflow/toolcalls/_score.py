@@ -109,6 +109,8 @@ class MetricValue:
 
 def _as_dict(value: object) -> object:
     """Let read-only mappings (e.g. from pandas or MLflow) pass the exact-dict check."""
+    if type(value) is dict:  # the common case, without the slower ABC check
+        return value
     return dict(value) if isinstance(value, Mapping) and not isinstance(value, dict) else value
 
 
