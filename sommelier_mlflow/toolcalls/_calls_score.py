@@ -24,7 +24,6 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow.errors import InputError
 from sommelier_mlflow.toolcalls._flatten import count_pairs, flatten_arguments
 from sommelier_mlflow.toolcalls._parse import PARSE_STATUSES, is_tool_call
@@ -38,6 +37,7 @@ from sommelier_mlflow.toolcalls._registry import (
 from sommelier_mlflow.toolcalls._score import (
     ExampleScore,
     MetricValue,
+    _arguments_key,
     score_components,
     sum_components,
 )
@@ -56,7 +56,7 @@ __all__ = [
 CALLS_MODE: Final = "calls"
 
 #: A call's identity for set matching: its name and canonical arguments.
-CallKey = tuple[str, str]
+CallKey = tuple[str, bytes]
 
 
 def _as_call(call: object) -> dict[str, Any] | None:
@@ -78,7 +78,8 @@ def _is_call_list(calls: object) -> bool:
 
 
 def _key(call: Mapping[str, Any]) -> CallKey:
-    return (call["name"], canonical_json(call["arguments"]))
+    # The arguments' sorted-key JSON bytes: equal exactly when the canonical JSON is.
+    return (call["name"], _arguments_key(call["arguments"]))
 
 
 class GoldCalls:
@@ -103,7 +104,7 @@ class GoldCalls:
             value = _as_call(call)
             if value is None:
                 raise _not_a_call(call, f"gold call {index}")
-            key = (value["name"], canonical_json(value["arguments"]))
+            key = (value["name"], _arguments_key(value["arguments"]))
             pairs = key_pairs.get(key)
             if pairs is None:
                 pairs = key_pairs[key] = count_pairs(value["arguments"])
@@ -154,7 +155,7 @@ def matched_argument_pairs(
     The returned total is the optimum, which is unique even when several
     pairings reach it, so the metric does not depend on how ties are broken.
     The pairing itself is still made deterministic and order-free: both sides
-    are sorted by (name, canonical arguments) before solving, and among
+    are sorted by (name, sorted-key JSON of the arguments) before solving, and among
     pairings with the most matched pairs the one pairing the most equal names
     wins (weight ``pairs * (k + 1) + same_name`` with ``k`` the smaller side,
     so no amount of name agreement outweighs one argument pair).
