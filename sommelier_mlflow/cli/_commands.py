@@ -19,7 +19,7 @@ from typing import Any
 
 from sommelier_mlflow.errors import ConfigError, InputError, SommelierError
 
-__all__ = ["backend_options", "build_parser", "main"]
+__all__ = ["build_parser", "main"]
 
 _DEFAULT_OUT = "sommelier_out"
 
@@ -229,30 +229,6 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def backend_options(args: argparse.Namespace, model_kind: str) -> dict[str, object]:
-    """The ``server`` backend's options from the flags (empty for other backends).
-
-    ``served_adapter`` goes to the adapter arm only, so ``main`` can pass one
-    set of flags for both arms.
-    """
-    if args.backend != "server":
-        for flag in ("base_url", "served_model", "served_adapter"):
-            if getattr(args, flag):
-                raise ConfigError(
-                    f"--{flag.replace('_', '-')} applies to --backend server only "
-                    f"(this run uses --backend {args.backend})"
-                )
-        return {}
-    return {
-        "base_url": args.base_url,
-        "served_model": args.served_model,
-        "served_adapter": args.served_adapter if model_kind == "adapter" else "",
-        "concurrency": args.concurrency,
-        "request_timeout": args.request_timeout,
-        "api_key_env": args.api_key_env,
-    }
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; exposed so the docs and tests can read its help."""
     parser = argparse.ArgumentParser(
@@ -429,6 +405,7 @@ def _print_arm(arm: Any) -> None:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from sommelier_mlflow.cli._pipeline import (
+        backend_options,
         evaluate_arm,
         resolve_num_threads,
     )

@@ -15,9 +15,9 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from sommelier_mlflow.cli._claims import format_verdict, raise_if_unsupported, read_claims_option
-from sommelier_mlflow.cli._commands import backend_options
 from sommelier_mlflow.cli._pipeline import (
     ArmOutput,
+    backend_options,
     compare_report_files,
     default_out_dir,
     evaluate_arm,

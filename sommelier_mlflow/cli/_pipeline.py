@@ -10,6 +10,7 @@ lists the files its command wrote, which is exactly what gets logged to MLflow.
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -69,6 +70,7 @@ __all__ = [
     "FORMATTED_SPLIT_NAME",
     "USAGE_NAME",
     "ArmOutput",
+    "backend_options",
     "compare_report_files",
     "default_out_dir",
     "evaluate_arm",
@@ -651,3 +653,27 @@ def compare_report_files(
         claims=claims,
         registration=registration,
     )
+
+
+def backend_options(args: argparse.Namespace, model_kind: str) -> dict[str, object]:
+    """The ``server`` backend's options from the flags (empty for other backends).
+
+    ``served_adapter`` goes to the adapter arm only, so ``main`` can pass one
+    set of flags for both arms.
+    """
+    if args.backend != "server":
+        for flag in ("base_url", "served_model", "served_adapter"):
+            if getattr(args, flag):
+                raise ConfigError(
+                    f"--{flag.replace('_', '-')} applies to --backend server only "
+                    f"(this run uses --backend {args.backend})"
+                )
+        return {}
+    return {
+        "base_url": args.base_url,
+        "served_model": args.served_model,
+        "served_adapter": args.served_adapter if model_kind == "adapter" else "",
+        "concurrency": args.concurrency,
+        "request_timeout": args.request_timeout,
+        "api_key_env": args.api_key_env,
+    }
