@@ -69,7 +69,7 @@ def test_main_through_a_served_base_and_adapter(
     for kind, run in by_name.items():
         assert run.info.status == "FINISHED"
         params, metrics = run.data.params, run.data.metrics
-        assert params["backend"] == "server"
+        assert params["decoding.backend"] == "server"
         assert params["server.served_model"] == BASE_NAME
         assert params["server.key_from_env"] == "SERVED_KEY"
         assert params["server.server_version"].startswith("0.")

@@ -96,7 +96,7 @@ def _evaluate(url: str, split: Path, base: Path, out: Path) -> list[str]:
         "--concurrency",
         "4",
         "--max-examples",
-        "60",
+        "30",
         "--resamples",
         "50",
         "--out",
