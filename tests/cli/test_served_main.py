@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,13 @@ def test_main_through_a_served_base_and_adapter(
     from mlflow.tracking import MlflowClient
 
     key = vllm_server.api_key
+    # `mlflow run` writes to a folder derived from the inputs under the project, so a
+    # previous session's run of this same test would be resumed (nothing generated,
+    # no throughput). Remove only folders written by this test's configuration.
+    for manifest in PROJECT.glob("sommelier_out/main-*/base/generation_manifest.json"):
+        generator = json.loads(manifest.read_text()).get("generator") or {}
+        if (generator.get("server") or {}).get("served_model") == BASE_NAME:
+            shutil.rmtree(manifest.parent.parent)
     parent_id, output = _mlflow_run(
         server,
         tmp_path,
