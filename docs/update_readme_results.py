@@ -33,7 +33,8 @@ def run_demo(out: Path = DEFAULT_OUT) -> str:
     """Run the demo's ``main`` without MLflow and return everything it printed."""
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
     env.pop("MLFLOW_RUN_ID", None)
-    command = [sys.executable, "-m", "sommelier_mlflow.cli", "main", "--out", str(out)]
+    demo = ROOT / "examples" / "demo" / "run.py"  # what the MLproject's main entry point runs
+    command = [sys.executable, str(demo), "main", "--out", str(out)]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise SystemExit(f"the demo failed ({result.returncode}):\n{result.stderr[-3000:]}")
