@@ -111,8 +111,8 @@ def mlflow_server(root: Path) -> Iterator[str]:
         log.close()
 
 
-def run_demo(url: str, cwd: Path) -> str:
-    """``mlflow run . --env-manager local`` against ``url``; returns the parent run id."""
+def run_demo(url: str, cwd: Path) -> tuple[str, str]:
+    """``mlflow run . --env-manager local`` against ``url``: the parent run id and the output."""
     env = {
         **os.environ,
         "MLFLOW_TRACKING_URI": url,
@@ -134,7 +134,7 @@ def run_demo(url: str, cwd: Path) -> str:
     if result.returncode != 0 or not match:
         raise SystemExit(f"the demo failed:\n{output[-4000:]}")
     print(result.stdout)
-    return match.group(1)
+    return match.group(1), result.stdout
 
 
 def _runs(url: str, parent_id: str) -> dict[str, Any]:
@@ -268,6 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the demo against a fresh local server and rewrite docs/ui-*.png."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=Path, default=None, help="keep the server's files here")
+    parser.add_argument(
+        "--readme",
+        action="store_true",
+        help="also write this demo run's results table into README.md (one demo run for both)",
+    )
     args = parser.parse_args(argv)
     if not os.path.exists(CHROMIUM):
         raise SystemExit("chromium is not installed (apt-get install chromium)")
@@ -275,7 +280,14 @@ def main(argv: list[str] | None = None) -> int:
         root = args.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         with mlflow_server(root) as url:
-            parent_id = run_demo(url, root)
+            parent_id, output = run_demo(url, root)
+            if args.readme:
+                sys.path.insert(0, str(DOCS))
+                from update_readme_results import README, summary_table, with_table
+
+                table = summary_table(output)
+                README.write_text(with_table(README.read_text("utf-8"), table), "utf-8")
+                print(f"wrote the demo table into {README.relative_to(ROOT)}")
             for path in take(url, parent_id):
                 print(f"wrote {path.relative_to(ROOT)}")
     return 0
