@@ -7,14 +7,48 @@ because it means the file was edited or corrupted after it was written.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
-from sommelier_mlflow.data import validate_language
-from sommelier_mlflow.errors import DataError, InputError, InvariantViolationError
+from sommelier_mlflow._json import JSONDecodeError, loads
+from sommelier_mlflow.data import (
+    Decoding,
+    ModelIdentity,
+    ModelKind,
+    check_model_kind,
+    validate_language,
+)
+from sommelier_mlflow.errors import (
+    DataError,
+    InputError,
+    InvariantViolationError,
+    SommelierError,
+)
+from sommelier_mlflow.evaluation._stats import BOOTSTRAP_METHOD, QUANTILE_METHOD
 from sommelier_mlflow.toolcalls import MetricValue
 
-__all__ = ["ReportChecker"]
+__all__ = ["ReportChecker", "read_report_document"]
+
+
+def read_report_document(path: str | os.PathLike[str], what: str) -> tuple[str, object]:
+    """Read one report file as strict JSON, before its typed reader checks it.
+
+    Both report readers start the same way; a file that cannot be read or is
+    not JSON is a data error (exit 2) naming the file, never a traceback.
+
+    Returns:
+        The path as text (the readers name it in every later error) and the
+        parsed document.
+    """
+    source = os.fspath(path)
+    try:
+        return source, loads(Path(source).read_bytes())
+    except OSError as exc:
+        raise DataError(f"cannot read {what}: {exc.strerror or exc}", path=source) from exc
+    except JSONDecodeError as exc:
+        raise DataError(f"not valid JSON: {exc}", path=source) from exc
 
 
 class ReportChecker:
@@ -43,6 +77,58 @@ class ReportChecker:
             extra = sorted(set(value) - keys)
             self.fail(where, f"fields wrong: missing {missing}, unexpected {extra}")
         return value
+
+    def bootstrap_methods(self, entry: Mapping[str, Any], where: str) -> None:
+        """Refuse bootstrap provenance this version cannot reproduce.
+
+        An interval is only comparable with a rerun under the same resampling
+        and quantile method, so any other method is malformed, not merely old.
+        """
+        if entry["method"] != BOOTSTRAP_METHOD or entry["quantile_method"] != QUANTILE_METHOD:
+            self.fail(
+                where,
+                f"method {entry['method']!r} / {entry['quantile_method']!r} is not "
+                f"{BOOTSTRAP_METHOD!r} / {QUANTILE_METHOD!r}, the only one this version reads",
+            )
+        if not isinstance(entry["confidence"], float):
+            self.fail(f"{where}.confidence", f"must be a float, got {entry['confidence']!r}")
+
+    def model_kind(self, value: object, where: str) -> ModelKind:
+        try:
+            return check_model_kind(value)
+        except InputError as exc:
+            self.fail(where, str(exc))
+
+    def model_identity(self, value: object, where: str) -> ModelIdentity:
+        """Read the base model and tokenizer identity both report kinds record."""
+        model = self.mapping(
+            value,
+            where,
+            frozenset({"base_model", "base_revision", "tokenizer", "tokenizer_revision"}),
+        )
+        return ModelIdentity(
+            base_model=self.text(model["base_model"], f"{where}.base_model"),
+            base_revision=self.optional_text(model["base_revision"], f"{where}.base_revision"),
+            tokenizer=self.text(model["tokenizer"], f"{where}.tokenizer"),
+            tokenizer_revision=self.optional_text(
+                model["tokenizer_revision"], f"{where}.tokenizer_revision"
+            ),
+        )
+
+    def decoding(self, value: object, where: str) -> Decoding:
+        """Read decoding settings, refusing any spelling but the canonical one.
+
+        The decoding is part of the gate, so a hand-edited but equivalent
+        spelling would make two reports' identities compare unequal as text.
+        """
+        entry = self.mapping(value, where)
+        try:
+            decoding = Decoding.from_dict(entry)
+        except SommelierError as exc:
+            self.fail(where, str(exc))
+        if decoding.to_dict() != entry:
+            self.fail(where, f"is not in canonical form: {entry!r}")
+        return decoding
 
     def text(self, value: object, where: str) -> str:
         if not isinstance(value, str) or not value:

@@ -13,21 +13,18 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
-from sommelier_mlflow._json import JSONDecodeError, loads
 from sommelier_mlflow.data import (
     COMPARISON_REPORT_SCHEMA,
     OVERALL,
     Decoding,
     ModelIdentity,
     ModelKind,
-    check_model_kind,
 )
-from sommelier_mlflow.errors import DataError, InputError, SommelierError
-from sommelier_mlflow.evaluation._checks import ReportChecker
+from sommelier_mlflow.errors import SommelierError
+from sommelier_mlflow.evaluation._checks import ReportChecker, read_report_document
 from sommelier_mlflow.evaluation._claims import (
     CLAIMS_SCHEMA,
     TIE_TOLERANCE,
@@ -49,9 +46,7 @@ from sommelier_mlflow.evaluation._report import (
 )
 from sommelier_mlflow.evaluation._scoring import BootstrapSettings, PairCoverage
 from sommelier_mlflow.evaluation._stats import (
-    BOOTSTRAP_METHOD,
     MCNEMAR_METHOD,
-    QUANTILE_METHOD,
     McNemarResult,
     MetricInterval,
     PairedBootstrapResult,
@@ -285,21 +280,16 @@ class ComparisonReport:
 
 
 def read_comparison_report(path: str | os.PathLike[str]) -> ComparisonReport:
-    """Read and check a ``comparison_report.json`` file.
+    """Read a ``comparison_report.json`` file and recheck what its counts imply.
+
+    The file holds no per-example rows, so rates, deltas, gaps and McNemar
+    p-values are recomputed from its counts, but intervals are taken as stored.
 
     Raises:
-        DataError: Unreadable, not strict JSON, or malformed (exit 2).
+        DataError: The file is unreadable, not strict JSON, or malformed (exit 2).
         InvariantViolationError: The file disagrees with itself (exit 5).
     """
-    source = os.fspath(path)
-    try:
-        data = loads(Path(source).read_bytes())
-    except OSError as exc:
-        raise DataError(
-            f"cannot read comparison report: {exc.strerror or exc}", path=source
-        ) from exc
-    except JSONDecodeError as exc:
-        raise DataError(f"not valid JSON: {exc}", path=source) from exc
+    source, data = read_report_document(path, "comparison report")
     return ComparisonReport.from_json(data, source=source)
 
 
@@ -318,7 +308,6 @@ _IDENTITY: Final = frozenset(
         "pair_set_sha256",
     }
 )
-_MODEL: Final = frozenset({"base_model", "base_revision", "tokenizer", "tokenizer_revision"})
 _RUN: Final = frozenset({"model_kind", "adapter", "examples", "report_sha256"})
 _SETTINGS: Final = frozenset({"method", "quantile_method", "seed", "resamples", "confidence"})
 _PROVENANCE: Final = _SETTINGS | {"n"}
@@ -556,14 +545,8 @@ class _Reader:
         )
         if "slice_by" in entry and not slice_by:
             check.fail("identity.slice_by", "is empty; leave it out when only language is sliced")
-        model = check.mapping(entry["model_identity"], "identity.model_identity", _MODEL)
-        decoding_entry = check.mapping(entry["decoding"], "identity.decoding")
-        try:
-            decoding = Decoding.from_dict(decoding_entry)
-        except SommelierError as exc:
-            check.fail("identity.decoding", str(exc))
-        if decoding.to_dict() != decoding_entry:
-            check.fail("identity.decoding", f"is not in canonical form: {decoding_entry!r}")
+        model_identity = check.model_identity(entry["model_identity"], "identity.model_identity")
+        decoding = check.decoding(entry["decoding"], "identity.decoding")
         names = tuple(
             check.text(name, "identity.metric_names")
             for name in check.array(entry["metric_names"], "identity.metric_names")
@@ -583,16 +566,7 @@ class _Reader:
         if not set(pair_sets) <= set(languages):
             check.broken("identity.pair_set_sha256", "names a language that is not a slice")
         return ComparisonIdentity(
-            model_identity=ModelIdentity(
-                base_model=check.text(model["base_model"], "identity.model_identity.base_model"),
-                base_revision=check.optional_text(
-                    model["base_revision"], "identity.model_identity.base_revision"
-                ),
-                tokenizer=check.text(model["tokenizer"], "identity.model_identity.tokenizer"),
-                tokenizer_revision=check.optional_text(
-                    model["tokenizer_revision"], "identity.model_identity.tokenizer_revision"
-                ),
-            ),
+            model_identity=model_identity,
             test_split_sha256=check.text(entry["test_split_sha256"], "identity.test_split_sha256"),
             parser_version=check.text(entry["parser_version"], "identity.parser_version"),
             decoding=decoding,
@@ -617,7 +591,7 @@ class _Reader:
 
     def settings(self, value: object) -> BootstrapSettings:
         entry = self.check.mapping(value, "bootstrap", _SETTINGS)
-        self.methods(entry, "bootstrap")
+        self.check.bootstrap_methods(entry, "bootstrap")
         try:
             return BootstrapSettings(
                 seed=entry["seed"], resamples=entry["resamples"], confidence=entry["confidence"]
@@ -625,24 +599,11 @@ class _Reader:
         except SommelierError as exc:
             self.check.fail("bootstrap", str(exc))
 
-    def methods(self, entry: Mapping[str, Any], where: str) -> None:
-        if entry["method"] != BOOTSTRAP_METHOD or entry["quantile_method"] != QUANTILE_METHOD:
-            self.check.fail(
-                where,
-                f"method {entry['method']!r} / {entry['quantile_method']!r} is not "
-                f"{BOOTSTRAP_METHOD!r} / {QUANTILE_METHOD!r}, the only one this version reads",
-            )
-        if not isinstance(entry["confidence"], float):
-            self.check.fail(f"{where}.confidence", f"must be a float, got {entry['confidence']!r}")
-
     def run(self, kind: str, value: object) -> RunSummary:
         check = self.check
         where = f"runs.{kind}"
         entry = check.mapping(value, where, _RUN)
-        try:
-            model_kind = check_model_kind(entry["model_kind"])
-        except InputError as exc:
-            check.fail(f"{where}.model_kind", str(exc))
+        model_kind = check.model_kind(entry["model_kind"], f"{where}.model_kind")
         if model_kind != kind:
             check.broken(f"{where}.model_kind", f"is {model_kind!r}")
         adapter = None
@@ -691,7 +652,7 @@ class _Reader:
             )
         settings_where = where.rsplit(".", 1)[0] + ".bootstrap"
         settings = check.mapping(provenance, settings_where, _PROVENANCE)
-        self.methods(settings, settings_where)
+        self.check.bootstrap_methods(settings, settings_where)
         if settings["n"] != n:
             check.broken(f"{settings_where}.n", f"is {settings['n']!r}, expected {n}")
         for key in ("seed", "resamples"):

@@ -28,10 +28,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sommelier_mlflow._json import (
-    JSONDecodeError,
     atomic_write_json,
     canonical_json,
-    loads,
     sha256_text,
 )
 from sommelier_mlflow.data import (
@@ -39,12 +37,11 @@ from sommelier_mlflow.data import (
     Decoding,
     ModelIdentity,
     ModelKind,
-    check_model_kind,
     check_slice_fields,
     slice_name,
 )
-from sommelier_mlflow.errors import DataError, InputError, SommelierError
-from sommelier_mlflow.evaluation._checks import ReportChecker
+from sommelier_mlflow.errors import InputError, SommelierError
+from sommelier_mlflow.evaluation._checks import ReportChecker, read_report_document
 from sommelier_mlflow.evaluation._digests import pair_set_digest, prompt_set_digest
 from sommelier_mlflow.evaluation._scoring import (
     BootstrapSettings,
@@ -113,9 +110,6 @@ _IDENTITY_KEYS: Final = frozenset(
 # Written only when not the spec's defaults (``single`` scoring, language slices only),
 # so reports from before scoring modes and slice fields read and rewrite unchanged.
 _OPTIONAL_IDENTITY_KEYS: Final = frozenset({"scoring", "slice_by"})
-_MODEL_IDENTITY_KEYS: Final = frozenset(
-    {"base_model", "base_revision", "tokenizer", "tokenizer_revision"}
-)
 _ADAPTER_KEYS: Final = frozenset({"source", "sha256"})
 _BOOTSTRAP_KEYS: Final = frozenset({"method", "quantile_method", "seed", "resamples", "confidence"})
 _GAP_BOOTSTRAP_KEYS: Final = _BOOTSTRAP_KEYS | {"n"}
@@ -493,23 +487,8 @@ _Rows = tuple[
 
 
 def _identity(check: ReportChecker, identity: dict[str, Any]) -> ArmIdentity:
-    try:
-        model_kind = check_model_kind(identity["model_kind"])
-    except InputError as exc:
-        check.fail("identity.model_kind", str(exc))
-    model = check.mapping(
-        identity["model_identity"], "identity.model_identity", _MODEL_IDENTITY_KEYS
-    )
-    model_identity = ModelIdentity(
-        base_model=check.text(model["base_model"], "identity.model_identity.base_model"),
-        base_revision=check.optional_text(
-            model["base_revision"], "identity.model_identity.base_revision"
-        ),
-        tokenizer=check.text(model["tokenizer"], "identity.model_identity.tokenizer"),
-        tokenizer_revision=check.optional_text(
-            model["tokenizer_revision"], "identity.model_identity.tokenizer_revision"
-        ),
-    )
+    model_kind = check.model_kind(identity["model_kind"], "identity.model_kind")
+    model_identity = check.model_identity(identity["model_identity"], "identity.model_identity")
     adapter = None
     if identity["adapter"] is not None:
         entry = check.mapping(identity["adapter"], "identity.adapter", _ADAPTER_KEYS)
@@ -517,13 +496,7 @@ def _identity(check: ReportChecker, identity: dict[str, Any]) -> ArmIdentity:
             source=check.text(entry["source"], "identity.adapter.source"),
             sha256=check.text(entry["sha256"], "identity.adapter.sha256"),
         )
-    decoding_entry = check.mapping(identity["decoding"], "identity.decoding")
-    try:
-        decoding = Decoding.from_dict(decoding_entry)
-    except SommelierError as exc:
-        check.fail("identity.decoding", str(exc))
-    if decoding.to_dict() != decoding_entry:
-        check.fail("identity.decoding", f"is not in canonical form: {decoding_entry!r}")
+    decoding = check.decoding(identity["decoding"], "identity.decoding")
     prompt_sets = check.mapping(identity["prompt_set_sha256"], "identity.prompt_set_sha256")
     for language, digest in prompt_sets.items():
         check.text(digest, f"identity.prompt_set_sha256.{language}")
@@ -555,14 +528,7 @@ def _check_bootstrap(
 
 def _settings(check: ReportChecker, value: object) -> BootstrapSettings:
     settings = _check_bootstrap(check, value, "bootstrap", _BOOTSTRAP_KEYS)
-    if settings["method"] != BOOTSTRAP_METHOD or settings["quantile_method"] != QUANTILE_METHOD:
-        check.fail(
-            "bootstrap",
-            f"method {settings['method']!r} / {settings['quantile_method']!r} is not "
-            f"{BOOTSTRAP_METHOD!r} / {QUANTILE_METHOD!r}, the only one this version reads",
-        )
-    if not isinstance(settings["confidence"], float):
-        check.fail("bootstrap.confidence", f"must be a float, got {settings['confidence']!r}")
+    check.bootstrap_methods(settings, "bootstrap")
     try:
         return BootstrapSettings(
             seed=settings["seed"],
@@ -947,15 +913,7 @@ def read_evaluation_report(path: str | os.PathLike[str]) -> EvaluationReport:
         DataError: Unreadable, not strict JSON, or malformed (exit 2).
         InvariantViolationError: Aggregates disagree with the rows (exit 5).
     """
-    source = os.fspath(path)
-    try:
-        data = loads(Path(source).read_bytes())
-    except OSError as exc:
-        raise DataError(
-            f"cannot read evaluation report: {exc.strerror or exc}", path=source
-        ) from exc
-    except JSONDecodeError as exc:
-        raise DataError(f"not valid JSON: {exc}", path=source) from exc
+    source, data = read_report_document(path, "evaluation report")
     return EvaluationReport.from_json(data, source=source)
 
 
