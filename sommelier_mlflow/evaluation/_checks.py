@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 from sommelier_mlflow._json import JSONDecodeError, loads
 from sommelier_mlflow.data import (
@@ -26,10 +26,38 @@ from sommelier_mlflow.errors import (
     InvariantViolationError,
     SommelierError,
 )
-from sommelier_mlflow.evaluation._stats import BOOTSTRAP_METHOD, QUANTILE_METHOD
+from sommelier_mlflow.evaluation._stats import (
+    BOOTSTRAP_METHOD,
+    QUANTILE_METHOD,
+    MetricInterval,
+    PairedBootstrapResult,
+)
 from sommelier_mlflow.toolcalls import MetricValue
 
-__all__ = ["ReportChecker", "read_report_document"]
+__all__ = ["ReportChecker", "ReportKeys", "read_report_document"]
+
+
+class ReportKeys:
+    """The fields of the objects both report kinds write the same way.
+
+    Both readers expect exactly these fields, so they are spelled once here.
+    """
+
+    ADAPTER: Final = frozenset({"source", "sha256"})
+    BOOTSTRAP: Final = frozenset({"method", "quantile_method", "seed", "resamples", "confidence"})
+    GAP_BOOTSTRAP: Final = BOOTSTRAP | {"n"}
+    COVERAGE: Final = frozenset(
+        {
+            "target_rows",
+            "paired_targets",
+            "target",
+            "root_rows",
+            "paired_roots",
+            "root",
+            "unmatched_targets",
+        }
+    )
+    INTERVAL: Final = frozenset({"value", "lower", "upper"})
 
 
 def read_report_document(path: str | os.PathLike[str], what: str) -> tuple[str, object]:
@@ -92,6 +120,52 @@ class ReportChecker:
             )
         if not isinstance(entry["confidence"], float):
             self.fail(f"{where}.confidence", f"must be a float, got {entry['confidence']!r}")
+
+    def intervals(
+        self,
+        value: object,
+        where: str,
+        names: Sequence[str],
+        low: Mapping[str, MetricValue],
+        high: Mapping[str, MetricValue],
+        difference: str,
+    ) -> tuple[MetricInterval, ...]:
+        """Read one interval per metric of ``high`` minus ``low``.
+
+        The stored estimate must be exactly that difference: it is recomputed
+        from counts the same file holds, so any other value means an edit.
+        """
+        entries = self.mapping(value, where, frozenset(names))
+        intervals = []
+        for name in names:
+            at = f"{where}.{name}"
+            entry = self.mapping(entries[name], at, ReportKeys.INTERVAL)
+            estimate = self.number(entry["value"], f"{at}.value")
+            lower = self.number(entry["lower"], f"{at}.lower")
+            upper = self.number(entry["upper"], f"{at}.upper")
+            if estimate != high[name].value - low[name].value:
+                self.broken(f"{at}.value", f"is not {difference}")
+            if not lower <= upper:
+                self.broken(at, f"lower {lower} exceeds upper {upper}")
+            intervals.append(
+                MetricInterval(name, low[name].value, high[name].value, estimate, lower, upper)
+            )
+        return tuple(intervals)
+
+    @staticmethod
+    def paired_bootstrap(
+        settings: Mapping[str, Any], n: int, intervals: tuple[MetricInterval, ...]
+    ) -> PairedBootstrapResult:
+        """Rebuild a bootstrap result from provenance fields the caller has checked."""
+        return PairedBootstrapResult(
+            method=settings["method"],
+            quantile_method=settings["quantile_method"],
+            seed=settings["seed"],
+            resamples=settings["resamples"],
+            confidence=settings["confidence"],
+            n=n,
+            intervals=intervals,
+        )
 
     def model_kind(self, value: object, where: str) -> ModelKind:
         try:

@@ -24,7 +24,7 @@ from sommelier_mlflow.data import (
     ModelKind,
 )
 from sommelier_mlflow.errors import SommelierError
-from sommelier_mlflow.evaluation._checks import ReportChecker, read_report_document
+from sommelier_mlflow.evaluation._checks import ReportChecker, ReportKeys, read_report_document
 from sommelier_mlflow.evaluation._claims import (
     CLAIMS_SCHEMA,
     TIE_TOLERANCE,
@@ -48,7 +48,6 @@ from sommelier_mlflow.evaluation._scoring import BootstrapSettings, PairCoverage
 from sommelier_mlflow.evaluation._stats import (
     MCNEMAR_METHOD,
     McNemarResult,
-    MetricInterval,
     PairedBootstrapResult,
     mcnemar_exact,
 )
@@ -309,8 +308,6 @@ _IDENTITY: Final = frozenset(
     }
 )
 _RUN: Final = frozenset({"model_kind", "adapter", "examples", "report_sha256"})
-_SETTINGS: Final = frozenset({"method", "quantile_method", "seed", "resamples", "confidence"})
-_PROVENANCE: Final = _SETTINGS | {"n"}
 _SLICE: Final = frozenset({"examples", "base", "adapter", "delta", "bootstrap", "mcnemar"})
 _MCNEMAR: Final = frozenset({"metric", "method", "n", "b", "c", "p_value"})
 _GAP: Final = frozenset(
@@ -325,18 +322,6 @@ _GAP: Final = frozenset(
         "bootstrap",
     }
 )
-_COVERAGE: Final = frozenset(
-    {
-        "target_rows",
-        "paired_targets",
-        "target",
-        "root_rows",
-        "paired_roots",
-        "root",
-        "unmatched_targets",
-    }
-)
-_INTERVAL: Final = frozenset({"value", "lower", "upper"})
 _CLAIMS: Final = frozenset(
     {
         "schema_version",
@@ -590,7 +575,7 @@ class _Reader:
         )
 
     def settings(self, value: object) -> BootstrapSettings:
-        entry = self.check.mapping(value, "bootstrap", _SETTINGS)
+        entry = self.check.mapping(value, "bootstrap", ReportKeys.BOOTSTRAP)
         self.check.bootstrap_methods(entry, "bootstrap")
         try:
             return BootstrapSettings(
@@ -608,9 +593,7 @@ class _Reader:
             check.broken(f"{where}.model_kind", f"is {model_kind!r}")
         adapter = None
         if entry["adapter"] is not None:
-            raw = check.mapping(
-                entry["adapter"], f"{where}.adapter", frozenset({"source", "sha256"})
-            )
+            raw = check.mapping(entry["adapter"], f"{where}.adapter", ReportKeys.ADAPTER)
             adapter = AdapterIdentity(
                 check.text(raw["source"], f"{where}.adapter.source"),
                 check.text(raw["sha256"], f"{where}.adapter.sha256"),
@@ -635,38 +618,16 @@ class _Reader:
         n: int,
     ) -> PairedBootstrapResult:
         check = self.check
-        entries = check.mapping(value, where, frozenset(names))
-        intervals = []
-        for name in names:
-            at = f"{where}.{name}"
-            entry = check.mapping(entries[name], at, _INTERVAL)
-            estimate = check.number(entry["value"], f"{at}.value")
-            lower = check.number(entry["lower"], f"{at}.lower")
-            upper = check.number(entry["upper"], f"{at}.upper")
-            if estimate != clean_float(b[name].value - a[name].value):
-                check.broken(f"{at}.value", "is not the difference of the two values")
-            if not lower <= upper:
-                check.broken(at, f"lower {lower} exceeds upper {upper}")
-            intervals.append(
-                MetricInterval(name, a[name].value, b[name].value, estimate, lower, upper)
-            )
+        intervals = check.intervals(value, where, names, a, b, "the difference of the two values")
         settings_where = where.rsplit(".", 1)[0] + ".bootstrap"
-        settings = check.mapping(provenance, settings_where, _PROVENANCE)
+        settings = check.mapping(provenance, settings_where, ReportKeys.GAP_BOOTSTRAP)
         self.check.bootstrap_methods(settings, settings_where)
         if settings["n"] != n:
             check.broken(f"{settings_where}.n", f"is {settings['n']!r}, expected {n}")
         for key in ("seed", "resamples"):
             if type(settings[key]) is not int:
                 check.fail(f"{settings_where}.{key}", f"must be an integer, got {settings[key]!r}")
-        return PairedBootstrapResult(
-            method=settings["method"],
-            quantile_method=settings["quantile_method"],
-            seed=settings["seed"],
-            resamples=settings["resamples"],
-            confidence=settings["confidence"],
-            n=n,
-            intervals=tuple(intervals),
-        )
+        return check.paired_bootstrap(settings, n, intervals)
 
     def slice(self, name: str, value: object, names: Sequence[str]) -> SliceComparison:
         check = self.check
@@ -703,7 +664,7 @@ class _Reader:
         check = self.check
         entry = check.mapping(value, where, _GAP)
         pairs = check.count(entry["pairs"], f"{where}.pairs")
-        stored = check.mapping(entry["coverage"], f"{where}.coverage", _COVERAGE)
+        stored = check.mapping(entry["coverage"], f"{where}.coverage", ReportKeys.COVERAGE)
         coverage = PairCoverage(
             target_rows=check.count(stored["target_rows"], f"{where}.coverage.target_rows"),
             paired_targets=check.count(

@@ -41,7 +41,7 @@ from sommelier_mlflow.data import (
     slice_name,
 )
 from sommelier_mlflow.errors import InputError, SommelierError
-from sommelier_mlflow.evaluation._checks import ReportChecker, read_report_document
+from sommelier_mlflow.evaluation._checks import ReportChecker, ReportKeys, read_report_document
 from sommelier_mlflow.evaluation._digests import pair_set_digest, prompt_set_digest
 from sommelier_mlflow.evaluation._scoring import (
     BootstrapSettings,
@@ -54,7 +54,6 @@ from sommelier_mlflow.evaluation._scoring import (
 from sommelier_mlflow.evaluation._stats import (
     BOOTSTRAP_METHOD,
     QUANTILE_METHOD,
-    MetricInterval,
     PairedBootstrapResult,
 )
 from sommelier_mlflow.toolcalls import (
@@ -110,9 +109,6 @@ _IDENTITY_KEYS: Final = frozenset(
 # Written only when not the spec's defaults (``single`` scoring, language slices only),
 # so reports from before scoring modes and slice fields read and rewrite unchanged.
 _OPTIONAL_IDENTITY_KEYS: Final = frozenset({"scoring", "slice_by"})
-_ADAPTER_KEYS: Final = frozenset({"source", "sha256"})
-_BOOTSTRAP_KEYS: Final = frozenset({"method", "quantile_method", "seed", "resamples", "confidence"})
-_GAP_BOOTSTRAP_KEYS: Final = _BOOTSTRAP_KEYS | {"n"}
 _SLICE_KEYS: Final = frozenset({"examples", "metrics", "prompt_set_sha256"})
 _PAIRED_KEYS: Final = frozenset(
     {
@@ -127,21 +123,9 @@ _PAIRED_KEYS: Final = frozenset(
         "bootstrap",
     }
 )
-_COVERAGE_KEYS: Final = frozenset(
-    {
-        "target_rows",
-        "paired_targets",
-        "target",
-        "root_rows",
-        "paired_roots",
-        "root",
-        "unmatched_targets",
-    }
-)
 _ROW_KEYS: Final = frozenset(
     {"example_id", "language", "prompt_sha256", "parse_status", "numerators", "denominators"}
 )
-_INTERVAL_KEYS: Final = frozenset({"value", "lower", "upper"})
 
 
 # --- the writer's vocabulary -------------------------------------------------------
@@ -491,7 +475,7 @@ def _identity(check: ReportChecker, identity: dict[str, Any]) -> ArmIdentity:
     model_identity = check.model_identity(identity["model_identity"], "identity.model_identity")
     adapter = None
     if identity["adapter"] is not None:
-        entry = check.mapping(identity["adapter"], "identity.adapter", _ADAPTER_KEYS)
+        entry = check.mapping(identity["adapter"], "identity.adapter", ReportKeys.ADAPTER)
         adapter = AdapterIdentity(
             source=check.text(entry["source"], "identity.adapter.source"),
             sha256=check.text(entry["sha256"], "identity.adapter.sha256"),
@@ -527,7 +511,7 @@ def _check_bootstrap(
 
 
 def _settings(check: ReportChecker, value: object) -> BootstrapSettings:
-    settings = _check_bootstrap(check, value, "bootstrap", _BOOTSTRAP_KEYS)
+    settings = _check_bootstrap(check, value, "bootstrap", ReportKeys.BOOTSTRAP)
     check.bootstrap_methods(settings, "bootstrap")
     try:
         return BootstrapSettings(
@@ -641,7 +625,7 @@ def _paired(
     if digest != paired["pair_set_sha256"]:
         check.broken(f"{where}.pair_set_sha256", "does not match the listed pairs and prompts")
 
-    stored = check.mapping(paired["coverage"], f"{where}.coverage", _COVERAGE_KEYS)
+    stored = check.mapping(paired["coverage"], f"{where}.coverage", ReportKeys.COVERAGE)
     coverage = PairCoverage(
         target_rows=slices[language].examples,
         paired_targets=count,
@@ -669,21 +653,11 @@ def _paired(
         metrics_from_components(numerators[targets], denominators[targets], names),
         f"{where}.target_metrics",
     )
-    gaps = check.mapping(paired["gaps"], f"{where}.gaps", frozenset(names))
-    intervals: list[MetricInterval] = []
-    for name in names:
-        gap = check.mapping(gaps[name], f"{where}.gaps.{name}", _INTERVAL_KEYS)
-        estimate = check.number(gap["value"], f"{where}.gaps.{name}.value")
-        lower = check.number(gap["lower"], f"{where}.gaps.{name}.lower")
-        upper = check.number(gap["upper"], f"{where}.gaps.{name}.upper")
-        root_value, target_value = root_metrics[name].value, target_metrics[name].value
-        if estimate != target_value - root_value:
-            check.broken(f"{where}.gaps.{name}.value", "is not target minus root")
-        if not lower <= upper:
-            check.broken(f"{where}.gaps.{name}", f"lower {lower} exceeds upper {upper}")
-        intervals.append(MetricInterval(name, root_value, target_value, estimate, lower, upper))
+    intervals = check.intervals(
+        paired["gaps"], f"{where}.gaps", names, root_metrics, target_metrics, "target minus root"
+    )
     settings = _check_bootstrap(
-        check, paired["bootstrap"], f"{where}.bootstrap", _GAP_BOOTSTRAP_KEYS
+        check, paired["bootstrap"], f"{where}.bootstrap", ReportKeys.GAP_BOOTSTRAP
     )
     if settings["n"] != count:
         check.broken(f"{where}.bootstrap.n", f"is {settings['n']!r} but there are {count} pairs")
@@ -695,15 +669,7 @@ def _paired(
         pair_set_sha256=digest,
         root_metrics=MappingProxyType(root_metrics),
         target_metrics=MappingProxyType(target_metrics),
-        bootstrap=PairedBootstrapResult(
-            method=settings["method"],
-            quantile_method=settings["quantile_method"],
-            seed=settings["seed"],
-            resamples=settings["resamples"],
-            confidence=settings["confidence"],
-            n=count,
-            intervals=tuple(intervals),
-        ),
+        bootstrap=check.paired_bootstrap(settings, count, intervals),
     )
 
 
