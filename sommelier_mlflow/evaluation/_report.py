@@ -722,25 +722,12 @@ def _read(document: object, source: str) -> EvaluationReport:
     for language, raw in slice_entries.items():
         where = f"slices.{language}"
         check.language(language, where)
-        entry = check.mapping(raw, where, _SLICE_KEYS)
         rows = np.flatnonzero(language_array == language)
-        if check.count(entry["examples"], f"{where}.examples") != rows.size:
-            check.broken(f"{where}.examples", f"is {entry['examples']}, rows say {rows.size}")
-        slice_metrics = check.metrics(entry["metrics"], f"{where}.metrics", names)
-        check.same_metrics(
-            slice_metrics,
-            metrics_from_components(numerators[rows], denominators[rows], names),
-            f"{where}.metrics",
+        slices[language] = _slice(
+            check, where, language, raw, rows, names, prompts, numerators, denominators
         )
-        digest = prompt_set_digest([prompts[row] for row in rows])
-        if entry["prompt_set_sha256"] != digest or prompt_sets[language] != digest:
+        if prompt_sets[language] != slices[language].prompt_set_sha256:
             check.broken(f"{where}.prompt_set_sha256", "does not match the rows' prompt digests")
-        slices[language] = SliceResult(
-            language=language,
-            examples=int(rows.size),
-            metrics=MappingProxyType(slice_metrics),
-            prompt_set_sha256=digest,
-        )
 
     row_of = {example_id: row for row, example_id in enumerate(ids)}
     paired_entries = check.mapping(top["paired_slices"], "paired_slices")
@@ -839,27 +826,46 @@ def _field_slices(
         check.broken("field_slices", f"are {sorted(stored)} but rows have {sorted(members)}")
     result: dict[str, SliceResult] = {}
     for key, raw in stored.items():
-        where = f"field_slices.{key}"
-        entry = check.mapping(raw, where, _SLICE_KEYS)
         rows = np.array(members[key], dtype=np.intp)
-        if check.count(entry["examples"], f"{where}.examples") != rows.size:
-            check.broken(f"{where}.examples", f"is {entry['examples']}, rows say {rows.size}")
-        slice_metrics = check.metrics(entry["metrics"], f"{where}.metrics", names)
-        check.same_metrics(
-            slice_metrics,
-            metrics_from_components(numerators[rows], denominators[rows], names),
-            f"{where}.metrics",
-        )
-        digest = prompt_set_digest([prompts[row] for row in rows])
-        if entry["prompt_set_sha256"] != digest:
-            check.broken(f"{where}.prompt_set_sha256", "does not match the rows' prompt digests")
-        result[key] = SliceResult(
-            language=key,
-            examples=int(rows.size),
-            metrics=MappingProxyType(slice_metrics),
-            prompt_set_sha256=digest,
+        result[key] = _slice(
+            check, f"field_slices.{key}", key, raw, rows, names, prompts, numerators, denominators
         )
     return result
+
+
+def _slice(
+    check: ReportChecker,
+    where: str,
+    key: str,
+    value: object,
+    rows: NDArray[np.intp],
+    names: tuple[str, ...],
+    prompts: list[str],
+    numerators: NDArray[np.int64],
+    denominators: NDArray[np.int64],
+) -> SliceResult:
+    """Read one slice and recompute its size, metrics and prompt digest from its rows.
+
+    Language and field slices are stored alike; only how rows join a slice differs.
+    """
+    entry = check.mapping(value, where, _SLICE_KEYS)
+    if check.count(entry["examples"], f"{where}.examples") != rows.size:
+        check.broken(f"{where}.examples", f"is {entry['examples']}, rows say {rows.size}")
+    slice_metrics = check.metrics(entry["metrics"], f"{where}.metrics", names)
+    check.same_metrics(
+        slice_metrics,
+        metrics_from_components(numerators[rows], denominators[rows], names),
+        f"{where}.metrics",
+    )
+    digest = prompt_set_digest([prompts[row] for row in rows])
+    if entry["prompt_set_sha256"] != digest:
+        check.broken(f"{where}.prompt_set_sha256", "does not match the rows' prompt digests")
+    return SliceResult(
+        language=key,
+        examples=int(rows.size),
+        metrics=MappingProxyType(slice_metrics),
+        prompt_set_sha256=digest,
+    )
 
 
 def validate_evaluation_report(report: object, *, source: str = "evaluation report") -> None:
