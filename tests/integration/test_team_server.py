@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from sommelier_mlflow._json import loads
+from sommelier_mlflow.evaluation import read_comparison_report, read_evaluation_report
 from sommelier_mlflow.integration import comparison_metric_keys, evaluation_metric_keys
 from tests.cli.cli_helpers import write_fixture
 from tests.support.team_server import MLFLOW, MlflowServer, Postgres, postgres_bin
@@ -108,7 +109,7 @@ def _score(files: dict[str, Path], kind: str, out: Path) -> list[str]:
 def _check_arm(client: Any, run: Any, report_path: Path) -> None:
     """Every metric, the tags and the artifacts the local report says were logged."""
     report = loads(report_path.read_bytes())
-    expected = evaluation_metric_keys(report)
+    expected = evaluation_metric_keys(read_evaluation_report(report_path))
     assert run.info.status == "FINISHED"
     assert set(expected) <= set(run.data.metrics), set(expected) - set(run.data.metrics)
     for key, value in expected.items():
@@ -168,7 +169,7 @@ def test_main_and_four_concurrent_scores_into_a_new_experiment(
     out = Path(reports.group(1))
     parent = by_id[parent_id.group(1)]
     assert parent.info.status == "FINISHED"
-    comparison = loads((out / "comparison" / "comparison_report.json").read_bytes())
+    comparison = read_comparison_report(out / "comparison" / "comparison_report.json")
     expected = comparison_metric_keys(comparison)
     assert set(expected) <= set(parent.data.metrics)
     parent_artifacts = {a.path for a in client.list_artifacts(parent.info.run_id, "sommelier")}
@@ -232,8 +233,8 @@ def test_a_server_restart_mid_run_never_leaves_a_half_logged_finished_run(
             )
         else:
             assert reports, output[-3000:]
-            comparison = loads(
-                (Path(reports.group(1)) / "comparison" / "comparison_report.json").read_bytes()
+            comparison = read_comparison_report(
+                Path(reports.group(1)) / "comparison" / "comparison_report.json"
             )
             assert set(comparison_metric_keys(comparison)) <= set(run.data.metrics)
     if process.returncode == 0:
