@@ -265,7 +265,10 @@ def _checked_prompt(src: _Line, text: object, digest: object) -> tuple[str, str]
     return text, digest
 
 
-def _build_example(src: _Line, **fields: Any) -> TestExample:
+def _build_example(src: _Line, slice_by: tuple[str, ...], **fields: Any) -> TestExample:
+    """Build one example from its checked fields plus those every row kind reads alike."""
+    fields["source_example_id"] = src.optional_string("source_example_id")
+    fields["slice_values"] = _declared_values(src, slice_by)
     try:
         return TestExample(**fields)
     except InputError as exc:
@@ -312,15 +315,14 @@ def _native_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExample:
         )
     return _build_example(
         src,
+        slice_by,
         example_id=example_id,
         language=src.language(default="en"),
         query=src.string("query"),
         tools=tools,
         gold_calls=gold_calls,
-        source_example_id=src.optional_string("source_example_id"),
         prompt_text=prompt_text,
         prompt_sha256=prompt_sha256,
-        slice_values=_declared_values(src, slice_by),
     )
 
 
@@ -341,13 +343,12 @@ def _prepared_v2_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExam
     tools = _checked_tools(src, src.row["tools"])
     return _build_example(
         src,
+        slice_by,
         example_id=src.string("example_id"),
         language=src.language(default=None),
         query=src.string("query"),
         tools=tools,
         gold_calls=_gold_list(src, src.row["gold_calls"], tools, field="gold_calls"),
-        source_example_id=src.optional_string("source_example_id"),
-        slice_values=_declared_values(src, slice_by),
     )
 
 
@@ -408,15 +409,14 @@ def _formatted_v2_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExa
     )
     return _build_example(
         src,
+        slice_by,
         example_id=src.string("example_id"),
         language=src.language(default=None),
         query=query,
         tools=tools,
         gold_calls=gold_calls,
-        source_example_id=src.optional_string("source_example_id"),
         prompt_text=prompt_text,
         prompt_sha256=prompt_sha256,
-        slice_values=_declared_values(src, slice_by),
     )
 
 

@@ -47,12 +47,7 @@ def gold_call_of(value: object, *, where: str = "gold call") -> dict[str, Any]:
             f"{where} is missing; pass the expected call as a {{'name', 'arguments'}} dict "
             "or its JSON string"
         )
-    candidate: Any = value
-    if isinstance(candidate, str | bytes):
-        try:
-            candidate = loads(candidate)
-        except JSONDecodeError as exc:
-            raise DataError(f"{where} is not valid JSON ({exc}): {value!r:.200}") from exc
+    candidate = _decoded(value, where)
     if isinstance(candidate, list | tuple):
         if len(candidate) != 1:
             raise DataError(f"{where} list must hold exactly one call, got {len(candidate)}")
@@ -67,6 +62,16 @@ def gold_call_of(value: object, *, where: str = "gold call") -> dict[str, Any]:
     return candidate
 
 
+def _decoded(value: object, where: str) -> Any:
+    """``value`` parsed when it is JSON text, else as given: gold answers come both ways."""
+    if not isinstance(value, str | bytes):
+        return value
+    try:
+        return loads(value)
+    except JSONDecodeError as exc:
+        raise DataError(f"{where} is not valid JSON ({exc}): {value!r:.200}") from exc
+
+
 def gold_calls_of(value: object, *, where: str = "gold calls") -> list[dict[str, Any]]:
     """The gold calls held by ``value``, for ``calls`` scoring: zero, one or several.
 
@@ -79,12 +84,7 @@ def gold_calls_of(value: object, *, where: str = "gold calls") -> list[dict[str,
     """
     if is_missing(value):
         raise DataError(f"{where} is missing; pass a list of calls ([] when no tool applies)")
-    candidate: Any = value
-    if isinstance(candidate, str | bytes):
-        try:
-            candidate = loads(candidate)
-        except JSONDecodeError as exc:
-            raise DataError(f"{where} is not valid JSON ({exc}): {value!r:.200}") from exc
+    candidate = _decoded(value, where)
     if not isinstance(candidate, list | tuple):
         candidate = [candidate]
     return [gold_call_of(call, where=f"{where}[{index}]") for index, call in enumerate(candidate)]
