@@ -8,7 +8,7 @@ so the two files cannot tell different stories.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
 from sommelier_mlflow.data import OVERALL
@@ -49,13 +49,29 @@ def _clean(value: float) -> float:
     return float(value) + 0.0
 
 
-def _interval(result: PairedBootstrapResult, metric: str) -> str:
-    interval = result.interval(metric)
-    return f"[{format_delta(_clean(interval.lower))}, {format_delta(_clean(interval.upper))}]"
+def _interval_rows(
+    result: PairedBootstrapResult,
+    low: Mapping[str, MetricValue],
+    high: Mapping[str, MetricValue],
+    metric_names: Sequence[str],
+) -> list[list[str]]:
+    """Table rows of ``high - low`` per metric: both values, the estimate, the interval.
 
-
-def _estimate(result: PairedBootstrapResult, metric: str) -> str:
-    return format_delta(_clean(result.interval(metric).estimate))
+    Deltas and language gaps are both such differences and print alike.
+    """
+    rows = []
+    for metric in metric_names:
+        interval = result.interval(metric)
+        rows.append(
+            [
+                metric,
+                format_metric(low[metric]),
+                format_metric(high[metric]),
+                format_delta(_clean(interval.estimate)),
+                f"[{format_delta(_clean(interval.lower))}, {format_delta(_clean(interval.upper))}]",
+            ]
+        )
+    return rows
 
 
 def _percent(confidence: float) -> str:
@@ -140,16 +156,7 @@ def _identity_lines(report: ComparisonReport) -> list[str]:
 def _slice_lines(name: str, entry: SliceComparison, metric_names: Sequence[str]) -> list[str]:
     delta = entry.delta
     mcnemar = entry.mcnemar
-    rows = [
-        [
-            metric,
-            format_metric(entry.base[metric]),
-            format_metric(entry.adapter[metric]),
-            _estimate(delta, metric),
-            _interval(delta, metric),
-        ]
-        for metric in metric_names
-    ]
+    rows = _interval_rows(delta, entry.base, entry.adapter, metric_names)
     lines = [f"### {name} ({entry.examples} examples)", ""]
     lines += _table(
         [
@@ -201,16 +208,7 @@ def _primary_gap_lines(
         + f", n = {bootstrap.n}.",
         "",
     ]
-    rows = [
-        [
-            metric,
-            format_metric(gap.root_metrics[metric]),
-            format_metric(gap.target_metrics[metric]),
-            _estimate(bootstrap, metric),
-            _interval(bootstrap, metric),
-        ]
-        for metric in metric_names
-    ]
+    rows = _interval_rows(bootstrap, gap.root_metrics, gap.target_metrics, metric_names)
     lines += _table(
         [
             "metric",
