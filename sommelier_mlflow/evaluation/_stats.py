@@ -16,16 +16,19 @@ break it.
 
 from __future__ import annotations
 
+import functools
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Final
+from typing import Final, ParamSpec
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
+
+_P = ParamSpec("_P")
 
 __all__ = [
     "BOOTSTRAP_METHOD",
@@ -452,35 +455,25 @@ def paired_bootstrap_draws(
     return BootstrapDraws(result=result, differences=diffs)
 
 
-def paired_bootstrap(
-    num_a: ArrayLike,
-    den_a: ArrayLike,
-    num_b: ArrayLike,
-    den_b: ArrayLike,
-    *,
-    resamples: int = 2000,
-    seed: int,
-    confidence: float = 0.95,
-    metric_names: Sequence[str],
-    _chunk_cells: int = _DEFAULT_CHUNK_CELLS,
-) -> PairedBootstrapResult:
-    """Percentile bootstrap interval of ``value_b - value_a`` for each metric.
+def _intervals_only(
+    draws: Callable[_P, BootstrapDraws],
+) -> Callable[_P, PairedBootstrapResult]:
+    """Wrap ``draws`` to return only the intervals, so its signature is declared once."""
 
-    The same computation as :func:`paired_bootstrap_draws` (see it for the
-    method, the documented random stream and the errors), for callers that
-    need only the intervals and not the draws.
-    """
-    return paired_bootstrap_draws(
-        num_a,
-        den_a,
-        num_b,
-        den_b,
-        resamples=resamples,
-        seed=seed,
-        confidence=confidence,
-        metric_names=metric_names,
-        _chunk_cells=_chunk_cells,
-    ).result
+    def paired_bootstrap(*args: _P.args, **kwargs: _P.kwargs) -> PairedBootstrapResult:
+        """Percentile bootstrap interval of ``value_b - value_a`` for each metric.
+
+        Takes the arguments of :func:`paired_bootstrap_draws` (see it for the
+        method, the documented random stream and the errors), for callers that
+        need only the intervals and not the draws.
+        """
+        return draws(*args, **kwargs).result
+
+    # help() and inspect.signature() show the wrapped function's parameters.
+    return functools.update_wrapper(paired_bootstrap, draws, assigned=(), updated=())
+
+
+paired_bootstrap: Final = _intervals_only(paired_bootstrap_draws)
 
 
 def _count(label: str, value: int) -> int:
