@@ -10,26 +10,14 @@ from sommelier_mlflow.metrics.builtin._counts import (
     count_tokens,
 )
 from sommelier_mlflow.metrics.builtin._json_format import JsonFormatConfig, JsonFormatMetric
-from sommelier_mlflow.metrics.builtin._toolcall import (
-    ArgumentExactMatch,
-    ArgumentF1,
-    FullCallExactMatch,
-    FunctionNameAccuracy,
-    ToolCallMetric,
-    ValidJsonRate,
-)
+from sommelier_mlflow.metrics.builtin._toolcall import ToolCallMetric
 
 __all__ = [
-    "ArgumentExactMatch",
-    "ArgumentF1",
     "CountsConfig",
     "CountsMetric",
-    "FullCallExactMatch",
-    "FunctionNameAccuracy",
     "JsonFormatConfig",
     "JsonFormatMetric",
     "ToolCallMetric",
-    "ValidJsonRate",
     "count_characters",
     "count_encodings",
     "count_tokens",

@@ -11,20 +11,21 @@ sums rows into the exact corpus :class:`~sommelier_mlflow.toolcalls.MetricValue`
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from sommelier_mlflow.metrics._base import BaseMetric
 from sommelier_mlflow.metrics._catalog import register_metric
-from sommelier_mlflow.toolcalls import MetricValue, gold_call_of, parse_tool_call, score_example
+from sommelier_mlflow.toolcalls import (
+    METRIC_NAMES,
+    MetricValue,
+    ScoringMetric,
+    gold_call_of,
+    parse_tool_call,
+    score_example,
+    scoring_metrics,
+)
 
-__all__ = [
-    "ArgumentExactMatch",
-    "ArgumentF1",
-    "FullCallExactMatch",
-    "FunctionNameAccuracy",
-    "ToolCallMetric",
-    "ValidJsonRate",
-]
+__all__ = ["ToolCallMetric"]
 
 RowValue = dict[str, int | float]
 
@@ -50,36 +51,20 @@ class ToolCallMetric(BaseMetric[RowValue], abstract=True):
         return MetricValue(numerator, denominator)
 
 
-@register_metric(name="valid_json_rate")
-class ValidJsonRate(ToolCallMetric):
-    """Share of outputs that parse into exactly one schema-valid tool call."""
-
-    scoring_metric = "valid_json_rate"
-
-
-@register_metric(name="function_name_accuracy")
-class FunctionNameAccuracy(ToolCallMetric):
-    """Share of outputs naming the gold function exactly."""
-
-    scoring_metric = "function_name_accuracy"
+def _catalog_class(metric: ScoringMetric[Any]) -> type[ToolCallMetric]:
+    """A concrete catalog class for one scoring metric, documented by its registry entry."""
+    class_name = "".join(part.capitalize() for part in metric.name.split("_"))
+    namespace = {
+        "__doc__": metric.description,
+        "__module__": __name__,
+        "scoring_metric": metric.name,
+    }
+    cls = cast(type[ToolCallMetric], type(class_name, (ToolCallMetric,), namespace))
+    return register_metric(cls, name=metric.name)
 
 
-@register_metric(name="argument_exact_match")
-class ArgumentExactMatch(ToolCallMetric):
-    """Share of outputs whose arguments equal the gold arguments canonically."""
-
-    scoring_metric = "argument_exact_match"
-
-
-@register_metric(name="argument_f1")
-class ArgumentF1(ToolCallMetric):
-    """Micro F1 over flattened argument pairs; rows carry ``2*matched`` over pair counts."""
-
-    scoring_metric = "argument_f1"
-
-
-@register_metric(name="full_call_exact_match")
-class FullCallExactMatch(ToolCallMetric):
-    """Share of outputs that are exactly the gold call."""
-
-    scoring_metric = "full_call_exact_match"
+# One catalog class per metric of the spec's set, named after it (``argument_f1`` is
+# ``ArgumentF1``): the scoring registry is the one definition, so nothing is listed twice.
+for _metric in scoring_metrics():
+    if _metric.name in METRIC_NAMES:
+        _catalog_class(_metric)
