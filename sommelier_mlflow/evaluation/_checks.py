@@ -58,6 +58,19 @@ class ReportKeys:
         }
     )
     INTERVAL: Final = frozenset({"value", "lower", "upper"})
+    # A matched-pair gap; the evaluation report also lists its pairs (``pair_ids``).
+    GAP: Final = frozenset(
+        {
+            "root_language",
+            "pairs",
+            "coverage",
+            "pair_set_sha256",
+            "root_metrics",
+            "target_metrics",
+            "gaps",
+            "bootstrap",
+        }
+    )
 
 
 def read_report_document(path: str | os.PathLike[str], what: str) -> tuple[str, object]:

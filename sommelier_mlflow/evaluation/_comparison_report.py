@@ -310,18 +310,6 @@ _IDENTITY: Final = frozenset(
 _RUN: Final = frozenset({"model_kind", "adapter", "examples", "report_sha256"})
 _SLICE: Final = frozenset({"examples", "base", "adapter", "delta", "bootstrap", "mcnemar"})
 _MCNEMAR: Final = frozenset({"metric", "method", "n", "b", "c", "p_value"})
-_GAP: Final = frozenset(
-    {
-        "root_language",
-        "pairs",
-        "coverage",
-        "pair_set_sha256",
-        "root_metrics",
-        "target_metrics",
-        "gaps",
-        "bootstrap",
-    }
-)
 _CLAIMS: Final = frozenset(
     {
         "schema_version",
@@ -662,7 +650,7 @@ class _Reader:
 
     def gap(self, where: str, value: object, names: Sequence[str]) -> LanguageGap:
         check = self.check
-        entry = check.mapping(value, where, _GAP)
+        entry = check.mapping(value, where, ReportKeys.GAP)
         pairs = check.count(entry["pairs"], f"{where}.pairs")
         stored = check.mapping(entry["coverage"], f"{where}.coverage", ReportKeys.COVERAGE)
         coverage = PairCoverage(

@@ -110,19 +110,6 @@ _IDENTITY_KEYS: Final = frozenset(
 # so reports from before scoring modes and slice fields read and rewrite unchanged.
 _OPTIONAL_IDENTITY_KEYS: Final = frozenset({"scoring", "slice_by"})
 _SLICE_KEYS: Final = frozenset({"examples", "metrics", "prompt_set_sha256"})
-_PAIRED_KEYS: Final = frozenset(
-    {
-        "root_language",
-        "pairs",
-        "pair_ids",
-        "coverage",
-        "pair_set_sha256",
-        "root_metrics",
-        "target_metrics",
-        "gaps",
-        "bootstrap",
-    }
-)
 _ROW_KEYS: Final = frozenset(
     {"example_id", "language", "prompt_sha256", "parse_status", "numerators", "denominators"}
 )
@@ -584,7 +571,7 @@ def _paired(
     denominators: NDArray[np.int64],
 ) -> PairedSlice:
     where = f"paired_slices.{language}"
-    paired = check.mapping(value, where, _PAIRED_KEYS)
+    paired = check.mapping(value, where, ReportKeys.GAP | {"pair_ids"})
     if language not in slices:
         check.fail(where, f"target language {language!r} is not among the slices")
     root_language = check.text(paired["root_language"], f"{where}.root_language")
