@@ -45,6 +45,7 @@ _LAYER = {
     "errors": 0,
     "_json": 0,
     "_redact": 0,
+    "_progress": 0,
     "data": 1,
     "toolcalls": 1,
     "metrics": 2,

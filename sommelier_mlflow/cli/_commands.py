@@ -524,6 +524,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
             resamples=args.resamples,
             scoring=args.scoring,
             slice_by=args.slice_by,
+            progress=_progress(args),
         )
     _print_arm(arm)
     if _wants_mlflow(args):

@@ -218,6 +218,7 @@ def _finish_arm(
     written: Sequence[Path] = (),
     final_dir: Path | None = None,
     scoring: ScoringChoice | None = None,
+    progress: bool = False,
 ) -> ArmOutput:
     """Score, then write the report and the formatted split into ``out_dir``.
 
@@ -237,6 +238,7 @@ def _finish_arm(
         resamples=resamples,
         scoring=choice.mode,
         slice_by=choice.slice_by,
+        progress=progress,
     )
     report = EvaluationReport.from_run(scored)
     report_path = write_evaluation_report(out_dir / EVALUATION_REPORT_FILENAME, report)
@@ -371,6 +373,7 @@ def _generate_and_score(
         written=[*paths.values(), *(path for path in (manifest, usage) if path.is_file())],
         final_dir=final_dir,
         scoring=scoring,
+        progress=progress,
     )
     if recorder is None:
         return replace(arm, throughput=meter.metrics())
@@ -478,6 +481,7 @@ def score_generations(
     resamples: int = 2000,
     scoring: str = DEFAULT_MODE,
     slice_by: Sequence[str] = (),
+    progress: bool = False,
 ) -> ArmOutput:
     """Re-score existing generations against a formatted split, without any model.
 
@@ -532,6 +536,7 @@ def score_generations(
             written=copies,
             final_dir=target,
             scoring=choice,
+            progress=progress,
         )
     return arm
 

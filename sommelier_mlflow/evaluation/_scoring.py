@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sommelier_mlflow._json import canonical_json
+from sommelier_mlflow._progress import SCORING_PROGRESS_MIN, progress_bar
 from sommelier_mlflow.data import (
     CALLS_SLICE_FIELD,
     Decoding,
@@ -552,9 +553,13 @@ Parsed = ParseResult | CallsParseResult
 
 
 def _parse_and_compare(
-    completions: Sequence[Completion], scoring: str
+    completions: Sequence[Completion], scoring: str, bar: Any
 ) -> tuple[list[Parsed], list[Any]]:
-    """Parse each completion once with the mode's parser and compare it with its gold."""
+    """Parse each completion once with the mode's parser and compare it with its gold.
+
+    Parsing is the per-example cost of scoring, so ``bar`` (a progress bar,
+    possibly disabled) advances here, once per completion.
+    """
     parses: list[Parsed] = []
     comparisons: list[Any] = []
     if scoring == CALLS_MODE:
@@ -568,6 +573,7 @@ def _parse_and_compare(
             parsed_calls = parse_tool_calls(completion.raw_text)
             parses.append(parsed_calls)
             comparisons.append(CallsComparison(parsed_calls.status, parsed_calls.calls, gold_set))
+            bar.update(1)
         return parses, comparisons
     golds: dict[str, GoldCall] = {}
     for completion in completions:
@@ -583,6 +589,7 @@ def _parse_and_compare(
         parsed = parse_tool_call(completion.raw_text)  # the one parse of this completion
         parses.append(parsed)
         comparisons.append(CallComparison(parsed.status, parsed.call, gold))
+        bar.update(1)
     return parses, comparisons
 
 
@@ -715,6 +722,7 @@ def score_completions(
     metrics: Sequence[ScoringMetric[Any]] | None = None,
     scoring: str = DEFAULT_MODE,
     slice_by: Sequence[str] = (),
+    progress: bool = False,
 ) -> ScoredExamples:
     """Score completions against their gold calls: rows, slices and matched-pair gaps.
 
@@ -737,6 +745,9 @@ def score_completions(
         slice_by: Slice fields beyond language; each completion must carry
             a value for each in ``slice_values``. In ``calls`` scoring the
             call-count slice (``calls:0``, ``calls:1``, ``calls:2+``) is added.
+        progress: Allow a progress bar (examples/s, ETA) on stderr. It shows
+            only for more than :data:`SCORING_PROGRESS_MIN` completions, where
+            scoring takes long enough to be worth watching.
 
     Returns:
         The scored rows in ``example_id`` order and every aggregate.
@@ -764,7 +775,10 @@ def score_completions(
             f"{len(repeated)} example id(s) occur more than once: {preview_ids(repeated)}; "
             "each example is scored exactly once"
         )
-    parses, comparisons = _parse_and_compare(rows, scoring)
+    with progress_bar(
+        len(rows), "score", enabled=progress and len(rows) > SCORING_PROGRESS_MIN
+    ) as bar:
+        parses, comparisons = _parse_and_compare(rows, scoring, bar)
     numerators, denominators = _component_arrays(comparisons, chosen)
     values = [_slice_values(completion, fields) for completion in rows]
     results = tuple(
@@ -906,6 +920,7 @@ def score_run(
     confidence: float = 0.95,
     scoring: str = DEFAULT_MODE,
     slice_by: Sequence[str] = (),
+    progress: bool = False,
 ) -> ScoredRun:
     """Score one arm's generations against the test split.
 
@@ -931,6 +946,7 @@ def score_run(
             example of zero or several gold calls (exit 2, naming its line).
         slice_by: Slice fields beyond language, read from each example's
             ``slice_values`` (see :func:`score_completions`).
+        progress: Allow the scoring progress bar (see :func:`score_completions`).
 
     Returns:
         The scored run; ``EvaluationReport.from_run`` gives its report.
@@ -976,6 +992,7 @@ def score_run(
         gap_scope=model_kind,
         scoring=scoring,
         slice_by=slice_by,
+        progress=progress,
     )
     # selected is in example_id order, as are the scored rows.
     for record, result in zip(records, scored.examples, strict=True):

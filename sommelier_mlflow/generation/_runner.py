@@ -14,11 +14,9 @@ Layout written under ``out_dir``::
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
@@ -32,6 +30,7 @@ from sommelier_mlflow._json import (
     loads,
     sha256_text,
 )
+from sommelier_mlflow._progress import progress_bar
 from sommelier_mlflow.data import (
     GENERATION_FIELDS,
     GENERATION_SCHEMA,
@@ -316,26 +315,6 @@ class _SliceWriters:
         self._handles.clear()
 
 
-@contextlib.contextmanager
-def _progress(total: int, initial: int, desc: str, enabled: bool) -> Iterator[Any]:
-    from tqdm import tqdm
-
-    bar = tqdm(
-        total=total,
-        initial=initial,
-        desc=desc,
-        unit="ex",
-        file=sys.stderr,
-        disable=not enabled,
-        dynamic_ncols=True,
-        smoothing=0.1,
-    )
-    try:
-        yield bar
-    finally:
-        bar.close()
-
-
 def _generate_batch(
     generator: TextGenerator, prompts: list[str], max_new_tokens: int
 ) -> list[Completion]:
@@ -454,7 +433,9 @@ def run_generation(
 
     writers = _SliceWriters(gen_dir)
     try:
-        with _progress(len(prompted), len(records), f"generate {model_kind}", progress) as bar:
+        with progress_bar(
+            len(prompted), f"generate {model_kind}", enabled=progress, initial=len(records)
+        ) as bar:
             for batch in plan:
                 missing = {i for i in batch if prompted[i].example.example_id not in records}
                 if not missing:

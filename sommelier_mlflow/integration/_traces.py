@@ -25,12 +25,12 @@ import base64
 import hashlib
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from sommelier_mlflow._progress import progress_bar
 from sommelier_mlflow._redact import redact, redact_value
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.integration._store_errors import tracking_errors
@@ -287,17 +287,6 @@ def _prepare(
     return _Prepared(trace_id, span, info)
 
 
-@contextmanager
-def _bar(total: int, enabled: bool) -> Iterator[Any]:
-    from tqdm import tqdm
-
-    bar = tqdm(total=total, desc="log traces", unit="trace", disable=not enabled, leave=False)
-    try:
-        yield bar
-    finally:
-        bar.close()
-
-
 def log_example_traces(
     run_id: str,
     examples: Sequence[ExampleTrace],
@@ -357,7 +346,7 @@ def log_example_traces(
 
     with (
         tracking_errors("log traces", uri),
-        _bar(len(prepared), progress) as bar,
+        progress_bar(len(prepared), "log traces", enabled=progress, unit="trace") as bar,
         ThreadPoolExecutor(max_workers=max(1, workers)) as pool,
     ):
         for _ in pool.map(write, prepared):
