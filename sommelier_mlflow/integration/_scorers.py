@@ -65,23 +65,7 @@ from sommelier_mlflow.toolcalls import (
     scoring_metrics,
 )
 
-__all__ = [
-    "F1_DENOMINATOR_METRIC",
-    "F1_NUMERATOR_METRIC",
-    "GENAI_MAX_WORKERS_ENV",
-    "SAFE_GENAI_MAX_WORKERS",
-    "argument_exact_match",
-    "argument_f1",
-    "argument_f1_denominator",
-    "argument_f1_numerator",
-    "full_call_exact_match",
-    "function_name_accuracy",
-    "genai_evaluate",
-    "micro_argument_f1",
-    "safe_genai_env",
-    "sommelier_scorers",
-    "valid_json_rate",
-]
+# The public surface is listed once, in :mod:`sommelier_mlflow.scorers`.
 
 GENAI_MAX_WORKERS_ENV: Final = "MLFLOW_GENAI_EVAL_MAX_WORKERS"
 SAFE_GENAI_MAX_WORKERS: Final = 4
@@ -90,13 +74,19 @@ F1_DENOMINATOR_METRIC: Final = "argument_f1_denominator/sum"
 _GOLD_KEYS: Final = ("gold_call", "gold_calls")
 
 
+def _decoded(expectations: object) -> object:
+    """``expectations`` parsed when MLflow hands it over as JSON text, else as given."""
+    if not isinstance(expectations, str):
+        return expectations
+    try:
+        return loads(expectations)
+    except JSONDecodeError as exc:
+        raise DataError(f"expectations is a string but not valid JSON ({exc})") from exc
+
+
 def _gold_of(expectations: object) -> dict[str, Any]:
     """Unwrap genai ``expectations`` to the gold call; the call itself follows the one rule."""
-    if isinstance(expectations, str):
-        try:
-            expectations = loads(expectations)
-        except JSONDecodeError as exc:
-            raise DataError(f"expectations is a string but not valid JSON ({exc})") from exc
+    expectations = _decoded(expectations)
     if isinstance(expectations, Mapping):
         for key in _GOLD_KEYS:
             if key in expectations:
@@ -122,11 +112,7 @@ def _score_texts(text: str, gold_json: str, metric_names: tuple[str, ...]) -> Ex
 
 def _gold_set_of(expectations: object) -> list[dict[str, Any]]:
     """``calls`` mode: the gold calls of a row (``[]`` when no tool applies)."""
-    if isinstance(expectations, str):
-        try:
-            expectations = loads(expectations)
-        except JSONDecodeError as exc:
-            raise DataError(f"expectations is a string but not valid JSON ({exc})") from exc
+    expectations = _decoded(expectations)
     if isinstance(expectations, Mapping):
         for key in _GOLD_KEYS:
             if key in expectations:
