@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Final
 
 from sommelier_mlflow.data import OVERALL
 from sommelier_mlflow.errors import DataError
-from sommelier_mlflow.evaluation import ComparisonReport
+from sommelier_mlflow.evaluation import ComparisonReport, MetricInterval
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -122,11 +122,29 @@ def _forest(
     )
 
 
-def _new_figure(rows: int) -> Figure:
+def _forest_figure(
+    rows: Sequence[_Row], groups: Sequence[int], xlabel: str, header: str, title: str
+) -> Figure:
+    """A figure as tall as its rows, holding one titled forest plot."""
     from matplotlib.figure import Figure
 
-    height = max(3.5, 1.9 + _ROW_IN * rows)
-    return Figure(figsize=(FIGURE_WIDTH_IN, height), dpi=FIGURE_DPI, layout="constrained")
+    height = max(3.5, 1.9 + _ROW_IN * len(rows))
+    figure = Figure(figsize=(FIGURE_WIDTH_IN, height), dpi=FIGURE_DPI, layout="constrained")
+    _forest(figure.subplots(), rows, groups, xlabel, header)
+    figure.suptitle(title, fontsize=_TITLE_PT)
+    return figure
+
+
+def _percent(report: ComparisonReport) -> str:
+    return f"{float(report.bootstrap.confidence) * 100:g}%"
+
+
+def _bounds(interval: MetricInterval) -> tuple[float, float, float]:
+    """Estimate, lower and upper as plain floats, ``-0.0`` folded so it never prints ``-0``."""
+    estimate, lower, upper = (
+        float(x) + 0.0 for x in (interval.estimate, interval.lower, interval.upper)
+    )
+    return estimate, lower, upper
 
 
 def comparison_figure(report: ComparisonReport, metrics: Sequence[str] | None = None) -> Figure:
@@ -150,10 +168,7 @@ def comparison_figure(report: ComparisonReport, metrics: Sequence[str] | None = 
         if rows:
             groups.append(len(rows))
         for name in names:
-            interval = entry.delta.interval(name)
-            value, lower, upper = (
-                float(x) + 0.0 for x in (interval.estimate, interval.lower, interval.upper)
-            )
+            value, lower, upper = _bounds(entry.delta.interval(name))
             base, tuned = entry.base[name].value, entry.adapter[name].value
             clear = _clear(lower, upper)
             rows.append(
@@ -167,21 +182,14 @@ def comparison_figure(report: ComparisonReport, metrics: Sequence[str] | None = 
                     solid=clear,
                 )
             )
-    figure = _new_figure(len(rows))
-    axes = figure.subplots()
-    percent = f"{float(report.bootstrap.confidence) * 100:g}%"
-    _forest(
-        axes,
+    percent = _percent(report)
+    return _forest_figure(
         rows,
         groups,
         f"adapter - base ({percent} paired-bootstrap interval)",
         f"  base→adapter  delta [{percent} CI]",
-    )
-    figure.suptitle(
         f"Adapter vs base: * and solid = the {percent} interval excludes 0",
-        fontsize=_TITLE_PT,
     )
-    return figure
 
 
 def gaps_figure(report: ComparisonReport, metrics: Sequence[str] | None = None) -> Figure:
@@ -209,10 +217,7 @@ def gaps_figure(report: ComparisonReport, metrics: Sequence[str] | None = None) 
                 paired = gaps.get(kind, {}).get(language)
                 if paired is None:
                     raise DataError(f"comparison report lacks the {kind} gap of {language!r}")
-                interval = paired.bootstrap.interval(name)
-                value, lower, upper = (
-                    float(x) + 0.0 for x in (interval.estimate, interval.lower, interval.upper)
-                )
+                value, lower, upper = _bounds(paired.bootstrap.interval(name))
                 root = paired.root_language
                 rows.append(
                     _Row(
@@ -225,18 +230,11 @@ def gaps_figure(report: ComparisonReport, metrics: Sequence[str] | None = None) 
                         solid=_clear(lower, upper),
                     )
                 )
-    figure = _new_figure(len(rows))
-    axes = figure.subplots()
-    percent = f"{float(report.bootstrap.confidence) * 100:g}%"
-    _forest(
-        axes,
+    percent = _percent(report)
+    return _forest_figure(
         rows,
         groups,
         f"target - root language, matched pairs ({percent} interval)",
         f"  gap [{percent} CI]  pairs",
-    )
-    figure.suptitle(
         "Language gap per model (grey: base, blue: adapter; solid = interval excludes 0)",
-        fontsize=_TITLE_PT,
     )
-    return figure
