@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from sommelier_mlflow._redact import redact
 from sommelier_mlflow.data import ModelIdentity
 from sommelier_mlflow.errors import ConfigError, DependencyError
 from sommelier_mlflow.generation._identity import adapter_digest
@@ -31,10 +32,6 @@ _ADAPTER_CONFIG: Final = "adapter_config.json"
 # Hub ids look like ``name`` or ``org/name``; anything else that does not exist
 # on disk is reported as a missing path rather than sent to the Hub.
 _HUB_ID: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
-
-
-def _redact(text: str, secret: str | None) -> str:
-    return text.replace(secret, "<redacted>") if secret else text
 
 
 def _offline_hint() -> str:
@@ -258,7 +255,7 @@ class HFGenerator:
             raise DependencyError(
                 f"could not load the tokenizer {self._tokenizer_source!r} "
                 f"(revision {self._tokenizer_revision!r}){_offline_hint()}: "
-                f"{_redact(str(exc), token)}; pass an existing tokenizer directory or "
+                f"{redact(str(exc), secrets=[token])}; pass an existing tokenizer directory or "
                 "Hub id"
             ) from exc
         if tokenizer.pad_token_id is None:
@@ -287,7 +284,7 @@ class HFGenerator:
             raise DependencyError(
                 f"could not load the model {self._model_source!r} "
                 f"(revision {self._revision!r}){_offline_hint()}: "
-                f"{_redact(str(exc), token)}; pass an existing model directory or Hub id"
+                f"{redact(str(exc), secrets=[token])}; pass an existing model directory or Hub id"
             ) from exc
         # A Hub revision such as a tag is recorded as the commit it resolved to.
         commit = getattr(model.config, "_commit_hash", None)
@@ -316,7 +313,7 @@ class HFGenerator:
         except (OSError, ValueError, KeyError, RuntimeError) as exc:
             raise DependencyError(
                 f"could not load the adapter {str(self._adapter_path)!r} onto "
-                f"{self._model_source!r}: {_redact(str(exc), token)}; check that the "
+                f"{self._model_source!r}: {redact(str(exc), secrets=[token])}; check that the "
                 "adapter was trained for this base model"
             ) from exc
 
