@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from sommelier_mlflow._redact import redact
-from sommelier_mlflow.data import ModelIdentity
 from sommelier_mlflow.errors import ConfigError, DependencyError
-from sommelier_mlflow.generation._identity import adapter_digest
+from sommelier_mlflow.generation._identity import LocalSources, adapter_digest
 from sommelier_mlflow.generation._protocol import BackendRequest, Completion
 from sommelier_mlflow.generation._registry import register_backend
 
@@ -119,7 +118,7 @@ def _check_adapter_dir(adapter: str | os.PathLike[str]) -> Path:
     return path.resolve()
 
 
-class HFGenerator:
+class HFGenerator(LocalSources):
     """A Hugging Face causal LM (plus optional LoRA/peft adapter) decoding greedily.
 
     The model is loaded when the generator is built, so a missing model,
@@ -343,21 +342,6 @@ class HFGenerator:
         return frozenset(int(token_id) for token_id in ids)
 
     # -- identity ----------------------------------------------------------------
-
-    def model_identity(self) -> ModelIdentity:
-        """Base model and tokenizer sources with their (resolved) revisions."""
-        return ModelIdentity(
-            base_model=self._model_source,
-            base_revision=self._revision,
-            tokenizer=self._tokenizer_source,
-            tokenizer_revision=self._tokenizer_revision,
-        )
-
-    def adapter_info(self) -> dict[str, str] | None:
-        """``{"source", "sha256"}`` of the loaded adapter, or ``None`` without one."""
-        if self._adapter_path is None or self._adapter_sha256 is None:
-            return None
-        return {"source": str(self._adapter_path), "sha256": self._adapter_sha256}
 
     def runtime_info(self) -> dict[str, str]:
         """Device, dtype and library versions: they change numerics, so they are recorded."""

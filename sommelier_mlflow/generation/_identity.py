@@ -16,6 +16,7 @@ from sommelier_mlflow.data import ModelIdentity
 from sommelier_mlflow.errors import DependencyError
 
 __all__ = [
+    "LocalSources",
     "SERVED_ADAPTER_DIGEST",
     "SERVED_ADAPTER_PREFIX",
     "adapter_digest",
@@ -53,6 +54,37 @@ def adapter_digest(directory: str | os.PathLike[str]) -> str:
             while chunk := handle.read(_CHUNK):
                 digest.update(chunk)
     return digest.hexdigest()
+
+
+class LocalSources:
+    """Identity methods of a backend that loads its tokenizer (and maybe an adapter) here.
+
+    The ``hf`` and ``server`` backends record the model, tokenizer and local
+    adapter in the same shape; sharing the methods keeps them from drifting.
+    Subclasses set the attributes below in ``__init__``.
+    """
+
+    _model_source: str
+    _revision: str | None
+    _tokenizer_source: str
+    _tokenizer_revision: str | None
+    _adapter_path: Path | None
+    _adapter_sha256: str | None
+
+    def model_identity(self) -> ModelIdentity:
+        """Base model and tokenizer sources with their revisions."""
+        return ModelIdentity(
+            base_model=self._model_source,
+            base_revision=self._revision,
+            tokenizer=self._tokenizer_source,
+            tokenizer_revision=self._tokenizer_revision,
+        )
+
+    def adapter_info(self) -> dict[str, str] | None:
+        """``{"source", "sha256"}`` of the local adapter directory, or ``None`` without one."""
+        if self._adapter_path is None or self._adapter_sha256 is None:
+            return None
+        return {"source": str(self._adapter_path), "sha256": self._adapter_sha256}
 
 
 def declared_identity(

@@ -32,14 +32,13 @@ from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from sommelier_mlflow._json import JSONDecodeError, dumps_line, loads, sha256_text
-from sommelier_mlflow.data import ModelIdentity
 from sommelier_mlflow.errors import (
     ConfigError,
     DependencyError,
     InvariantViolationError,
 )
 from sommelier_mlflow.generation._hf import _resolve_source
-from sommelier_mlflow.generation._identity import adapter_digest
+from sommelier_mlflow.generation._identity import LocalSources, adapter_digest
 from sommelier_mlflow.generation._protocol import BackendRequest
 from sommelier_mlflow.generation._registry import register_backend
 
@@ -151,7 +150,7 @@ class _Answer:
     latency_s: float
 
 
-class ServerGenerator:
+class ServerGenerator(LocalSources):
     """Greedy completions from an OpenAI-compatible server.
 
     Construction checks everything that can be checked before the first
@@ -432,15 +431,6 @@ class ServerGenerator:
 
     # -- identity ------------------------------------------------------------------
 
-    def model_identity(self) -> ModelIdentity:
-        """The declared base model and the local tokenizer that rendered the prompts."""
-        return ModelIdentity(
-            base_model=self._model_source,
-            base_revision=self._revision,
-            tokenizer=self._tokenizer_source,
-            tokenizer_revision=self._tokenizer_revision,
-        )
-
     def adapter_info(self) -> dict[str, str] | None:
         """``{"source", "sha256"}`` for the served adapter, or ``None`` for the base.
 
@@ -450,8 +440,9 @@ class ServerGenerator:
         """
         if self._served_adapter is None:
             return None
-        if self._adapter_path is not None and self._adapter_sha256 is not None:
-            return {"source": str(self._adapter_path), "sha256": self._adapter_sha256}
+        local = super().adapter_info()
+        if local is not None:
+            return local
         return {"source": f"served:{self._served_adapter}", "sha256": "unverified"}
 
     def server_info(self) -> dict[str, str | None]:
