@@ -241,22 +241,12 @@ class HFGenerator(LocalSources):
         return str(parsed), dtype
 
     def _load_tokenizer(self, token: str | None) -> Any:
-        from transformers import AutoTokenizer
-
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(
-                self._tokenizer_source,
-                revision=self._tokenizer_revision,
-                trust_remote_code=self._trust_remote_code,
-                token=token,
-            )
-        except (OSError, ValueError, KeyError) as exc:
-            raise DependencyError(
-                f"could not load the tokenizer {self._tokenizer_source!r} "
-                f"(revision {self._tokenizer_revision!r}){_offline_hint()}: "
-                f"{redact(str(exc), secrets=[token])}; pass an existing tokenizer directory or "
-                "Hub id"
-            ) from exc
+        tokenizer = self._pretrained_tokenizer(
+            self._trust_remote_code,
+            token,
+            _offline_hint(),
+            "pass an existing tokenizer directory or Hub id",
+        )
         if tokenizer.pad_token_id is None:
             if tokenizer.eos_token is None:
                 raise DependencyError(

@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
+from sommelier_mlflow._redact import redact
 from sommelier_mlflow.data import ModelIdentity
 from sommelier_mlflow.errors import DependencyError
 
@@ -85,6 +86,30 @@ class LocalSources:
         if self._adapter_path is None or self._adapter_sha256 is None:
             return None
         return {"source": str(self._adapter_path), "sha256": self._adapter_sha256}
+
+    def _pretrained_tokenizer(
+        self, trust_remote_code: bool, token: str | None, context: str, hint: str
+    ) -> Any:
+        """Load the tokenizer at its source and revision; a failure says which and what to do.
+
+        ``context`` follows the revision in the message and ``hint`` ends it;
+        the error text is scrubbed of ``token`` and any other secret.
+        """
+        from transformers import AutoTokenizer
+
+        try:
+            return AutoTokenizer.from_pretrained(
+                self._tokenizer_source,
+                revision=self._tokenizer_revision,
+                trust_remote_code=trust_remote_code,
+                token=token,
+            )
+        except (OSError, ValueError, KeyError) as exc:
+            raise DependencyError(
+                f"could not load the tokenizer {self._tokenizer_source!r} (revision "
+                f"{self._tokenizer_revision!r}){context}: {redact(str(exc), secrets=[token])}; "
+                f"{hint}"
+            ) from exc
 
 
 def declared_identity(

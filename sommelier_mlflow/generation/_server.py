@@ -17,6 +17,7 @@ The ``openai`` and ``transformers`` packages are imported when a
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import re
@@ -409,25 +410,17 @@ class ServerGenerator(LocalSources):
         return version if isinstance(version, str) else None
 
     def _load_tokenizer(self, trust_remote_code: bool) -> Any:
-        try:
-            from transformers import AutoTokenizer
-        except ImportError as exc:
+        if importlib.util.find_spec("transformers") is None:
             raise DependencyError(
                 "the server backend renders prompts with the model's tokenizer and needs "
                 "transformers: `pip install transformers`"
-            ) from exc
-        try:
-            return AutoTokenizer.from_pretrained(
-                self._tokenizer_source,
-                revision=self._tokenizer_revision,
-                trust_remote_code=trust_remote_code,
             )
-        except (OSError, ValueError, KeyError) as exc:
-            raise DependencyError(
-                f"could not load the tokenizer {self._tokenizer_source!r} (revision "
-                f"{self._tokenizer_revision!r}) that renders the prompts: {exc}; pass model= "
-                "(or tokenizer=) as a local directory or a cached Hub id"
-            ) from exc
+        return self._pretrained_tokenizer(
+            trust_remote_code,
+            None,
+            " that renders the prompts",
+            "pass model= (or tokenizer=) as a local directory or a cached Hub id",
+        )
 
     # -- identity ------------------------------------------------------------------
 
