@@ -18,7 +18,7 @@ from typing import Any, Final
 from sommelier_mlflow._redact import redact
 from sommelier_mlflow.errors import ConfigError, DependencyError
 from sommelier_mlflow.generation._identity import LocalSources, adapter_digest
-from sommelier_mlflow.generation._protocol import BackendRequest, Completion
+from sommelier_mlflow.generation._protocol import BackendRequest, Completion, check_generate_args
 from sommelier_mlflow.generation._registry import register_backend
 
 __all__ = ["DTYPES", "HFGenerator", "hf_backend", "physical_cores"]
@@ -402,13 +402,9 @@ class HFGenerator(LocalSources):
         Raises:
             ConfigError: As :meth:`generate`.
         """
-        if type(max_new_tokens) is not int or max_new_tokens <= 0:
-            raise ConfigError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+        check_generate_args(prompts, max_new_tokens)
         if not prompts:
             return []
-        for prompt in prompts:
-            if not isinstance(prompt, str):
-                raise ConfigError(f"prompts must be strings, got {type(prompt).__name__}")
         import torch
 
         call_config = copy.deepcopy(self._model.generation_config)

@@ -33,7 +33,22 @@ __all__ = [
     "SupportsPromptLengths",
     "SupportsRunRecord",
     "TextGenerator",
+    "check_generate_args",
 ]
+
+
+def check_generate_args(prompts: Sequence[str], max_new_tokens: int) -> None:
+    """Refuse arguments no backend can honour, before any work or request starts.
+
+    Raises:
+        ConfigError: ``max_new_tokens`` is not a positive integer or a prompt is
+            not a string.
+    """
+    if type(max_new_tokens) is not int or max_new_tokens <= 0:
+        raise ConfigError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+    for prompt in prompts:
+        if not isinstance(prompt, str):
+            raise ConfigError(f"prompts must be strings, got {type(prompt).__name__}")
 
 
 @runtime_checkable

@@ -40,7 +40,7 @@ from sommelier_mlflow.errors import (
 )
 from sommelier_mlflow.generation._hf import _resolve_source
 from sommelier_mlflow.generation._identity import LocalSources, adapter_digest
-from sommelier_mlflow.generation._protocol import BackendRequest
+from sommelier_mlflow.generation._protocol import BackendRequest, check_generate_args
 from sommelier_mlflow.generation._registry import register_backend
 
 __all__ = [
@@ -566,13 +566,9 @@ class ServerGenerator(LocalSources):
             InvariantViolationError: A malformed answer (wrong number of choices,
                 a missing text); nothing of the batch is returned.
         """
-        if type(max_new_tokens) is not int or max_new_tokens <= 0:
-            raise ConfigError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+        check_generate_args(prompts, max_new_tokens)
         if not prompts:
             return []
-        for prompt in prompts:
-            if not isinstance(prompt, str):
-                raise ConfigError(f"prompts must be strings, got {type(prompt).__name__}")
         size = math.ceil(len(prompts) / self._concurrency)
         chunks = [list(prompts[start : start + size]) for start in range(0, len(prompts), size)]
         started = time.perf_counter()
