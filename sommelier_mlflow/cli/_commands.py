@@ -407,6 +407,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from sommelier_mlflow.cli._pipeline import (
         backend_options,
         evaluate_arm,
+        generation_job,
         resolve_num_threads,
     )
 
@@ -415,15 +416,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         args.model_kind,
         split=Path(args.test_split).resolve(),
         model=args.model,
-        revision=args.revision,
         tokenizer=args.tokenizer,
         adapter=args.adapter,
-        max_new_tokens=args.max_new_tokens,
-        batch_size=args.batch_size,
-        max_examples=args.max_examples,
-        backend=args.backend,
-        served_model=args.served_model,
-        served_adapter=args.served_adapter,
+        **generation_job(args),
     )
     num_threads = resolve_num_threads(args.num_threads)
     arm = evaluate_arm(

@@ -21,6 +21,7 @@ from sommelier_mlflow.cli._pipeline import (
     compare_report_files,
     default_out_dir,
     evaluate_arm,
+    generation_job,
     resolve_num_threads,
 )
 from sommelier_mlflow.cli._runs import (
@@ -117,13 +118,7 @@ def run_main(args: argparse.Namespace) -> int:
             split=Path(split).resolve(),
             model=model,
             adapter=adapter,
-            revision=args.revision,
-            max_new_tokens=args.max_new_tokens,
-            batch_size=args.batch_size,
-            max_examples=args.max_examples,
-            backend=args.backend,
-            served_model=args.served_model,
-            served_adapter=args.served_adapter,
+            **generation_job(args),
         )
     )
     log = bool(args.mlflow or os.environ.get("MLFLOW_RUN_ID"))

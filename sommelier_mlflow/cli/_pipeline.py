@@ -113,6 +113,23 @@ def default_out_dir(root: str | os.PathLike[str], label: str, **identity: object
     return Path(root) / f"{label}-{digest}"
 
 
+def generation_job(args: argparse.Namespace) -> dict[str, object]:
+    """The generation flags that name a run's resume folder (with the split and models).
+
+    ``evaluate`` and ``main`` generate alike, so the same flags must send them
+    to a folder of the same identity; they are listed once here.
+    """
+    return {
+        "revision": args.revision,
+        "max_new_tokens": args.max_new_tokens,
+        "batch_size": args.batch_size,
+        "max_examples": args.max_examples,
+        "backend": args.backend,
+        "served_model": args.served_model,
+        "served_adapter": args.served_adapter,
+    }
+
+
 def resolve_num_threads(requested: int) -> int:
     """The thread count to use and log: ``0`` means this machine's physical cores."""
     from sommelier_mlflow.generation import physical_cores
