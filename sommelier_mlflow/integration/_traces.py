@@ -9,9 +9,13 @@ with its own request, which costs minutes per thousand examples against a
 tracking server. The scores already exist here, exactly, so this module writes
 the same entities in bulk instead:
 
-* the spans of many traces in one ``log_spans`` request per 500 examples;
 * one ``start_trace`` request per example that carries all its assessments,
-  sent from a few threads so a remote server's latency overlaps.
+  sent from a few threads so a remote server's latency overlaps (MLflow 3.17
+  has no request that creates several traces or assessments at once);
+* then the spans of many traces in one ``log_spans`` request per 500
+  examples. This order matters: a ``start_trace`` for a trace that
+  ``log_spans`` already created is a conflict MLflow resolves by rollback and
+  merge, which doubled the time per trace.
 
 Trace ids are derived from the run id and the example id, so logging the same
 run again updates its traces instead of duplicating them. The run is tagged
@@ -327,30 +331,30 @@ def log_example_traces(
         tracker.log_batch(run_id, tags=[RunTag(_RUN_TYPE_TAG, _RUN_TYPE_EVALUATION)])
     now_ms = int(time.time() * 1000)
     prepared = [_prepare(ex, run_id, experiment_id, now_ms, source_id) for ex in examples]
-    with tracking_errors("log trace spans", uri):
-        spans_in_store = True
-        try:
-            for start in range(0, len(prepared), _SPANS_PER_REQUEST):
-                batch = prepared[start : start + _SPANS_PER_REQUEST]
-                tracing.log_spans(experiment_id, [item.span for item in batch])
-        except NotImplementedError:  # an older server: spans go to the artifact store
-            spans_in_store = False
+    # Trace infos (with their assessments) first, spans after: start_trace on a
+    # trace that log_spans already created takes MLflow's conflict path (a
+    # rollback, a locked re-read and a merge per row), several times the cost
+    # of its plain insert. log_spans then marks the spans' location itself.
+    returned: list[Any] = [None] * len(prepared)
 
-    def write(item: _Prepared) -> None:
-        if spans_in_store:
-            item.info.tags["mlflow.trace.spansLocation"] = "TRACKING_STORE"
-            tracing.start_trace(item.info)
-        else:
-            returned = tracing.start_trace(item.info)
-            tracing._upload_trace_data(returned, TraceData(spans=[item.span]))
+    def write(index: int) -> None:
+        returned[index] = tracing.start_trace(prepared[index].info)
 
     with (
         tracking_errors("log traces", uri),
         progress_bar(len(prepared), "log traces", enabled=progress, unit="trace") as bar,
         ThreadPoolExecutor(max_workers=max(1, workers)) as pool,
     ):
-        for _ in pool.map(write, prepared):
+        for _ in pool.map(write, range(len(prepared))):
             bar.update(1)
+    with tracking_errors("log trace spans", uri):
+        try:
+            for start in range(0, len(prepared), _SPANS_PER_REQUEST):
+                batch = prepared[start : start + _SPANS_PER_REQUEST]
+                tracing.log_spans(experiment_id, [item.span for item in batch])
+        except NotImplementedError:  # an older server: spans go to the artifact store
+            for info, item in zip(returned, prepared, strict=True):
+                tracing._upload_trace_data(info, TraceData(spans=[item.span]))
     with tracking_errors("link traces to the run", uri):
         ids = [item.trace_id for item in prepared]
         for start in range(0, len(ids), _LINKS_PER_REQUEST):

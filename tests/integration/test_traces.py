@@ -62,6 +62,8 @@ def test_each_example_becomes_a_trace_with_its_assessments(store: Store, arms: A
     assert e4["valid_json_rate"].value is False
     trace = mlflow.get_trace(traces["e4"].info.trace_id)
     assert trace is not None
+    assert trace.info.state.value == "OK"
+    assert trace.info.tags["mlflow.trace.spansLocation"] == "TRACKING_STORE"
     root = trace.data.spans[0]
     assert root.inputs["query"] == arms.split.by_id()["e4"].query
     assert root.outputs == "The weather in Rome is sunny."
