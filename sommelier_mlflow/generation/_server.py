@@ -39,7 +39,12 @@ from sommelier_mlflow.errors import (
     InvariantViolationError,
 )
 from sommelier_mlflow.generation._hf import _resolve_source
-from sommelier_mlflow.generation._identity import LocalSources, adapter_digest
+from sommelier_mlflow.generation._identity import (
+    SERVED_ADAPTER_DIGEST,
+    SERVED_ADAPTER_PREFIX,
+    LocalSources,
+    adapter_digest,
+)
 from sommelier_mlflow.generation._protocol import BackendRequest, check_generate_args
 from sommelier_mlflow.generation._registry import register_backend
 
@@ -436,7 +441,10 @@ class ServerGenerator(LocalSources):
         local = super().adapter_info()
         if local is not None:
             return local
-        return {"source": f"served:{self._served_adapter}", "sha256": "unverified"}
+        return {
+            "source": f"{SERVED_ADAPTER_PREFIX}{self._served_adapter}",
+            "sha256": SERVED_ADAPTER_DIGEST,
+        }
 
     def server_info(self) -> dict[str, str | None]:
         """What the server reported about itself and the model that answers."""

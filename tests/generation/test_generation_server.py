@@ -100,7 +100,10 @@ def test_identity_names_server_model_and_adapter_but_never_the_key(
         "source": str(tiny.adapter_dir.resolve()),
         "sha256": generator.adapter_info()["sha256"],  # type: ignore[index]
     }
-    assert served_only.adapter_info() == {"source": "served:tuned", "sha256": "unverified"}
+    assert served_only.adapter_info() == {
+        "source": "served:tuned",
+        "sha256": "unverified:served-elsewhere",
+    }
     seen = json.dumps([fingerprint, generator.server_info(), repr(generator)])
     assert KEY not in seen
     api_calls = [
