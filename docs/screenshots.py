@@ -242,10 +242,13 @@ def take(url: str, parent_id: str) -> list[Path]:
 
         run_page = f"{url}/#/experiments/{experiment}/runs/{parent_id}"
         page.goto(f"{run_page}/artifacts/sommelier/comparison.png")
-        page.locator("img").last.wait_for(timeout=120_000)
+        # The artifact viewer keeps hidden <img> placeholders around the chart, so wait
+        # for the chart itself: an image that has loaded at its 1200 px width.
+        page.wait_for_function(
+            "() => [...document.images].some(img => img.naturalWidth === 1200)",
+            timeout=120_000,
+        )
         _quiet(page)
-        if page.locator("img").last.evaluate("img => img.naturalWidth") != 1200:
-            raise SystemExit("comparison.png did not render at 1200 px")
         shot("ui-comparison-chart.png")
 
         page.goto(
