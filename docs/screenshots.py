@@ -29,13 +29,9 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -60,55 +56,14 @@ KEY_COLUMNS = (
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def mlflow_server(root: Path) -> Iterator[str]:
-    """A local ``mlflow server`` on a free port, stopped (with its children) on exit."""
-    port = _free_port()
-    log = (root / "server.log").open("wb")
-    process = subprocess.Popen(
-        [
-            MLFLOW,
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--backend-store-uri",
-            f"sqlite:///{root / 'mlflow.db'}",
-            "--artifacts-destination",
-            str(root / "artifacts"),
-            "--workers",
-            "1",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise SystemExit((root / "server.log").read_text()[-3000:]) from None
-                time.sleep(0.5)
+    """The tests' local ``mlflow server`` (one implementation), with a longer start allowance."""
+    sys.path.insert(0, str(ROOT))
+    from tests.support.mlflow_server import local_mlflow_server
+
+    with local_mlflow_server(root, start_timeout=300) as url:
         yield url
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-        log.close()
 
 
 def run_demo(url: str, cwd: Path) -> tuple[str, str]:
