@@ -46,6 +46,7 @@ _LAYER = {
     "_json": 0,
     "_redact": 0,
     "_progress": 0,
+    "_gc": 0,
     "data": 1,
     "toolcalls": 1,
     "metrics": 2,

@@ -25,6 +25,7 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
+from sommelier_mlflow._gc import paused_gc
 from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow._progress import SCORING_PROGRESS_MIN, progress_bar
 from sommelier_mlflow.data import (
@@ -714,6 +715,7 @@ def _paired_slices(
     return paired
 
 
+@paused_gc()  # parsing builds objects per example; see sommelier_mlflow._gc
 def score_completions(
     completions: Iterable[Completion],
     *,

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 import orjson
 
+from sommelier_mlflow._gc import paused_gc
 from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow.errors import InputError, InvariantViolationError, UnknownMetricError
 from sommelier_mlflow.toolcalls._flatten import (
@@ -342,6 +343,7 @@ def score_components(
     the caller reshapes (the evaluation layer into ``(n, m)`` integer arrays).
     Built-in components are trusted; a plug-in's are checked to be exact
     counts, because one float would silently corrupt every sum downstream.
+    The cycle collector is paused for the batch (see :mod:`sommelier_mlflow._gc`).
 
     Args:
         comparisons: The examples, compared with their gold calls: the comparison
@@ -356,18 +358,19 @@ def score_components(
     numerators: list[int] = []
     denominators: list[int] = []
     add_numerator, add_denominator = numerators.append, denominators.append
-    if len(plain) == len(chosen):
-        for comparison in comparisons:
-            for component in plain:
-                numerator, denominator = component(comparison)
-                add_numerator(numerator)
-                add_denominator(denominator)
-    else:
-        for comparison in comparisons:
-            for metric in chosen:
-                numerator, denominator = _checked_component(metric, comparison)
-                add_numerator(numerator)
-                add_denominator(denominator)
+    with paused_gc():  # ``comparisons`` may parse lazily: the whole batch runs paused
+        if len(plain) == len(chosen):
+            for comparison in comparisons:
+                for component in plain:
+                    numerator, denominator = component(comparison)
+                    add_numerator(numerator)
+                    add_denominator(denominator)
+        else:
+            for comparison in comparisons:
+                for metric in chosen:
+                    numerator, denominator = _checked_component(metric, comparison)
+                    add_numerator(numerator)
+                    add_denominator(denominator)
     return numerators, denominators
 
 
