@@ -235,22 +235,16 @@ def _content_reason(
     if length > max_chars:
         return "query_too_long"
     row.query = query
-    tools_text = raw.get("tools")
-    if not isinstance(tools_text, str):
+    tools_json = _json_field(raw, "tools")
+    if tools_json is None:
         return "invalid_tools_json"
-    try:
-        tools = loads(tools_text)
-    except (JSONDecodeError, RecursionError):
-        return "invalid_tools_json"
+    tools_text, tools = tools_json
     if tools_problem(tools) is not None or not isinstance(tools, list):
         return "invalid_tools_shape"
-    answers_text = raw.get("answers")
-    if not isinstance(answers_text, str):
+    answers_json = _json_field(raw, "answers")
+    if answers_json is None:
         return "invalid_answers_json"
-    try:
-        answers = loads(answers_text)
-    except (JSONDecodeError, RecursionError):
-        return "invalid_answers_json"
+    answers_text, answers = answers_json
     if not isinstance(answers, list) or (not answers and not keep_multi_call):
         return "invalid_answers_shape"
     if len(answers) > 1 and not keep_multi_call:
@@ -264,6 +258,22 @@ def _content_reason(
     row.calls = answers
     row.qhash = query_hash(query)
     return None
+
+
+def _json_field(raw: Mapping[str, Any], key: str) -> tuple[str, Any] | None:
+    """The JSON text under ``key`` and its decoded value; ``None`` if it is not JSON text.
+
+    ``tools`` and ``answers`` are both JSON inside a string and both drop the
+    row the same way when they are not, so the text and its value are read
+    in one place (the text is kept: the pair checks compare it byte for byte).
+    """
+    text = raw.get(key)
+    if not isinstance(text, str):
+        return None
+    try:
+        return text, loads(text)
+    except (JSONDecodeError, RecursionError):
+        return None
 
 
 def _resolve_pairs(rows: list[_Row], path: str) -> None:
