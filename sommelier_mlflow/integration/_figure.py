@@ -21,7 +21,7 @@ label at 11 pt or more. Figures are built on a bare
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
 from sommelier_mlflow.data import OVERALL
@@ -50,24 +50,44 @@ _UNCLEAR_COLOUR: Final = "#9a9a9a"
 
 @dataclass(frozen=True)
 class _Row:
+    """One drawn row: a point and its interval, a label on the left, a note on the right.
+
+    Both charts draw an interval and print it the same way, so every row is
+    made from one by :meth:`of`.
+    """
+
     label: str
     value: float
     lower: float
     upper: float
     note: str
     colour: str
-    solid: bool
+
+    @classmethod
+    def of(
+        cls, interval: MetricInterval, label: str, colour: str, before: str = "", after: str = ""
+    ) -> _Row:
+        """A row for ``interval``, noted as ``before``, the estimate and bounds, ``after``.
+
+        The bounds become plain floats with ``-0.0`` folded, so a note never
+        prints ``-0``.
+        """
+        value, lower, upper = (
+            float(x) + 0.0 for x in (interval.estimate, interval.lower, interval.upper)
+        )
+        note = f"{before}{value:+.3f} [{lower:+.3f}, {upper:+.3f}]{after}"
+        return cls(label, value, lower, upper, note, colour)
+
+    @property
+    def solid(self) -> bool:
+        """Whether the interval excludes zero (a difference the data show): drawn solid."""
+        return self.lower > 0.0 or self.upper < 0.0
 
 
 def _slices(report: ComparisonReport) -> list[str]:
     if OVERALL not in report.slices:
         raise DataError("comparison report has no 'overall' slice; cannot draw the comparison")
     return [OVERALL, *(name for name in report.slices if name != OVERALL)]
-
-
-def _clear(lower: float, upper: float) -> bool:
-    """Whether an interval excludes zero (a difference the data show)."""
-    return lower > 0.0 or upper < 0.0
 
 
 def _forest(
@@ -139,14 +159,6 @@ def _percent(report: ComparisonReport) -> str:
     return f"{float(report.bootstrap.confidence) * 100:g}%"
 
 
-def _bounds(interval: MetricInterval) -> tuple[float, float, float]:
-    """Estimate, lower and upper as plain floats, ``-0.0`` folded so it never prints ``-0``."""
-    estimate, lower, upper = (
-        float(x) + 0.0 for x in (interval.estimate, interval.lower, interval.upper)
-    )
-    return estimate, lower, upper
-
-
 def comparison_figure(report: ComparisonReport, metrics: Sequence[str] | None = None) -> Figure:
     """Forest plot of adapter - base per slice and metric, with the intervals.
 
@@ -168,19 +180,16 @@ def comparison_figure(report: ComparisonReport, metrics: Sequence[str] | None = 
         if rows:
             groups.append(len(rows))
         for name in names:
-            value, lower, upper = _bounds(entry.delta.interval(name))
             base, tuned = entry.base[name].value, entry.adapter[name].value
-            clear = _clear(lower, upper)
+            row = _Row.of(
+                entry.delta.interval(name),
+                f"{slice_name} · {name}",
+                _UNCLEAR_COLOUR,
+                before=f"{base:.3f}→{tuned:.3f}  ",
+            )
+            # A delta the data show is starred and coloured, so it stands out.
             rows.append(
-                _Row(
-                    label=f"{'* ' if clear else ''}{slice_name} · {name}",
-                    value=value,
-                    lower=lower,
-                    upper=upper,
-                    note=f"{base:.3f}→{tuned:.3f}  {value:+.3f} [{lower:+.3f}, {upper:+.3f}]",
-                    colour=_CLEAR_COLOUR if clear else _UNCLEAR_COLOUR,
-                    solid=clear,
-                )
+                replace(row, label=f"* {row.label}", colour=_CLEAR_COLOUR) if row.solid else row
             )
     percent = _percent(report)
     return _forest_figure(
@@ -217,17 +226,12 @@ def gaps_figure(report: ComparisonReport, metrics: Sequence[str] | None = None) 
                 paired = gaps.get(kind, {}).get(language)
                 if paired is None:
                     raise DataError(f"comparison report lacks the {kind} gap of {language!r}")
-                value, lower, upper = _bounds(paired.bootstrap.interval(name))
-                root = paired.root_language
                 rows.append(
-                    _Row(
-                        label=f"{language}-{root} · {name} · {kind}",
-                        value=value,
-                        lower=lower,
-                        upper=upper,
-                        note=f"{value:+.3f} [{lower:+.3f}, {upper:+.3f}]  {paired.pairs}",
-                        colour=colour,
-                        solid=_clear(lower, upper),
+                    _Row.of(
+                        paired.bootstrap.interval(name),
+                        f"{language}-{paired.root_language} · {name} · {kind}",
+                        colour,
+                        after=f"  {paired.pairs}",
                     )
                 )
     percent = _percent(report)
