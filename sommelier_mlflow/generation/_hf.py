@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from sommelier_mlflow._redact import redact
 from sommelier_mlflow.errors import ConfigError, DependencyError
-from sommelier_mlflow.generation._identity import LocalSources, adapter_digest
+from sommelier_mlflow.generation._identity import LocalSources, adapter_digest, load_pretrained
 from sommelier_mlflow.generation._protocol import BackendRequest, Completion, check_generate_args
 from sommelier_mlflow.generation._registry import register_backend
 
@@ -261,20 +261,17 @@ class HFGenerator(LocalSources):
     def _load_model(self, model_local: bool, token: str | None) -> tuple[Any, str | None]:
         from transformers import AutoModelForCausalLM
 
-        try:
-            model: Any = AutoModelForCausalLM.from_pretrained(
-                self._model_source,
-                revision=self._revision,
-                **{_dtype_keyword(): self._torch_dtype},
-                trust_remote_code=self._trust_remote_code,
-                token=token,
-            )
-        except (OSError, ValueError, KeyError) as exc:
-            raise DependencyError(
-                f"could not load the model {self._model_source!r} "
-                f"(revision {self._revision!r}){_offline_hint()}: "
-                f"{redact(str(exc), secrets=[token])}; pass an existing model directory or Hub id"
-            ) from exc
+        model = load_pretrained(
+            AutoModelForCausalLM.from_pretrained,
+            "model",
+            self._model_source,
+            self._revision,
+            token,
+            _offline_hint(),
+            "pass an existing model directory or Hub id",
+            trust_remote_code=self._trust_remote_code,
+            **{_dtype_keyword(): self._torch_dtype},
+        )
         # A Hub revision such as a tag is recorded as the commit it resolved to.
         commit = getattr(model.config, "_commit_hash", None)
         resolved = self._revision if model_local or not isinstance(commit, str) else commit

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -23,6 +24,7 @@ __all__ = [
     "adapter_digest",
     "declared_adapter",
     "declared_identity",
+    "load_pretrained",
 ]
 
 _CHUNK: Final = 1 << 20
@@ -97,19 +99,44 @@ class LocalSources:
         """
         from transformers import AutoTokenizer
 
-        try:
-            return AutoTokenizer.from_pretrained(
-                self._tokenizer_source,
-                revision=self._tokenizer_revision,
-                trust_remote_code=trust_remote_code,
-                token=token,
-            )
-        except (OSError, ValueError, KeyError) as exc:
-            raise DependencyError(
-                f"could not load the tokenizer {self._tokenizer_source!r} (revision "
-                f"{self._tokenizer_revision!r}){context}: {redact(str(exc), secrets=[token])}; "
-                f"{hint}"
-            ) from exc
+        return load_pretrained(
+            AutoTokenizer.from_pretrained,
+            "tokenizer",
+            self._tokenizer_source,
+            self._tokenizer_revision,
+            token,
+            context,
+            hint,
+            trust_remote_code=trust_remote_code,
+        )
+
+
+def load_pretrained(
+    loader: Callable[..., Any],
+    what: str,
+    source: str,
+    revision: str | None,
+    token: str | None,
+    context: str,
+    hint: str,
+    **options: Any,
+) -> Any:
+    """Call a Hugging Face ``from_pretrained`` for ``source`` at ``revision``.
+
+    Every backend loads its model and tokenizer this way, so a failure reads
+    the same for both: what could not be loaded, from where, ``context``, the
+    cause scrubbed of the token and any other secret, and ``hint`` (what to do).
+
+    Raises:
+        DependencyError: If the loader fails.
+    """
+    try:
+        return loader(source, revision=revision, token=token, **options)
+    except (OSError, ValueError, KeyError) as exc:
+        raise DependencyError(
+            f"could not load the {what} {source!r} (revision {revision!r}){context}: "
+            f"{redact(str(exc), secrets=[token])}; {hint}"
+        ) from exc
 
 
 def declared_identity(
