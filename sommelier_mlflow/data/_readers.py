@@ -265,8 +265,16 @@ def _checked_prompt(src: _Line, text: object, digest: object) -> tuple[str, str]
     return text, digest
 
 
-def _build_example(src: _Line, slice_by: tuple[str, ...], **fields: Any) -> TestExample:
-    """Build one example from its checked fields plus those every row kind reads alike."""
+def _build_example(
+    src: _Line, slice_by: tuple[str, ...], default_language: str | None, **fields: Any
+) -> TestExample:
+    """Build one example from its checked fields plus those every row kind reads alike.
+
+    Those are the id, the language (``default_language`` where the row kind
+    lets it be left out), the translation root and the declared slice values.
+    """
+    fields["example_id"] = src.string("example_id")
+    fields["language"] = src.language(default=default_language)
     fields["source_example_id"] = src.optional_string("source_example_id")
     fields["slice_values"] = _declared_values(src, slice_by)
     try:
@@ -292,7 +300,6 @@ def _declared_values(src: _Line, slice_by: tuple[str, ...]) -> dict[str, str]:
 
 def _native_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExample:
     src.exact_fields(_NATIVE_REQUIRED, _NATIVE_OPTIONAL | frozenset(slice_by))
-    example_id = src.string("example_id")
     tools = _checked_tools(src, src.row["tools"])
     has_list, has_one = "gold_calls" in src.row, "gold_call" in src.row
     if has_list == has_one:
@@ -316,8 +323,7 @@ def _native_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExample:
     return _build_example(
         src,
         slice_by,
-        example_id=example_id,
-        language=src.language(default="en"),
+        "en",
         query=src.string("query"),
         tools=tools,
         gold_calls=gold_calls,
@@ -344,8 +350,7 @@ def _prepared_v2_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExam
     return _build_example(
         src,
         slice_by,
-        example_id=src.string("example_id"),
-        language=src.language(default=None),
+        None,
         query=src.string("query"),
         tools=tools,
         gold_calls=_gold_list(src, src.row["gold_calls"], tools, field="gold_calls"),
@@ -410,8 +415,7 @@ def _formatted_v2_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExa
     return _build_example(
         src,
         slice_by,
-        example_id=src.string("example_id"),
-        language=src.language(default=None),
+        None,
         query=query,
         tools=tools,
         gold_calls=gold_calls,
