@@ -15,8 +15,9 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Final
 
@@ -31,6 +32,7 @@ __all__ = [
     "canonical_json",
     "dumps_line",
     "dumps_pretty",
+    "field_dict",
     "loads",
     "loads_small",
     "sha256_text",
@@ -258,6 +260,18 @@ def canonical_json(value: Any) -> str:
     if text.isascii():
         return text
     return _NON_ASCII.sub(_escape_char, text)
+
+
+def field_dict(record: Any, *, skip: Container[str] = ()) -> dict[str, Any]:
+    """A flat dataclass record as ``{field name: value}``, in declaration order, less ``skip``.
+
+    Records whose JSON keys are their own field names write themselves with
+    this rather than spelling every name twice, so the class and its JSON
+    cannot drift apart (the readers' exact-field checks then catch any change).
+    """
+    return {
+        item.name: getattr(record, item.name) for item in fields(record) if item.name not in skip
+    }
 
 
 def dumps_line(value: Any) -> bytes:

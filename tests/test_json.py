@@ -6,6 +6,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from sommelier_mlflow._json import (
     canonical_json,
     dumps_line,
     dumps_pretty,
+    field_dict,
     loads,
 )
 
@@ -106,3 +108,16 @@ def test_duplicate_keys_are_rejected_on_request() -> None:
             loads(text, reject_duplicate_keys=True)
     # The same key in different objects is fine.
     assert loads('[{"k":1},{"k":2,"j":{"k":3}}]', reject_duplicate_keys=True)[1]["j"] == {"k": 3}
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    name: str
+    count: int
+    note: str | None = None
+
+
+def test_field_dict_follows_the_declaration_and_skips_what_it_is_told() -> None:
+    record = _Record("a", 2)
+    assert list(field_dict(record).items()) == [("name", "a"), ("count", 2), ("note", None)]
+    assert field_dict(record, skip={"name", "note"}) == {"count": 2}

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from sommelier_mlflow._json import field_dict
 from sommelier_mlflow.errors import ConfigError, InputError
 from sommelier_mlflow.toolcalls import PARSE_STATUSES, is_tool_call
 
@@ -335,17 +336,7 @@ class GenerationRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The on-disk JSONL row (``sommelier_mlflow.generation.v1``)."""
-        return {
-            "schema_version": GENERATION_SCHEMA,
-            "example_id": self.example_id,
-            "model_kind": self.model_kind,
-            "language": self.language,
-            "prompt_sha256": self.prompt_sha256,
-            "raw_text": self.raw_text,
-            "parse_status": self.parse_status,
-            "parsed_call": self.parsed_call,
-            "decoding": self.decoding,
-        }
+        return {"schema_version": GENERATION_SCHEMA, **field_dict(self)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,7 +66,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from sommelier_mlflow._json import JSONDecodeError, loads
+from sommelier_mlflow._json import JSONDecodeError, field_dict, loads
 from sommelier_mlflow.data._schemas import schema_version
 from sommelier_mlflow.errors import ComparisonRefusedError, ConfigError, DataError
 from sommelier_mlflow.evaluation._stats import BootstrapDraws, PairedBootstrapResult
@@ -138,13 +138,7 @@ class Claim:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the claim as it appears in the claims file."""
-        return {
-            "id": self.id,
-            "slice": self.slice,
-            "metric": self.metric,
-            "kind": self.kind,
-            "margin": self.margin,
-        }
+        return field_dict(self)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import Final, ParamSpec
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from sommelier_mlflow._json import field_dict
 from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
 
 _P = ParamSpec("_P")
@@ -82,13 +83,7 @@ class MetricInterval:
 
     def to_dict(self) -> dict[str, float]:
         """Return the JSON-safe form used under a metric name in reports."""
-        return {
-            "value_a": self.value_a,
-            "value_b": self.value_b,
-            "estimate": self.estimate,
-            "lower": self.lower,
-            "upper": self.upper,
-        }
+        return field_dict(self, skip={"metric"})
 
 
 @dataclass(frozen=True)
@@ -136,12 +131,7 @@ class PairedBootstrapResult:
     def to_dict(self) -> dict[str, object]:
         """Return a plain JSON-safe dict (str keys, int/float/str/dict values)."""
         return {
-            "method": self.method,
-            "quantile_method": self.quantile_method,
-            "seed": self.seed,
-            "resamples": self.resamples,
-            "confidence": self.confidence,
-            "n": self.n,
+            **field_dict(self, skip={"intervals"}),
             "metrics": {interval.metric: interval.to_dict() for interval in self.intervals},
         }
 
