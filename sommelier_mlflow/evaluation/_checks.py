@@ -26,6 +26,7 @@ from sommelier_mlflow.errors import (
     InvariantViolationError,
     SommelierError,
 )
+from sommelier_mlflow.evaluation._scoring import BootstrapSettings
 from sommelier_mlflow.evaluation._stats import (
     BOOTSTRAP_METHOD,
     QUANTILE_METHOD,
@@ -134,20 +135,44 @@ class ReportChecker:
         if not isinstance(entry["confidence"], float):
             self.fail(f"{where}.confidence", f"must be a float, got {entry['confidence']!r}")
 
-    def intervals(
+    def _provenance(
+        self, value: object, where: str, keys: frozenset[str]
+    ) -> tuple[dict[str, Any], BootstrapSettings]:
+        """Read bootstrap provenance: the fields ``keys`` and settings a run could use."""
+        entry = self.mapping(value, where, keys)
+        self.bootstrap_methods(entry, where)
+        try:
+            settings = BootstrapSettings(
+                seed=entry["seed"], resamples=entry["resamples"], confidence=entry["confidence"]
+            )
+        except SommelierError as exc:
+            self.fail(where, str(exc))
+        return entry, settings
+
+    def settings(self, value: object) -> BootstrapSettings:
+        """Read the top-level ``bootstrap`` settings both report kinds record."""
+        return self._provenance(value, "bootstrap", ReportKeys.BOOTSTRAP)[1]
+
+    def paired_result(
         self,
-        value: object,
         where: str,
-        names: Sequence[str],
+        value: object,
+        provenance: object,
         low: Mapping[str, MetricValue],
         high: Mapping[str, MetricValue],
         difference: str,
-    ) -> tuple[MetricInterval, ...]:
-        """Read one interval per metric of ``high`` minus ``low``.
+        n: int,
+    ) -> PairedBootstrapResult:
+        """Read one paired bootstrap result: an interval per metric of ``low`` (in its order).
 
-        The stored estimate must be exactly that difference: it is recomputed
-        from counts the same file holds, so any other value means an edit.
+        The intervals stand at ``where`` and their provenance in the
+        ``bootstrap`` object beside it, which must count ``n`` paired rows. A
+        delta of the comparison and a matched-pair gap of either report are
+        read here, so all three are held to one rule. The stored estimate must
+        be exactly ``high`` minus ``low``: it is recomputed from counts the same file
+        holds, so any other value means an edit.
         """
+        names = tuple(low)
         entries = self.mapping(value, where, frozenset(names))
         intervals = []
         for name in names:
@@ -163,21 +188,18 @@ class ReportChecker:
             intervals.append(
                 MetricInterval(name, low[name].value, high[name].value, estimate, lower, upper)
             )
-        return tuple(intervals)
-
-    @staticmethod
-    def paired_bootstrap(
-        settings: Mapping[str, Any], n: int, intervals: tuple[MetricInterval, ...]
-    ) -> PairedBootstrapResult:
-        """Rebuild a bootstrap result from provenance fields the caller has checked."""
+        at = where.rsplit(".", 1)[0] + ".bootstrap"
+        entry, settings = self._provenance(provenance, at, ReportKeys.GAP_BOOTSTRAP)
+        if entry["n"] != n:
+            self.broken(f"{at}.n", f"is {entry['n']!r}, expected {n} paired rows")
         return PairedBootstrapResult(
-            method=settings["method"],
-            quantile_method=settings["quantile_method"],
-            seed=settings["seed"],
-            resamples=settings["resamples"],
-            confidence=settings["confidence"],
+            method=BOOTSTRAP_METHOD,
+            quantile_method=QUANTILE_METHOD,
+            seed=settings.seed,
+            resamples=settings.resamples,
+            confidence=settings.confidence,
             n=n,
-            intervals=intervals,
+            intervals=tuple(intervals),
         )
 
     def model_kind(self, value: object, where: str) -> ModelKind:

@@ -370,7 +370,7 @@ class _Reader:
         check.mapping(top, "report", _TOP | {"claims"} if "claims" in top else _TOP)
         identity = self.identity(top["identity"])
         names = identity.metric_names
-        bootstrap = self.settings(top["bootstrap"])
+        bootstrap = self.check.settings(top["bootstrap"])
         runs_entry = check.mapping(top["runs"], "runs", frozenset(ARM_KINDS))
         runs: dict[str, RunSummary] = {kind: self.run(kind, runs_entry[kind]) for kind in ARM_KINDS}
         order = (OVERALL, *identity.languages, *identity.field_slices)
@@ -562,16 +562,6 @@ class _Reader:
             field_slices=field_slices,
         )
 
-    def settings(self, value: object) -> BootstrapSettings:
-        entry = self.check.mapping(value, "bootstrap", ReportKeys.BOOTSTRAP)
-        self.check.bootstrap_methods(entry, "bootstrap")
-        try:
-            return BootstrapSettings(
-                seed=entry["seed"], resamples=entry["resamples"], confidence=entry["confidence"]
-            )
-        except SommelierError as exc:
-            self.check.fail("bootstrap", str(exc))
-
     def run(self, kind: str, value: object) -> RunSummary:
         check = self.check
         where = f"runs.{kind}"
@@ -595,28 +585,6 @@ class _Reader:
             report_sha256=check.text(entry["report_sha256"], f"{where}.report_sha256"),
         )
 
-    def intervals(
-        self,
-        where: str,
-        value: object,
-        provenance: object,
-        names: Sequence[str],
-        a: Mapping[str, MetricValue],
-        b: Mapping[str, MetricValue],
-        n: int,
-    ) -> PairedBootstrapResult:
-        check = self.check
-        intervals = check.intervals(value, where, names, a, b, "the difference of the two values")
-        settings_where = where.rsplit(".", 1)[0] + ".bootstrap"
-        settings = check.mapping(provenance, settings_where, ReportKeys.GAP_BOOTSTRAP)
-        self.check.bootstrap_methods(settings, settings_where)
-        if settings["n"] != n:
-            check.broken(f"{settings_where}.n", f"is {settings['n']!r}, expected {n}")
-        for key in ("seed", "resamples"):
-            if type(settings[key]) is not int:
-                check.fail(f"{settings_where}.{key}", f"must be an integer, got {settings[key]!r}")
-        return check.paired_bootstrap(settings, n, intervals)
-
     def slice(self, name: str, value: object, names: Sequence[str]) -> SliceComparison:
         check = self.check
         where = f"slices.{name}"
@@ -624,8 +592,14 @@ class _Reader:
         examples = check.count(entry["examples"], f"{where}.examples")
         base = check.metrics(entry["base"], f"{where}.base", names)
         adapter = check.metrics(entry["adapter"], f"{where}.adapter", names)
-        delta = self.intervals(
-            f"{where}.delta", entry["delta"], entry["bootstrap"], names, base, adapter, examples
+        delta = check.paired_result(
+            f"{where}.delta",
+            entry["delta"],
+            entry["bootstrap"],
+            base,
+            adapter,
+            "adapter minus base",
+            examples,
         )
         mcnemar = check.mapping(entry["mcnemar"], f"{where}.mcnemar", _MCNEMAR)
         metric = check.text(mcnemar["metric"], f"{where}.mcnemar.metric")
@@ -677,8 +651,14 @@ class _Reader:
             pair_set_sha256=check.text(entry["pair_set_sha256"], f"{where}.pair_set_sha256"),
             root_metrics=MappingProxyType(root),
             target_metrics=MappingProxyType(target),
-            bootstrap=self.intervals(
-                f"{where}.gaps", entry["gaps"], entry["bootstrap"], names, root, target, pairs
+            bootstrap=check.paired_result(
+                f"{where}.gaps",
+                entry["gaps"],
+                entry["bootstrap"],
+                root,
+                target,
+                "target minus root",
+                pairs,
             ),
         )
 

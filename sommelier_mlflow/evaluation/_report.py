@@ -40,7 +40,7 @@ from sommelier_mlflow.data import (
     check_slice_fields,
     slice_name,
 )
-from sommelier_mlflow.errors import InputError, SommelierError
+from sommelier_mlflow.errors import InputError
 from sommelier_mlflow.evaluation._checks import ReportChecker, ReportKeys, read_report_document
 from sommelier_mlflow.evaluation._digests import pair_set_digest, prompt_set_digest
 from sommelier_mlflow.evaluation._scoring import (
@@ -481,35 +481,6 @@ def _identity(check: ReportChecker, identity: dict[str, Any]) -> ArmIdentity:
     )
 
 
-def _check_bootstrap(
-    check: ReportChecker, value: object, where: str, keys: frozenset[str]
-) -> dict[str, Any]:
-    settings = check.mapping(value, where, keys)
-    check.text(settings["method"], f"{where}.method")
-    check.text(settings["quantile_method"], f"{where}.quantile_method")
-    if isinstance(settings["seed"], bool) or not isinstance(settings["seed"], int):
-        check.fail(f"{where}.seed", f"must be an integer, got {settings['seed']!r}")
-    if check.count(settings["resamples"], f"{where}.resamples") < 1:
-        check.fail(f"{where}.resamples", "must be at least 1")
-    confidence = check.number(settings["confidence"], f"{where}.confidence")
-    if not 0.0 < confidence < 1.0:
-        check.fail(f"{where}.confidence", f"must be strictly between 0 and 1, got {confidence}")
-    return settings
-
-
-def _settings(check: ReportChecker, value: object) -> BootstrapSettings:
-    settings = _check_bootstrap(check, value, "bootstrap", ReportKeys.BOOTSTRAP)
-    check.bootstrap_methods(settings, "bootstrap")
-    try:
-        return BootstrapSettings(
-            seed=settings["seed"],
-            resamples=settings["resamples"],
-            confidence=settings["confidence"],
-        )
-    except SommelierError as exc:
-        check.fail("bootstrap", str(exc))
-
-
 def _check_rows(
     check: ReportChecker, value: object, names: Sequence[str], slice_by: tuple[str, ...] = ()
 ) -> _Rows:
@@ -640,14 +611,15 @@ def _paired(
         metrics_from_components(numerators[targets], denominators[targets], names),
         f"{where}.target_metrics",
     )
-    intervals = check.intervals(
-        paired["gaps"], f"{where}.gaps", names, root_metrics, target_metrics, "target minus root"
+    bootstrap = check.paired_result(
+        f"{where}.gaps",
+        paired["gaps"],
+        paired["bootstrap"],
+        root_metrics,
+        target_metrics,
+        "target minus root",
+        count,
     )
-    settings = _check_bootstrap(
-        check, paired["bootstrap"], f"{where}.bootstrap", ReportKeys.GAP_BOOTSTRAP
-    )
-    if settings["n"] != count:
-        check.broken(f"{where}.bootstrap.n", f"is {settings['n']!r} but there are {count} pairs")
     return PairedSlice(
         language=language,
         root_language=root_language,
@@ -656,7 +628,7 @@ def _paired(
         pair_set_sha256=digest,
         root_metrics=MappingProxyType(root_metrics),
         target_metrics=MappingProxyType(target_metrics),
-        bootstrap=check.paired_bootstrap(settings, count, intervals),
+        bootstrap=bootstrap,
     )
 
 
@@ -683,7 +655,7 @@ def _read(document: object, source: str) -> EvaluationReport:
     names = tuple(check.text(name, "metric_names") for name in names_raw)
     if not names or len(set(names)) != len(names):
         check.fail("metric_names", f"must be unique names, at least one, got {list(names)}")
-    settings = _settings(check, top["bootstrap"])
+    settings = check.settings(top["bootstrap"])
 
     ids, languages, prompts, statuses, numerators, denominators = _check_rows(
         check, top["per_example"], names, slice_by

@@ -119,3 +119,34 @@ def test_typed_reports_are_read_only() -> None:
         report.metrics["valid_json_rate"] = report.metrics["argument_f1"]  # type: ignore[index]
     with pytest.raises(AttributeError):
         report.metric_names = ()  # type: ignore[misc]
+
+
+_PAIRED_BOOTSTRAPS = [
+    (EvaluationReport, "base_evaluation_report.json", ("paired_slices", "fr", "bootstrap")),
+    (ComparisonReport, "comparison_report.json", ("slices", "overall", "bootstrap")),
+    (ComparisonReport, "comparison_report.json", ("gaps", "adapter", "fr", "bootstrap")),
+]
+
+
+@pytest.mark.parametrize(("reader", "name", "path"), _PAIRED_BOOTSTRAPS)
+@pytest.mark.parametrize(
+    ("edit", "error"),
+    [
+        ({"method": "bca"}, DataError),
+        ({"resamples": 0}, DataError),
+        ({"seed": True}, DataError),
+        ({"confidence": 1.5}, DataError),
+        ({"n": 3}, InvariantViolationError),
+    ],
+)
+def test_every_paired_bootstrap_is_read_by_one_rule_in_both_readers(
+    reader: Any, name: str, path: tuple[str, ...], edit: dict[str, Any], error: type[Exception]
+) -> None:
+    document: dict[str, Any] = loads((FIXTURES / name).read_bytes())
+    entry = document
+    for key in path:
+        entry = entry[key]
+    entry.update(edit)
+    with pytest.raises(error, match=r"\.".join(path)) as info:
+        reader.from_json(document)
+    assert type(info.value) is error
