@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypedDict
 
 import numpy as np
 
@@ -52,6 +52,9 @@ from sommelier_mlflow.evaluation._stats import (
     paired_bootstrap_draws,
 )
 from sommelier_mlflow.toolcalls import mcnemar_metric
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "COMPARISON_MARKDOWN_FILENAME",
@@ -312,6 +315,16 @@ def _run_summary(arm: EvaluationReport) -> RunSummary:
     )
 
 
+class _CompareOptions(TypedDict, total=False):
+    """The options of :func:`compare_reports`, which :func:`run_comparison` passes on as given."""
+
+    seed: int
+    resamples: int
+    confidence: float
+    claims: ClaimsSpec | None
+    registration: RegistrationRecord | None
+
+
 def compare_reports(
     base_report: EvaluationReport,
     adapter_report: EvaluationReport,
@@ -432,12 +445,7 @@ def run_comparison(
     base_path: str | os.PathLike[str],
     adapter_path: str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
-    *,
-    seed: int = 0,
-    resamples: int = 2000,
-    confidence: float = 0.95,
-    claims: ClaimsSpec | None = None,
-    registration: RegistrationRecord | None = None,
+    **options: Unpack[_CompareOptions],
 ) -> ComparisonArtifacts:
     """Read two evaluation reports, gate, compare, and write the comparison files.
 
@@ -447,11 +455,9 @@ def run_comparison(
         base_path: The base arm's ``evaluation_report.json``.
         adapter_path: The adapter arm's ``evaluation_report.json``.
         out_dir: Directory for ``comparison_report.json`` and ``comparison_report.md``.
-        seed: Base seed of the delta intervals.
-        resamples: Bootstrap resamples per interval.
-        confidence: Nominal coverage of every interval.
-        claims: Preregistered claims to decide (see :func:`compare_reports`).
-        registration: Their preregistration record.
+        **options: ``seed``, ``resamples``, ``confidence``, ``claims`` and
+            ``registration``, exactly as :func:`compare_reports` takes them
+            (and with its defaults, which are spelled only there).
 
     Raises:
         ComparisonRefusedError: The gate refused, or the claims preregistered
@@ -462,10 +468,6 @@ def run_comparison(
     report = compare_reports(
         read_evaluation_report(base_path),
         read_evaluation_report(adapter_path),
-        seed=seed,
-        resamples=resamples,
-        confidence=confidence,
-        claims=claims,
-        registration=registration,
+        **options,
     )
     return write_comparison_report(out_dir, report)
