@@ -20,6 +20,13 @@ from sommelier_mlflow.data._prepare import (
     PrepareResult,
     prepare,
 )
+from sommelier_mlflow.data._provenance import (
+    MODEL_KINDS,
+    Decoding,
+    ModelIdentity,
+    ModelKind,
+    check_model_kind,
+)
 from sommelier_mlflow.data._readers import (
     FORMATTED_EXAMPLE_V2_SCHEMA,
     PREPARED_EXAMPLE_V2_SCHEMA,
@@ -36,17 +43,12 @@ from sommelier_mlflow.data._schemas import (
     EVALUATION_REPORT_SCHEMA,
     GENERATION_FIELDS,
     GENERATION_SCHEMA,
-    MODEL_KINDS,
     OVERALL,
     RESERVED_SLICE_NAMES,
     TEST_EXAMPLE_SCHEMA,
-    Decoding,
     GenerationRecord,
-    ModelIdentity,
-    ModelKind,
     TestExample,
     TestSplit,
-    check_model_kind,
     schema_version,
     validate_language,
 )

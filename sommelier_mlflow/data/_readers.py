@@ -54,15 +54,14 @@ from typing import Any, Final
 from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads
 from sommelier_mlflow._json import sha256_text as _sha256_text
 from sommelier_mlflow.data._jsonl import JsonlReader, iter_jsonl_objects
+from sommelier_mlflow.data._provenance import Decoding, check_model_kind
 from sommelier_mlflow.data._schemas import (
     GENERATION_FIELDS,
     GENERATION_SCHEMA,
     TEST_EXAMPLE_SCHEMA,
-    Decoding,
     GenerationRecord,
     TestExample,
     TestSplit,
-    check_model_kind,
     validate_language,
 )
 from sommelier_mlflow.data._tools import gold_call_problem, tools_problem
