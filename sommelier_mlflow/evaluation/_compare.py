@@ -34,7 +34,6 @@ from sommelier_mlflow.evaluation._claims import (
     decide_claims,
 )
 from sommelier_mlflow.evaluation._comparison_report import (
-    MARGINAL_GAP_NOTE,
     ComparisonIdentity,
     ComparisonReport,
     LanguageGap,
@@ -60,7 +59,6 @@ __all__ = [
     "COMPARISON_MARKDOWN_FILENAME",
     "COMPARISON_REPORT_FILENAME",
     "GATE_FIELDS",
-    "MARGINAL_GAP_NOTE",
     "MCNEMAR_METRIC",
     "ComparisonArtifacts",
     "check_comparable",

@@ -104,7 +104,16 @@ class RunSummary:
 
 @dataclass(frozen=True, slots=True)
 class SliceComparison:
-    """Adapter minus base on one slice: both arms' metrics, the deltas and McNemar."""
+    """Adapter minus base on one slice: both arms' metrics, the deltas and McNemar.
+
+    Attributes:
+        examples: The slice's size (the same rows in both arms).
+        base: The base arm's metrics on the slice.
+        adapter: The adapter arm's metrics on the slice.
+        delta: Adapter minus base per metric, with its paired-bootstrap interval.
+        mcnemar_metric: The 0/1 metric McNemar's test compares.
+        mcnemar: The exact test on that metric's discordant examples.
+    """
 
     examples: int
     base: Mapping[str, MetricValue]
@@ -129,7 +138,11 @@ class LanguageGap:
 
 @dataclass(frozen=True, slots=True)
 class MarginalGap:
-    """Target slice minus root slice over the full slices (descriptive, no interval)."""
+    """Target slice minus root slice over the full slices (descriptive, no interval).
+
+    ``target`` and ``root`` are each language's metrics over its whole slice,
+    matched or not, which is why the difference carries no interval.
+    """
 
     root_language: str
     target: Mapping[str, MetricValue]
