@@ -21,7 +21,7 @@ Rules that hold across the seven metrics:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from sommelier_mlflow.errors import InputError
@@ -38,6 +38,8 @@ from sommelier_mlflow.toolcalls._score import (
     ExampleScore,
     MetricValue,
     _arguments_key,
+    one_example_score,
+    record_comparisons,
     score_components,
     sum_components,
 )
@@ -416,23 +418,11 @@ def score_calls_example(
         InputError: If the status is unknown, ``ok`` comes without valid calls,
             or the gold is malformed.
     """
-    metrics = scoring_metrics(CALLS_MODE)
-    numerators, denominators = score_components(
-        [CallsComparison(parse_status, parsed_calls, gold)], metrics
-    )
-    return ExampleScore(
-        tuple(metric.name for metric in metrics), tuple(numerators), tuple(denominators)
-    )
+    return one_example_score(CallsComparison(parse_status, parsed_calls, gold), CALLS_MODE)
 
 
-def _comparisons(records: Iterable[Mapping[str, Any]]) -> Iterable[CallsComparison]:
-    for index, record in enumerate(records):
-        try:
-            yield CallsComparison(
-                record["parse_status"], record.get("parsed_calls"), record["gold_calls"]
-            )
-        except KeyError as exc:
-            raise InputError(f"record {index} lacks field {exc.args[0]!r}") from exc
+def _comparisons(records: Iterable[Mapping[str, Any]]) -> Iterator[CallsComparison]:
+    return record_comparisons(records, CallsComparison, "parsed_calls", "gold_calls")
 
 
 def compute_calls_metrics(records: Iterable[Mapping[str, Any]]) -> dict[str, MetricValue]:

@@ -12,9 +12,9 @@ registry holds, so a plug-in metric is scored, summed and reported the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import orjson
 
@@ -28,6 +28,7 @@ from sommelier_mlflow.toolcalls._flatten import (
 )
 from sommelier_mlflow.toolcalls._parse import PARSE_STATUSES, is_tool_call
 from sommelier_mlflow.toolcalls._registry import (
+    DEFAULT_MODE,
     ScoringMetric,
     is_builtin_metric,
     register_scoring_metric,
@@ -388,23 +389,37 @@ def score_example(
         InputError: If the status is unknown, or ``ok`` without a valid call, or
             the gold call is malformed.
     """
-    metrics = scoring_metrics()
-    numerators, denominators = score_components(
-        [CallComparison(parse_status, parsed_call, gold)], metrics
-    )
+    return one_example_score(CallComparison(parse_status, parsed_call, gold), DEFAULT_MODE)
+
+
+def one_example_score(comparison: object, mode: str) -> ExampleScore:
+    """Every metric of ``mode`` on one comparison (of that mode's comparison type)."""
+    metrics = scoring_metrics(mode)
+    numerators, denominators = score_components([comparison], metrics)
     return ExampleScore(
         tuple(metric.name for metric in metrics), tuple(numerators), tuple(denominators)
     )
 
 
-def _comparisons(records: Iterable[Mapping[str, Any]]) -> Iterable[CallComparison]:
+_Comparison = TypeVar("_Comparison")
+
+
+def record_comparisons(
+    records: Iterable[Mapping[str, Any]],
+    compare: Callable[[Any, Any, Any], _Comparison],
+    parsed_field: str,
+    gold_field: str,
+) -> Iterator[_Comparison]:
+    """Comparisons built from record mappings, naming the record that lacks a field."""
     for index, record in enumerate(records):
         try:
-            yield CallComparison(
-                record["parse_status"], record.get("parsed_call"), record["gold_call"]
-            )
+            yield compare(record["parse_status"], record.get(parsed_field), record[gold_field])
         except KeyError as exc:
             raise InputError(f"record {index} lacks field {exc.args[0]!r}") from exc
+
+
+def _comparisons(records: Iterable[Mapping[str, Any]]) -> Iterator[CallComparison]:
+    return record_comparisons(records, CallComparison, "parsed_call", "gold_call")
 
 
 def score_records(records: Iterable[Mapping[str, Any]]) -> list[ExampleScore]:
