@@ -1,10 +1,13 @@
 """Claims on the command line: ``claims register``, ``--claims``, the verdict lines, exit 6.
 
 Kept apart from the commands so ``compare`` and ``main`` share one reading of
-the option, one terminal rendering of the verdict and one exit rule.
+the option, one comparison with its claims, one terminal rendering of the
+verdict and one exit rule.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from sommelier_mlflow.errors import ClaimNotSupportedError
 from sommelier_mlflow.evaluation import (
@@ -13,9 +16,24 @@ from sommelier_mlflow.evaluation import (
     RegistrationRecord,
     Verdict,
     read_claims,
+    run_comparison,
 )
 
-__all__ = ["format_verdict", "raise_if_unsupported", "read_claims_option", "register_command"]
+if TYPE_CHECKING:
+    import argparse
+    import os
+    from collections.abc import Sequence
+
+    from sommelier_mlflow.evaluation import ComparisonArtifacts
+
+__all__ = [
+    "compare_arms",
+    "format_verdict",
+    "raise_if_unsupported",
+    "read_claims_option",
+    "register_command",
+    "registration_for",
+]
 
 
 def read_claims_option(value: str | None) -> ClaimsSpec | None:
@@ -23,6 +41,42 @@ def read_claims_option(value: str | None) -> ClaimsSpec | None:
     if not value:
         return None
     return read_claims(value)
+
+
+def registration_for(
+    args: argparse.Namespace, claims: ClaimsSpec | None, arm_runs: Sequence[str], logged: bool
+) -> RegistrationRecord | None:
+    """The claims' preregistration, looked up when the comparison is logged or one is required.
+
+    Raises:
+        ComparisonRefusedError: ``--require-registered`` and none was found (exit 4).
+    """
+    if claims is None or not (logged or args.require_registered):
+        return None
+    from sommelier_mlflow.cli._runs import claims_registration
+
+    return claims_registration(claims, list(arm_runs), require=args.require_registered)
+
+
+def compare_arms(
+    args: argparse.Namespace,
+    reports: tuple[str | os.PathLike[str], str | os.PathLike[str]],
+    out_dir: str | os.PathLike[str],
+    claims: ClaimsSpec | None,
+    registration: RegistrationRecord | None,
+) -> ComparisonArtifacts:
+    """Gate and compare the base and adapter reports with the command's statistics flags.
+
+    Files are written only if the gate passes.
+    """
+    return run_comparison(
+        *reports,
+        out_dir,
+        seed=args.seed,
+        resamples=args.resamples,
+        claims=claims,
+        registration=registration,
+    )
 
 
 def raise_if_unsupported(report: ComparisonReport) -> None:

@@ -21,8 +21,6 @@ from sommelier_mlflow.errors import ConfigError, InputError, SommelierError
 
 __all__ = ["build_parser", "main"]
 
-_DEFAULT_OUT = "sommelier_out"
-
 
 def _nonneg_int(text: str) -> int:
     value = int(text)
@@ -97,11 +95,6 @@ def _add_experience(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="show progress bars even when stderr is not a terminal (they show on a terminal)",
     )
-
-
-def _progress(args: argparse.Namespace) -> bool:
-    """Progress bars on a terminal, or anywhere with ``--progress`` (CI logs stay quiet)."""
-    return bool(getattr(args, "progress", False) or sys.stderr.isatty())
 
 
 def _add_stats(parser: argparse.ArgumentParser) -> None:
@@ -352,14 +345,6 @@ def _wants_mlflow(args: argparse.Namespace) -> bool:
     return bool(args.mlflow or os.environ.get("MLFLOW_RUN_ID"))
 
 
-def _out(args: argparse.Namespace, label: str, **identity: object) -> Path:
-    from sommelier_mlflow.cli._pipeline import default_out_dir
-
-    if args.out:
-        return Path(args.out)
-    return default_out_dir(_DEFAULT_OUT, label, **identity)
-
-
 def _cmd_prepare(args: argparse.Namespace) -> int:
     from sommelier_mlflow.data import prepare
 
@@ -387,11 +372,12 @@ def _log_arm_run(
     arm: Any, args: argparse.Namespace, run_name: str, extra_params: dict[str, object]
 ) -> None:
     """Log one arm into ``mlflow run``'s run, or a new run named ``run_name``."""
+    from sommelier_mlflow.cli._options import progress_wanted
     from sommelier_mlflow.cli._runs import log_arm, top_run
 
     with top_run(run_name) as run_id:
         traces = log_arm(
-            arm, run_id, extra_params, log_traces=args.log_traces, progress=_progress(args)
+            arm, run_id, extra_params, log_traces=args.log_traces, progress=progress_wanted(args)
         )
         print(f"logged to MLflow run {run_id}" + (f" ({traces} traces)" if traces else ""))
 
@@ -404,59 +390,30 @@ def _print_arm(arm: Any) -> None:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from sommelier_mlflow.cli._pipeline import (
-        backend_options,
-        evaluate_arm,
+    from sommelier_mlflow.cli._options import (
+        DeclaredModel,
+        GenerationPlan,
+        ScoringOptions,
         generation_job,
-        resolve_num_threads,
+        out_folder,
     )
+    from sommelier_mlflow.cli._pipeline import evaluate_arm
 
-    out = _out(
-        args,
-        args.model_kind,
-        split=Path(args.test_split).resolve(),
-        model=args.model,
-        tokenizer=args.tokenizer,
-        adapter=args.adapter,
-        **generation_job(args),
-    )
-    num_threads = resolve_num_threads(args.num_threads)
-    arm = evaluate_arm(
-        test_split=args.test_split,
-        model=args.model,
-        model_kind=args.model_kind,
-        adapter=args.adapter,
-        revision=args.revision,
-        tokenizer=args.tokenizer,
-        tokenizer_revision=args.tokenizer_revision,
-        trust_remote_code=args.trust_remote_code,
-        max_new_tokens=args.max_new_tokens,
-        batch_size=args.batch_size,
-        max_examples=args.max_examples,
-        out_dir=out,
-        seed=args.seed,
-        resamples=args.resamples,
-        scoring=args.scoring,
-        slice_by=args.slice_by,
-        device=args.device,
-        backend=args.backend,
-        num_threads=num_threads,
-        progress=_progress(args),
-        backend_options=backend_options(args, args.model_kind),
-    )
+    out = out_folder(args, args.model_kind, tokenizer=args.tokenizer, **generation_job(args))
+    plan = GenerationPlan.from_args(args, args.model_kind)
+    declared = DeclaredModel.from_args(args)
+    scoring = ScoringOptions.from_args(args)
+    arm = evaluate_arm(scoring.read(args.test_split), declared, plan, out, scoring)
     _print_arm(arm)
     if _wants_mlflow(args):
-        _log_arm_run(
-            arm,
-            args,
-            args.model_kind,
-            {"max_examples_requested": args.max_examples, "num_threads": num_threads},
-        )
+        _log_arm_run(arm, args, args.model_kind, plan.logged_params())
     return 0
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
+    from sommelier_mlflow.cli._options import DeclaredModel, ScoringOptions, out_folder
     from sommelier_mlflow.cli._pipeline import replay_precomputed, score_generations
+    from sommelier_mlflow.data import Decoding
 
     generations, precomputed = _given(args.generations), _given(args.precomputed)
     if (generations is None) == (precomputed is None):
@@ -465,62 +422,30 @@ def _cmd_score(args: argparse.Namespace) -> int:
             "(example_id + raw_text rows produced elsewhere); "
             + ("both were given" if generations else "neither was given")
         )
+    if precomputed is not None and (
+        not args.model or args.max_new_tokens is None or args.batch_size is None
+    ):
+        raise ConfigError(
+            "precomputed outputs need model=... and the decoding they were made with "
+            "(max_new_tokens=..., batch_size=...): they are recorded and checked by the gate"
+        )
+    names = ("model", "adapter", "max_new_tokens", "batch_size", "backend")
+    identity = {name: getattr(args, name) for name in names}
     source = Path(generations or precomputed or "").resolve()
-    out = _out(
-        args,
-        f"score-{args.model_kind}",
-        split=Path(args.test_split).resolve(),
-        generations=source,
-        model=args.model,
-        adapter=args.adapter,
-        max_new_tokens=args.max_new_tokens,
-        batch_size=args.batch_size,
-        backend=args.backend,
-    )
+    identity.update(split=Path(args.test_split).resolve(), generations=source)
+    out = out_folder(args, f"score-{args.model_kind}", **identity)
+    declared = DeclaredModel.from_args(args)
+    scoring = ScoringOptions.from_args(args)
+    split = scoring.read(args.test_split)
     extra: dict[str, object] = {}
     if precomputed is not None:
-        if not args.model or args.max_new_tokens is None or args.batch_size is None:
-            raise ConfigError(
-                "precomputed outputs need model=... and the decoding they were made with "
-                "(max_new_tokens=..., batch_size=...): they are recorded and checked by the gate"
-            )
-        arm = replay_precomputed(
-            test_split=args.test_split,
-            precomputed=precomputed,
-            model_kind=args.model_kind,
-            model=args.model,
-            revision=args.revision,
-            tokenizer=args.tokenizer,
-            tokenizer_revision=args.tokenizer_revision,
-            adapter=args.adapter or None,
-            out_dir=out,
-            max_new_tokens=args.max_new_tokens,
-            batch_size=args.batch_size,
-            backend=args.backend or None,
-            seed=args.seed,
-            resamples=args.resamples,
-            scoring=args.scoring,
-            slice_by=args.slice_by,
-            progress=_progress(args),
-        )
+        # Replaying is transport, not the engine that decoded: the decoding (backend
+        # included, when the producer declares it) is the producer's, as declared.
+        decoding = Decoding(args.max_new_tokens, args.batch_size, backend=args.backend or None)
+        arm = replay_precomputed(split, precomputed, declared, decoding, out, scoring)
         extra["outputs_source"] = "precomputed"
     else:
-        arm = score_generations(
-            test_split=args.test_split,
-            generations=str(generations),
-            model_kind=args.model_kind,
-            out_dir=out,
-            model=args.model or None,
-            revision=args.revision,
-            tokenizer=args.tokenizer,
-            tokenizer_revision=args.tokenizer_revision,
-            adapter=args.adapter or None,
-            seed=args.seed,
-            resamples=args.resamples,
-            scoring=args.scoring,
-            slice_by=args.slice_by,
-            progress=_progress(args),
-        )
+        arm = score_generations(split, generations or "", declared, out, scoring)
     _print_arm(arm)
     if _wants_mlflow(args):
         _log_arm_run(arm, args, args.model_kind, extra)
@@ -529,11 +454,12 @@ def _cmd_score(args: argparse.Namespace) -> int:
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from sommelier_mlflow.cli._claims import (
+        compare_arms,
         format_verdict,
         raise_if_unsupported,
         read_claims_option,
+        registration_for,
     )
-    from sommelier_mlflow.cli._pipeline import compare_report_files
 
     if bool(args.base_report) != bool(args.adapter_report) or bool(args.base_run_id) != bool(
         args.adapter_run_id
@@ -542,8 +468,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             "give both reports (--base-report and --adapter-report) or both run ids "
             "(--base-run-id and --adapter-run-id)"
         )
+    from sommelier_mlflow.cli._options import out_folder
+
     claims = read_claims_option(args.claims)  # a bad claims file fails before any download
-    out = _out(
+    out = out_folder(
         args,
         "compare",
         base=args.base_report or args.base_run_id,
@@ -558,21 +486,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         adapter_path = download_evaluation_report(args.adapter_run_id, out / "inputs" / "adapter")
     else:
         base_path, adapter_path = Path(args.base_report), Path(args.adapter_report)
-    registration = None
-    if claims is not None and (args.require_registered or _wants_mlflow(args)):
-        from sommelier_mlflow.cli._runs import claims_registration
-
-        arm_runs = [args.base_run_id, args.adapter_run_id] if args.base_run_id else []
-        registration = claims_registration(claims, arm_runs, require=args.require_registered)
-    artifacts = compare_report_files(
-        base_path,
-        adapter_path,
-        out / "comparison",
-        seed=args.seed,
-        resamples=args.resamples,
-        claims=claims,
-        registration=registration,
-    )
+    arm_runs = [args.base_run_id, args.adapter_run_id] if args.base_run_id else []
+    registration = registration_for(args, claims, arm_runs, _wants_mlflow(args))
+    reports = (base_path, adapter_path)
+    artifacts = compare_arms(args, reports, out / "comparison", claims, registration)
     print(f"comparison: {artifacts.json_path}")
     print(f"            {artifacts.markdown_path}")
     if artifacts.report.claims is not None:

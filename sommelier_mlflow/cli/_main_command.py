@@ -14,24 +14,22 @@ import sys
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
-from sommelier_mlflow.cli._claims import format_verdict, raise_if_unsupported, read_claims_option
-from sommelier_mlflow.cli._pipeline import (
-    ArmOutput,
-    backend_options,
-    compare_report_files,
-    default_out_dir,
-    evaluate_arm,
+from sommelier_mlflow.cli._claims import (
+    compare_arms,
+    format_verdict,
+    raise_if_unsupported,
+    read_claims_option,
+    registration_for,
+)
+from sommelier_mlflow.cli._options import (
+    DeclaredModel,
+    GenerationPlan,
+    ScoringOptions,
     generation_job,
-    resolve_num_threads,
+    out_folder,
 )
-from sommelier_mlflow.cli._runs import (
-    child_run,
-    claims_registration,
-    comparison_run_name,
-    log_arm,
-    top_run,
-    ui_hint,
-)
+from sommelier_mlflow.cli._pipeline import ArmOutput, evaluate_arm
+from sommelier_mlflow.cli._runs import child_run, comparison_run_name, log_arm, top_run, ui_hint
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.evaluation import ComparisonReport, MetricInterval
 
@@ -48,28 +46,10 @@ def _resolve(args: argparse.Namespace) -> tuple[str, str, str, Path | None]:
     return args.model, args.adapter, args.test_split, drop_summary
 
 
-def _arm(
-    args: argparse.Namespace, out: Path, kind: str, model: str, adapter: str, split: str
-) -> ArmOutput:
-    return evaluate_arm(
-        test_split=split,
-        model=model,
-        model_kind=kind,
-        adapter=adapter if kind == "adapter" else None,
-        revision=args.revision,
-        max_new_tokens=args.max_new_tokens,
-        batch_size=args.batch_size,
-        max_examples=args.max_examples,
-        out_dir=out / kind,
-        seed=args.seed,
-        resamples=args.resamples,
-        backend=args.backend,
-        num_threads=resolve_num_threads(args.num_threads),
-        scoring=args.scoring,
-        slice_by=args.slice_by,
-        progress=bool(args.progress or sys.stderr.isatty()),
-        backend_options=backend_options(args, kind),
-    )
+def _declared(args: argparse.Namespace, kind: str) -> DeclaredModel:
+    """One arm's model: both arms share the flags, and only the adapter arm has the adapter."""
+    declared = DeclaredModel.from_args(args, kind)
+    return declared if kind == "adapter" else declared.without_adapter()
 
 
 def _interval(interval: MetricInterval) -> str:
@@ -105,22 +85,12 @@ def format_summary(report: ComparisonReport) -> str:
 def run_main(args: argparse.Namespace) -> int:
     """Evaluate base and adapter on the same split, compare, and (under MLflow) log all."""
     claims = read_claims_option(args.claims)
-    if claims is not None and args.require_registered:
-        # Refuse before hours of generation, not after.
-        claims_registration(claims, [], require=True)
-    model, adapter, split, drop_summary = _resolve(args)
-    out = (
-        Path(args.out)
-        if args.out
-        else default_out_dir(
-            "sommelier_out",
-            "main",
-            split=Path(split).resolve(),
-            model=model,
-            adapter=adapter,
-            **generation_job(args),
-        )
-    )
+    # With --require-registered, refuse before hours of generation, not after.
+    registration_for(args, claims, [], logged=False)
+    model, adapter, split_path, drop_summary = _resolve(args)
+    scoring = ScoringOptions.from_args(args)
+    split = scoring.read(split_path)  # once, for both arms
+    out = out_folder(args, "main", **generation_job(args))
     log = bool(args.mlflow or os.environ.get("MLFLOW_RUN_ID"))
     parent: AbstractContextManager[str | None] = nullcontext(None)
     if log:
@@ -133,33 +103,21 @@ def run_main(args: argparse.Namespace) -> int:
             if parent_id is not None:
                 child = child_run(parent_id, kind)
             with child as run_id:
-                arms[kind] = _arm(args, out, kind, model, adapter, split)
+                plan = GenerationPlan.from_args(args, kind)
+                arms[kind] = evaluate_arm(split, _declared(args, kind), plan, out / kind, scoring)
                 if run_id is not None:
                     child_ids[kind] = run_id
                     log_arm(
                         arms[kind],
                         run_id,
-                        {
-                            "max_examples_requested": args.max_examples,
-                            "num_threads": resolve_num_threads(args.num_threads),
-                        },
+                        plan.logged_params(),
                         log_traces=args.log_traces,
-                        progress=bool(args.progress or sys.stderr.isatty()),
+                        progress=scoring.progress,
                     )
-        registration = None
-        if claims is not None and (parent_id is not None or args.require_registered):
-            registration = claims_registration(
-                claims, list(child_ids.values()), require=args.require_registered
-            )
-        comparison = compare_report_files(
-            arms["base"].report_path,
-            arms["adapter"].report_path,
-            out / "comparison",
-            seed=args.seed,
-            resamples=args.resamples,
-            claims=claims,
-            registration=registration,
-        )
+        logged = parent_id is not None
+        registration = registration_for(args, claims, list(child_ids.values()), logged)
+        reports = (arms["base"].report_path, arms["adapter"].report_path)
+        comparison = compare_arms(args, reports, out / "comparison", claims, registration)
         if parent_id is not None:
             from sommelier_mlflow.integration import log_comparison_run, log_json_artifact
 

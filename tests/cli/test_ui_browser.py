@@ -35,8 +35,11 @@ def demo_runs(server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     """A reduced demo in the store: a parent comparison run with base and adapter children."""
     import mlflow
 
-    from sommelier_mlflow.cli._pipeline import compare_report_files, score_generations
+    from sommelier_mlflow.cli._options import DeclaredModel, ScoringOptions
+    from sommelier_mlflow.cli._pipeline import score_generations
     from sommelier_mlflow.cli._runs import child_run, log_arm, top_run
+    from sommelier_mlflow.evaluation import run_comparison
+    from sommelier_mlflow.generation import BackendRequest
     from sommelier_mlflow.integration import log_comparison_run
 
     root = tmp_path_factory.mktemp("ui")
@@ -45,6 +48,8 @@ def demo_runs(server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     mlflow.set_tracking_uri(server)
     os.environ["MLFLOW_TRACKING_URI"] = server
     ids: dict[str, str] = {}
+    scoring = ScoringOptions(resamples=500)
+    split = scoring.read(files["split"])
     try:
         with top_run("sommelier-main") as parent:
             ids["parent"] = parent
@@ -52,18 +57,14 @@ def demo_runs(server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
             for kind in ("base", "adapter"):
                 with child_run(parent, kind) as run_id:
                     ids[kind] = run_id
+                    adapter = str(files["adapter_dir"]) if kind == "adapter" else None
+                    request = BackendRequest("demo/tiny-llama", "demo", adapter=adapter)
+                    declared = DeclaredModel(kind, request)
                     arms[kind] = score_generations(
-                        test_split=files["split"],
-                        generations=files[kind],
-                        model_kind=kind,
-                        out_dir=root / kind,
-                        model="demo/tiny-llama",
-                        revision="demo",
-                        adapter=str(files["adapter_dir"]) if kind == "adapter" else None,
-                        resamples=500,
+                        split, files[kind], declared, root / kind, scoring
                     )
                     log_arm(arms[kind], run_id, {})
-            comparison = compare_report_files(
+            comparison = run_comparison(
                 arms["base"].report_path,
                 arms["adapter"].report_path,
                 root / "cmp",

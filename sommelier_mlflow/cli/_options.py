@@ -1,0 +1,306 @@
+"""What a command's flags declare, read once from ``args`` and checked there.
+
+The commands share their flags (``evaluate`` and ``main`` generate alike, all
+arms score alike), so each group of flags becomes one frozen object here
+and travels whole through :mod:`sommelier_mlflow.cli._pipeline`: a flag is
+read in one place, and an invalid one fails before any model loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
+
+from sommelier_mlflow._json import canonical_json, sha256_text
+from sommelier_mlflow.data import (
+    CALLS_SLICE_FIELD,
+    Decoding,
+    check_model_kind,
+    check_scoring_mode,
+    check_slice_fields,
+    read_test_split,
+)
+from sommelier_mlflow.errors import ConfigError
+from sommelier_mlflow.generation import BackendRequest
+from sommelier_mlflow.toolcalls import DEFAULT_MODE, scoring_modes
+
+if TYPE_CHECKING:
+    from sommelier_mlflow.data import ModelKind, TestSplit
+
+__all__ = [
+    "DEFAULT_OUT",
+    "DeclaredModel",
+    "GenerationPlan",
+    "ScoringOptions",
+    "backend_options",
+    "default_out_dir",
+    "generation_job",
+    "out_folder",
+    "progress_wanted",
+    "resolve_num_threads",
+]
+
+#: Where commands write when ``--out`` is not given (one folder per distinct job).
+DEFAULT_OUT = "sommelier_out"
+
+
+def default_out_dir(root: str | os.PathLike[str], label: str, **identity: object) -> Path:
+    """A stable folder per distinct job, so re-running a command resumes it.
+
+    The same inputs map to the same folder (and generation resumes there);
+    different inputs never share one, so a resume can never mix two runs.
+    """
+    digest = sha256_text(canonical_json({k: str(v) for k, v in identity.items()}))[:12]
+    return Path(root) / f"{label}-{digest}"
+
+
+def out_folder(args: argparse.Namespace, label: str, **identity: object) -> Path:
+    """``--out``, or the resumable folder under :data:`DEFAULT_OUT` that ``identity`` names."""
+    if args.out:
+        return Path(args.out)
+    return default_out_dir(DEFAULT_OUT, label, **identity)
+
+
+def generation_job(args: argparse.Namespace) -> dict[str, object]:
+    """The flags that name a generating run's resume folder.
+
+    ``evaluate`` and ``main`` generate alike, so the same flags must send them
+    to a folder of the same identity; they are listed once here.
+    """
+    model = ("model", "adapter", "revision")
+    decoding = ("max_new_tokens", "batch_size", "max_examples")
+    backend = ("backend", "served_model", "served_adapter")
+    job: dict[str, object] = {name: getattr(args, name) for name in (*model, *decoding, *backend)}
+    job["split"] = Path(args.test_split).resolve()
+    return job
+
+
+def resolve_num_threads(requested: int) -> int:
+    """The thread count to use and log: ``0`` means this machine's physical cores."""
+    from sommelier_mlflow.generation import physical_cores
+
+    if type(requested) is not int or requested < 0:
+        raise ConfigError(f"num_threads must be >= 0 (0 = physical cores), got {requested!r}")
+    return requested or physical_cores()
+
+
+def progress_wanted(args: argparse.Namespace) -> bool:
+    """Progress bars on a terminal, or anywhere with ``--progress`` (CI logs stay quiet)."""
+    return bool(getattr(args, "progress", False) or sys.stderr.isatty())
+
+
+def backend_options(args: argparse.Namespace, model_kind: str) -> dict[str, object]:
+    """The ``server`` backend's options from the flags (empty for other backends).
+
+    ``served_adapter`` goes to the adapter arm only, so ``main`` can pass one
+    set of flags for both arms.
+    """
+    if args.backend != "server":
+        for flag in ("base_url", "served_model", "served_adapter"):
+            if getattr(args, flag):
+                raise ConfigError(
+                    f"--{flag.replace('_', '-')} applies to --backend server only "
+                    f"(this run uses --backend {args.backend})"
+                )
+        return {}
+    return {
+        "base_url": args.base_url,
+        "served_model": args.served_model,
+        "served_adapter": args.served_adapter if model_kind == "adapter" else "",
+        "concurrency": args.concurrency,
+        "request_timeout": args.request_timeout,
+        "api_key_env": args.api_key_env,
+    }
+
+
+class _RunKeywords(TypedDict):
+    """The keywords of :func:`~sommelier_mlflow.evaluation.score_run` a command chooses."""
+
+    seed: int
+    resamples: int
+    scoring: str
+    slice_by: Sequence[str]
+    progress: bool
+
+
+@dataclass(frozen=True)
+class ScoringOptions:
+    """How one command scores its arms: the mode, the slices, the bootstrap, the progress bar.
+
+    Checked on construction, so a split that needs ``--scoring calls`` (or
+    lacks a declared slice field) fails in a second, not after the model has
+    run. Comma-separated slice fields are split into one field each.
+    """
+
+    mode: str = DEFAULT_MODE
+    slice_by: tuple[str, ...] = ()
+    seed: int = 0
+    resamples: int = 2000
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if self.mode not in scoring_modes():
+            raise ConfigError(
+                f"unknown scoring mode {self.mode!r}; choose one of {', '.join(scoring_modes())}"
+            )
+        fields = tuple(
+            part.strip() for item in self.slice_by for part in item.split(",") if part.strip()
+        )
+        check_slice_fields(fields, scoring=self.mode)
+        object.__setattr__(self, "slice_by", fields)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ScoringOptions:
+        """The options of a command's ``--scoring``, ``--slice-by`` and statistics flags."""
+        return cls(
+            args.scoring, tuple(args.slice_by), args.seed, args.resamples, progress_wanted(args)
+        )
+
+    def read(self, path: str | os.PathLike[str]) -> TestSplit:
+        """Read the split with the declared row fields and check it suits the mode."""
+        row_fields = [
+            field
+            for field in check_slice_fields(self.slice_by, scoring=self.mode)
+            if field != CALLS_SLICE_FIELD
+        ]
+        split = read_test_split(path, slice_by=row_fields)
+        check_scoring_mode(split, self.mode)
+        return split
+
+    def run_keywords(self) -> _RunKeywords:
+        """These options as the scoring keywords of ``score_run`` (``mode`` is its ``scoring``)."""
+        return {
+            "seed": self.seed,
+            "resamples": self.resamples,
+            "scoring": self.mode,
+            "slice_by": self.slice_by,
+            "progress": self.progress,
+        }
+
+
+@dataclass(frozen=True)
+class DeclaredModel:
+    """An arm's kind and the model it is declared to be, as the flags name it.
+
+    The names travel as the generation layer's :class:`BackendRequest`, the
+    one shape of "what the user asked for", so loading a model, replaying
+    outputs and re-scoring generations read the declaration alike. Without
+    a model (re-scoring generations whose manifest names it) there is no
+    request.
+    """
+
+    kind: str
+    request: BackendRequest | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, kind: str | None = None) -> DeclaredModel:
+        """The declaration in ``args``; a flag the command does not have counts as not given.
+
+        Empty values (an MLproject's "not given") count as not given too.
+        """
+        kind = kind or args.model_kind
+        if not args.model:
+            return cls(kind)
+
+        def given(name: str) -> str | None:
+            return getattr(args, name, None) or None
+
+        request = BackendRequest(
+            args.model,
+            revision=given("revision"),
+            tokenizer=given("tokenizer"),
+            tokenizer_revision=given("tokenizer_revision"),
+            adapter=given("adapter"),
+        )
+        return cls(kind, request)
+
+    @property
+    def adapter(self) -> str | None:
+        """The declared adapter (a directory, or the name it is served under)."""
+        return None if self.request is None else self.request.adapter
+
+    def without_adapter(self) -> DeclaredModel:
+        """The same model as a base arm: ``main`` declares one adapter for its adapter arm."""
+        if self.request is None:
+            return replace(self, kind="base")
+        return replace(self, kind="base", request=replace(self.request, adapter=None))
+
+    def checked_kind(self, served_adapter: object = None) -> ModelKind:
+        """The kind, checked against the adapter when a model is declared.
+
+        Without a model only the kind itself is checked.
+
+        Raises:
+            ConfigError: An unknown kind, a base arm with an adapter, or an
+                adapter arm without one.
+        """
+        kind = check_model_kind(self.kind, ConfigError)
+        if self.request is None:
+            return kind
+        has_adapter = bool(self.adapter or served_adapter)
+        if kind == "base" and has_adapter:
+            raise ConfigError(
+                "model_kind 'base' evaluates the base model alone: drop the adapter, "
+                "or use model_kind 'adapter'"
+            )
+        if kind == "adapter" and not has_adapter:
+            raise ConfigError(
+                "model_kind 'adapter' needs an adapter: its directory, or the name it is served "
+                "under (adapter=...; with the server backend, served_adapter=...)"
+            )
+        return kind
+
+    def required_request(self) -> BackendRequest:
+        """The request, for the commands that cannot run without a model.
+
+        Raises:
+            ConfigError: No model was declared.
+        """
+        if self.request is None:
+            raise ConfigError("a model is required: pass model=... (a Hub id or a directory)")
+        return self.request
+
+
+@dataclass(frozen=True)
+class GenerationPlan:
+    """How ``evaluate`` and ``main`` generate an arm: the decoding, the examples, the machine.
+
+    The machine fields are those of a :class:`BackendRequest` that say where
+    and how the model runs, as opposed to which model it is.
+    """
+
+    decoding: Decoding
+    max_examples: int = 0
+    device: str | None = None
+    trust_remote_code: bool = False
+    num_threads: int | None = None
+    backend_options: Mapping[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, kind: str) -> GenerationPlan:
+        """The plan of the generation flags, for the arm of ``kind``."""
+        decoding = Decoding(args.max_new_tokens, args.batch_size, backend=args.backend)
+        device = getattr(args, "device", None)
+        remote_code = bool(getattr(args, "trust_remote_code", False))
+        threads = resolve_num_threads(args.num_threads)
+        options = backend_options(args, kind)
+        return cls(decoding, args.max_examples, device, remote_code, threads, options)
+
+    def request(self, declared: DeclaredModel) -> BackendRequest:
+        """The declared model's request, run on this plan's machine."""
+        return replace(
+            declared.required_request(),
+            device=self.device,
+            trust_remote_code=self.trust_remote_code,
+            num_threads=self.num_threads,
+            options=self.backend_options,
+        )
+
+    def logged_params(self) -> dict[str, object]:
+        """Params an evaluated arm logs beyond its report's."""
+        return {"max_examples_requested": self.max_examples, "num_threads": self.num_threads}
