@@ -42,19 +42,6 @@ def _optional_int(text: str) -> int | None:
     return int(number)
 
 
-def _given(path: str | None) -> str | None:
-    """A path option, or ``None`` when it was left at the MLproject's "not given" value.
-
-    MLflow resolves ``path`` parameters against the caller's directory and
-    insists the file exists, so an MLproject cannot default one to "". The
-    ``score`` entry point therefore defaults ``generations`` and ``precomputed``
-    to ``/dev/null``, which always exists and never holds outputs.
-    """
-    if path is None or not path.strip() or os.path.abspath(path) == os.devnull:
-        return None
-    return path
-
-
 def _add_mlflow_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mlflow",
@@ -160,6 +147,17 @@ def _add_model(parser: argparse.ArgumentParser, *, required: bool) -> None:
     parser.add_argument("--adapter", default=None, help="peft LoRA adapter directory")
 
 
+def _add_generation(parser: argparse.ArgumentParser, *, batch_size: int) -> None:
+    """The flags of the commands that generate (``evaluate``, ``main``), declared once.
+
+    Only the default batch size differs: ``main`` runs two arms and batches more.
+    """
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--batch-size", type=int, default=batch_size)
+    parser.add_argument("--max-examples", type=_nonneg_int, default=0, help="0 = all roots")
+    _add_backend(parser)
+
+
 def _add_backend(parser: argparse.ArgumentParser) -> None:
     from sommelier_mlflow.generation import backend_names
 
@@ -248,11 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--test-split", required=True)
     _add_model(evaluate, required=True)
     evaluate.add_argument("--model-kind", required=True, choices=["base", "adapter"])
-    evaluate.add_argument("--max-new-tokens", type=int, default=96)
-    evaluate.add_argument("--batch-size", type=int, default=8)
-    evaluate.add_argument("--max-examples", type=_nonneg_int, default=0, help="0 = all roots")
     evaluate.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: auto)")
-    _add_backend(evaluate)
+    _add_generation(evaluate, batch_size=8)
     evaluate.add_argument(
         "--trust-remote-code",
         action="store_true",
@@ -306,15 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--model", required=True, help="base model: local path or hub id")
     demo.add_argument("--adapter", required=True, help="peft LoRA adapter directory")
     demo.add_argument("--revision", default=None)
-    demo.add_argument("--max-new-tokens", type=int, default=96)
-    demo.add_argument("--batch-size", type=int, default=16)
-    demo.add_argument("--max-examples", type=_nonneg_int, default=0)
     demo.add_argument(
         "--drop-summary",
         default=None,
         help="the drop_summary.json `prepare` wrote for this split, logged with the comparison",
     )
-    _add_backend(demo)
+    _add_generation(demo, batch_size=16)
     demo.add_argument("--out", default=None)
     _add_experience(demo)
     _add_stats(demo)
@@ -408,6 +400,19 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if _wants_mlflow(args):
         _log_arm_run(arm, args, args.model_kind, plan.logged_params())
     return 0
+
+
+def _given(path: str | None) -> str | None:
+    """A path option, or ``None`` when it was left at the MLproject's "not given" value.
+
+    MLflow resolves ``path`` parameters against the caller's directory and
+    insists the file exists, so an MLproject cannot default one to "". The
+    ``score`` entry point therefore defaults ``generations`` and ``precomputed``
+    to ``/dev/null``, which always exists and never holds outputs.
+    """
+    if path is None or not path.strip() or os.path.abspath(path) == os.devnull:
+        return None
+    return path
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
