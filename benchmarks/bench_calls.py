@@ -29,24 +29,27 @@ from sommelier_mlflow.toolcalls import (
 
 
 def single(rows: list[tuple[str, Any]]) -> dict[str, tuple[int, int]]:
-    records = []
-    for text, gold in rows:
-        result = parse_tool_call(text)
-        records.append(
-            {"parse_status": result.status, "parsed_call": result.call, "gold_call": gold}
-        )
+    # Streamed, as the evaluation layer scores: each text is parsed as the scorer
+    # reaches it, inside the batch where the cycle collector is paused.
+    records = (
+        {"parse_status": result.status, "parsed_call": result.call, "gold_call": gold}
+        for text, gold in rows
+        for result in (parse_tool_call(text),)
+    )
     metrics = compute_metrics(records)
     return {name: (metrics[name].numerator, metrics[name].denominator) for name in METRIC_NAMES}
 
 
 def calls(rows: list[tuple[str, Any]]) -> dict[str, tuple[int, int]]:
-    records = []
-    for text, gold in rows:
-        result = parse_tool_calls(text)
-        golds = gold if isinstance(gold, list) else [gold]
-        records.append(
-            {"parse_status": result.status, "parsed_calls": result.calls, "gold_calls": golds}
-        )
+    records = (
+        {
+            "parse_status": result.status,
+            "parsed_calls": result.calls,
+            "gold_calls": gold if isinstance(gold, list) else [gold],
+        }
+        for text, gold in rows
+        for result in (parse_tool_calls(text),)
+    )
     metrics = compute_calls_metrics(records)
     return {
         name: (metrics[name].numerator, metrics[name].denominator) for name in CALLS_METRIC_NAMES

@@ -11,12 +11,15 @@ three backends:
 
 Prompts/s and generated tokens/s are printed side by side, plus how many
 completions agree with the one-at-a-time reference. Not timed: the vLLM
-startup, each ``HFGenerator``'s model load, and one small warm-up generation
-per backend (the first requests of a fresh server and the first batch of a
-fresh model pay one-off costs that a long evaluation does not).
+startup and the model load. Served and hf batched run twice and the faster
+run counts (the first requests of a fresh server, and the first batches of
+a fresh model, pay one-off costs for each new batch shape that a long
+evaluation does not); one at a time runs once, after a short warm-up.
 
 The server is started the way vLLM's CPU guide asks (tcmalloc and Intel
-OpenMP preloaded, a continuous batch of up to 512 sequences); for the base
+OpenMP preloaded), with a continuous batch of up to 512 sequences, async
+scheduling, and no prefix caching (the demo prompts share no cacheable
+prefix: the hit rate measured 0%, so hashing was pure cost); for the base
 arm without LoRA support, which costs its worker about a third more per step
 even for base requests. The prompts come from the demo's train split by
 default: the test split has only 357, too few to keep a continuous batch full.
@@ -33,6 +36,7 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,7 +85,10 @@ def main() -> None:
     parser.add_argument("--api-key", default="bench-key")
     parser.add_argument(
         "--vllm-args",
-        default="--max-num-seqs 512 --max-num-batched-tokens 16384",
+        default=(
+            "--max-num-seqs 512 --max-num-batched-tokens 16384 --async-scheduling "
+            "--no-enable-prefix-caching"
+        ),
         help="extra server arguments (a started server only)",
     )
     args = parser.parse_args()
@@ -130,43 +137,54 @@ def main() -> None:
                 concurrency=args.concurrency,
             )
 
-        served = served_generator()
         local = HFGenerator(demo.base_model_dir, adapter=adapter, num_threads=args.threads)
         split = read_test_split(demo.splits_dir / f"{args.split}.jsonl")
         examples = format_examples(split.examples[: args.prompts], local.tokenizer)
-        runs: list[tuple[str, TextGenerator, int]] = [
-            ("served (vLLM)", served, args.served_batch_size or len(examples)),
-            ("hf batched", local, args.hf_batch_size),
-            ("hf one at a time", local, 1),
+        # (name, a fresh generator per attempt, batch, attempts): the best attempt counts.
+        runs: list[tuple[str, Callable[[], TextGenerator], int, int]] = [
+            ("served (vLLM)", served_generator, args.served_batch_size or len(examples), 2),
+            ("hf batched", lambda: local, args.hf_batch_size, 2),
+            ("hf one at a time", lambda: local, 1, 1),
         ]
         rows = []
+        served_stats: dict[str, float] = {}
         with tempfile.TemporaryDirectory() as tmp:
-            for name, generator, batch in runs:
-                out = Path(tmp) / name.replace(" ", "_")
-                run_generation(  # the untimed warm-up (own client: its usage is not counted)
-                    examples[:16],
-                    served_generator() if generator is served else generator,
-                    decoding=Decoding(max_new_tokens=args.max_new_tokens, batch_size=batch),
-                    model_kind=args.kind,
-                    out_dir=Path(tmp) / f"warm-up {name}",
-                    progress=False,
-                )
-                started = time.perf_counter()
-                run_generation(
-                    examples,
-                    generator,
-                    decoding=Decoding(max_new_tokens=args.max_new_tokens, batch_size=batch),
-                    model_kind=args.kind,
-                    out_dir=out,
-                    progress=False,
-                )
-                seconds = time.perf_counter() - started
-                texts = _texts(out)
+            for name, make, batch, attempts in runs:
+                decoding = Decoding(max_new_tokens=args.max_new_tokens, batch_size=batch)
+                if attempts == 1:  # a short untimed warm-up instead of a second attempt
+                    run_generation(
+                        examples[:16],
+                        make(),
+                        decoding=decoding,
+                        model_kind=args.kind,
+                        out_dir=Path(tmp) / f"warm-up {name}",
+                        progress=False,
+                    )
+                best: tuple[float, Path] | None = None
+                for attempt in range(attempts):
+                    generator = make()
+                    out = Path(tmp) / f"{name} {attempt}"
+                    started = time.perf_counter()
+                    run_generation(
+                        examples,
+                        generator,
+                        decoding=decoding,
+                        model_kind=args.kind,
+                        out_dir=out,
+                        progress=False,
+                    )
+                    seconds = time.perf_counter() - started
+                    if best is None or seconds < best[0]:
+                        best = (seconds, out)
+                        if isinstance(generator, ServerGenerator):
+                            served_stats = generator.stats.metrics()
+                assert best is not None
+                texts = _texts(best[1])
                 tokens = sum(
                     len(local.tokenizer(t, add_special_tokens=False)["input_ids"])
                     for t in texts.values()
                 )
-                rows.append((name, batch, seconds, texts, tokens))
+                rows.append((name, batch, best[0], texts, tokens))
         reference = rows[-1][3]
         batched_rate = len(examples) / rows[1][2]
         print(
@@ -184,7 +202,7 @@ def main() -> None:
                 f"| {name} | {batch} | {seconds:.1f} | {rate:.2f} | {tokens / seconds:.0f} | "
                 f"{rate / batched_rate:.2f}x | {same}/{len(reference)} |"
             )
-        print(f"\nserver-side usage: {served.stats.metrics()}")
+        print(f"\nserver-side usage (best attempt): {served_stats}")
     finally:
         if server is not None:
             server.stop()
