@@ -27,19 +27,12 @@ import numpy as np
 from sommelier_mlflow._json import atomic_write_bytes, canonical_json, dumps_pretty
 from sommelier_mlflow.data import OVERALL
 from sommelier_mlflow.errors import ComparisonRefusedError, InputError
+from sommelier_mlflow.evaluation import _comparison_report as report_types
 from sommelier_mlflow.evaluation._claims import (
     ClaimsSpec,
     RegistrationRecord,
     check_claims,
     decide_claims,
-)
-from sommelier_mlflow.evaluation._comparison_report import (
-    ComparisonIdentity,
-    ComparisonReport,
-    LanguageGap,
-    MarginalGap,
-    RunSummary,
-    SliceComparison,
 )
 from sommelier_mlflow.evaluation._markdown import render_comparison_markdown
 from sommelier_mlflow.evaluation._report import EvaluationReport, read_evaluation_report
@@ -126,7 +119,7 @@ _HINTS: Final = {
 class ComparisonArtifacts:
     """A comparison report and the two files it was written to."""
 
-    report: ComparisonReport
+    report: report_types.ComparisonReport
     json_path: Path
     markdown_path: Path
 
@@ -248,7 +241,7 @@ def _compare_slice(
     adapter: EvaluationReport,
     settings: BootstrapSettings,
     outcome: str,
-) -> tuple[SliceComparison, BootstrapDraws]:
+) -> tuple[report_types.SliceComparison, BootstrapDraws]:
     names = base.metric_names
     column = names.index(outcome)
     base_num, base_den = base.numerators[rows], base.denominators[rows]
@@ -263,7 +256,7 @@ def _compare_slice(
         confidence=settings.confidence,
         metric_names=names,
     )
-    entry = SliceComparison(
+    entry = report_types.SliceComparison(
         examples=len(base_num),
         base=MappingProxyType(metrics_from_components(base_num, base_den, names)),
         adapter=MappingProxyType(metrics_from_components(adapter_num, adapter_den, names)),
@@ -274,10 +267,10 @@ def _compare_slice(
     return entry, draws
 
 
-def _primary_gaps(arm: EvaluationReport) -> Mapping[str, LanguageGap]:
+def _primary_gaps(arm: EvaluationReport) -> Mapping[str, report_types.LanguageGap]:
     return MappingProxyType(
         {
-            language: LanguageGap(
+            language: report_types.LanguageGap(
                 root_language=paired.root_language,
                 pairs=len(paired.pairs),
                 coverage=paired.coverage,
@@ -291,10 +284,10 @@ def _primary_gaps(arm: EvaluationReport) -> Mapping[str, LanguageGap]:
     )
 
 
-def _marginal_gaps(arm: EvaluationReport) -> Mapping[str, MarginalGap]:
+def _marginal_gaps(arm: EvaluationReport) -> Mapping[str, report_types.MarginalGap]:
     return MappingProxyType(
         {
-            language: MarginalGap(
+            language: report_types.MarginalGap(
                 root_language=paired.root_language,
                 target=arm.slices[language].metrics,
                 root=arm.slices[paired.root_language].metrics,
@@ -304,8 +297,8 @@ def _marginal_gaps(arm: EvaluationReport) -> Mapping[str, MarginalGap]:
     )
 
 
-def _run_summary(arm: EvaluationReport) -> RunSummary:
-    return RunSummary(
+def _run_summary(arm: EvaluationReport) -> report_types.RunSummary:
+    return report_types.RunSummary(
         model_kind=arm.identity.model_kind,
         adapter=arm.identity.adapter,
         examples=arm.examples,
@@ -332,7 +325,7 @@ def compare_reports(
     confidence: float = 0.95,
     claims: ClaimsSpec | None = None,
     registration: RegistrationRecord | None = None,
-) -> ComparisonReport:
+) -> report_types.ComparisonReport:
     """Compare a base and an adapter evaluation report behind the gate.
 
     Args:
@@ -378,7 +371,7 @@ def compare_reports(
             resamples=settings.resamples,
         )
     language_of = np.array(base.languages)
-    slices: dict[str, SliceComparison] = {}
+    slices: dict[str, report_types.SliceComparison] = {}
     draws: dict[str, BootstrapDraws] = {}
     for name in (OVERALL, *languages):
         rows = slice(None) if name == OVERALL else np.flatnonzero(language_of == name)
@@ -392,8 +385,8 @@ def compare_reports(
     verdict = None
     if claims is not None:
         verdict = decide_claims(claims, draws, registration or RegistrationRecord())
-    return ComparisonReport(
-        identity=ComparisonIdentity(
+    return report_types.ComparisonReport(
+        identity=report_types.ComparisonIdentity(
             model_identity=identity.model_identity,
             test_split_sha256=identity.test_split_sha256,
             parser_version=identity.parser_version,
@@ -423,7 +416,7 @@ def compare_reports(
 
 
 def write_comparison_report(
-    out_dir: str | os.PathLike[str], report: ComparisonReport
+    out_dir: str | os.PathLike[str], report: report_types.ComparisonReport
 ) -> ComparisonArtifacts:
     """Write ``comparison_report.json`` and its Markdown rendering atomically (the one writer).
 

@@ -594,6 +594,27 @@ def _parse_and_compare(
     return parses, comparisons
 
 
+def _result_row(
+    completion: Completion,
+    parsed: Parsed,
+    score: ExampleScore,
+    slice_values: tuple[tuple[str, str], ...],
+) -> ExampleResult:
+    """The table row of one scored completion (positional: this runs once per example)."""
+    return ExampleResult(
+        completion.example_id,
+        completion.language,
+        completion.source_example_id,
+        completion.prompt_sha256,
+        completion.raw_text,
+        parsed.status,
+        parsed.call if isinstance(parsed, ParseResult) else None,
+        score,
+        parsed.calls if isinstance(parsed, CallsParseResult) else None,
+        slice_values,
+    )
+
+
 def _component_arrays(
     comparisons: Sequence[Any], metrics: Sequence[ScoringMetric[Any]]
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
@@ -784,18 +805,7 @@ def score_completions(
     numerators, denominators = _component_arrays(comparisons, chosen)
     values = [_slice_values(completion, fields) for completion in rows]
     results = tuple(
-        ExampleResult(
-            example_id=completion.example_id,
-            language=completion.language,
-            source_example_id=completion.source_example_id,
-            prompt_sha256=completion.prompt_sha256,
-            raw_text=completion.raw_text,
-            parse_status=parsed.status,
-            parsed_call=parsed.call if isinstance(parsed, ParseResult) else None,
-            score=ExampleScore(names, tuple(top), tuple(bottom)),
-            parsed_calls=parsed.calls if isinstance(parsed, CallsParseResult) else None,
-            slice_values=row_values,
-        )
+        _result_row(completion, parsed, ExampleScore(names, tuple(top), tuple(bottom)), row_values)
         for completion, parsed, top, bottom, row_values in zip(
             rows, parses, numerators.tolist(), denominators.tolist(), values, strict=True
         )
