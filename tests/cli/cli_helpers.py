@@ -100,3 +100,22 @@ def write_fixture(root: Path) -> dict[str, Path]:
         "adapter": write_arm(root / "adapter_arm", "adapter", ADAPTER_OUTPUTS),
         "adapter_dir": adapter_dir,
     }
+
+
+def score_args(
+    files: dict[str, Path],
+    kind: str,
+    out: Path,
+    *,
+    resamples: int = 200,
+    revision: str | None = "abc123",
+) -> list[str]:
+    """``score`` of one arm of :func:`write_fixture`, without the program name.
+
+    The generations path stays at index 4, where a test can swap it.
+    """
+    args = ["score", "--test-split", str(files["split"]), "--generations", str(files[kind])]
+    args += ["--model-kind", kind, "--model", "tiny/model"]
+    args += [] if revision is None else ["--revision", revision]
+    args += ["--out", str(out), "--resamples", str(resamples)]
+    return args + (["--adapter", str(files["adapter_dir"])] if kind == "adapter" else [])

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sommelier_mlflow.cli import main
-from tests.cli.cli_helpers import write_fixture
+from tests.cli.cli_helpers import score_args, write_fixture
 
 FR_GAIN = {
     "id": "fr-gain",
@@ -34,26 +34,7 @@ def _claims(path: Path, *claims: dict[str, Any], **extra: Any) -> Path:
 
 
 def _score(files: dict[str, Path], out: Path, kind: str, *extra: str) -> None:
-    args = [
-        "score",
-        "--test-split",
-        str(files["split"]),
-        "--generations",
-        str(files[kind]),
-        "--model-kind",
-        kind,
-        "--model",
-        "tiny/model",
-        "--revision",
-        "abc123",
-        "--out",
-        str(out),
-        "--resamples",
-        "200",
-    ]
-    if kind == "adapter":
-        args += ["--adapter", str(files["adapter_dir"])]
-    assert main([*args, *extra]) == 0
+    assert main([*score_args(files, kind, out), *extra]) == 0
 
 
 @pytest.fixture(scope="module")

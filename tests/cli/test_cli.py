@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sommelier_mlflow.cli import build_parser, main
-from tests.cli.cli_helpers import write_fixture
+from tests.cli.cli_helpers import score_args, write_fixture
 
 
 @pytest.fixture
@@ -17,26 +17,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
 
 
 def _score(files: dict[str, Path], out: Path, kind: str, *extra: str) -> int:
-    args = [
-        "score",
-        "--test-split",
-        str(files["split"]),
-        "--generations",
-        str(files[kind]),
-        "--model-kind",
-        kind,
-        "--model",
-        "tiny/model",
-        "--revision",
-        "abc123",
-        "--out",
-        str(out),
-        "--resamples",
-        "200",
-    ]
-    if kind == "adapter":
-        args += ["--adapter", str(files["adapter_dir"])]
-    return main([*args, *extra])
+    return main([*score_args(files, kind, out), *extra])
 
 
 def test_score_and_compare_write_exact_reports(

@@ -9,7 +9,7 @@ import pytest
 
 from sommelier_mlflow._json import loads
 from sommelier_mlflow.cli import main
-from tests.cli.cli_helpers import examples, write_fixture
+from tests.cli.cli_helpers import examples, score_args, write_fixture
 
 
 @pytest.fixture
@@ -74,24 +74,7 @@ def test_deep_valid_output_is_scored_and_written(
 
 
 def _generations_args(files: dict[str, Path], out: Path, kind: str = "base") -> list[str]:
-    args = [
-        "score",
-        "--test-split",
-        str(files["split"]),
-        "--generations",
-        str(files[kind]),
-        "--model-kind",
-        kind,
-        "--model",
-        "tiny/model",
-        "--out",
-        str(out),
-        "--resamples",
-        "50",
-    ]
-    if kind == "adapter":
-        args += ["--adapter", str(files["adapter_dir"])]
-    return args
+    return score_args(files, kind, out, resamples=50, revision=None)
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:

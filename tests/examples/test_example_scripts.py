@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.cli_helpers import write_fixture
+from tests.cli.cli_helpers import score_args, write_fixture
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -60,27 +60,8 @@ def test_compare_runs(tmp_path: Path) -> None:
     env.pop("MLFLOW_RUN_ID", None)
     run_ids = []
     for kind in ("base", "adapter"):
-        command = [
-            sys.executable,
-            "-m",
-            "sommelier_mlflow.cli",
-            "score",
-            "--test-split",
-            str(files["split"]),
-            "--generations",
-            str(files[kind]),
-            "--model-kind",
-            kind,
-            "--model",
-            "tiny/model",
-            "--out",
-            str(tmp_path / kind),
-            "--resamples",
-            "100",
-            "--mlflow",
-        ]
-        if kind == "adapter":
-            command += ["--adapter", str(files["adapter_dir"])]
+        arm = score_args(files, kind, tmp_path / kind, resamples=100, revision=None)
+        command = [sys.executable, "-m", "sommelier_mlflow.cli", *arm, "--mlflow"]
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
         assert done.returncode == 0, done.stderr[-3000:]
         run_ids.append(re.findall(r"logged to MLflow run ([0-9a-f]+)", done.stdout)[-1])

@@ -21,7 +21,7 @@ import pytest
 from sommelier_mlflow._json import loads
 from sommelier_mlflow.evaluation import read_comparison_report, read_evaluation_report
 from sommelier_mlflow.integration import comparison_metric_keys, evaluation_metric_keys
-from tests.cli.cli_helpers import write_fixture
+from tests.cli.cli_helpers import score_args, write_fixture
 from tests.support.team_server import MLFLOW, MlflowServer, Postgres, postgres_bin
 
 pytestmark = pytest.mark.slow
@@ -110,28 +110,7 @@ def _main_direct(demo: Any, max_examples: str) -> list[str]:
 
 
 def _score(files: dict[str, Path], kind: str, out: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "sommelier_mlflow.cli",
-        "score",
-        "--test-split",
-        str(files["split"]),
-        "--generations",
-        str(files[kind]),
-        "--model-kind",
-        kind,
-        "--model",
-        "tiny/model",
-        "--revision",
-        "abc123",
-        *(["--adapter", str(files["adapter_dir"])] if kind == "adapter" else []),
-        "--resamples",
-        "200",
-        "--out",
-        str(out),
-        "--mlflow",
-    ]
+    return [sys.executable, "-m", "sommelier_mlflow.cli", *score_args(files, kind, out), "--mlflow"]
 
 
 def _check_arm(client: Any, run: Any, report_path: Path) -> None:
