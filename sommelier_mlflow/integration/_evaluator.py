@@ -63,6 +63,7 @@ from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from sommelier_mlflow._redact import redact_value
 from sommelier_mlflow.data import check_slice_fields
 from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
+from sommelier_mlflow.integration._evaluator_names import EVALUATOR_NAME, MODEL_TYPE
 from sommelier_mlflow.integration._predictions import PredictionScores, score_predictions
 from sommelier_mlflow.integration._primitives import (
     ARTIFACT_DIR,
@@ -73,7 +74,6 @@ from sommelier_mlflow.integration._primitives import (
     log_metrics_batch,
     set_sommelier_tags,
 )
-from sommelier_mlflow.integration.evaluator import MODEL_TYPE
 from sommelier_mlflow.metrics import MetricSpec
 from sommelier_mlflow.toolcalls import DEFAULT_MODE, scoring_modes
 
@@ -84,7 +84,6 @@ __all__ = [
     "SommelierEvaluator",
 ]
 
-EVALUATOR_NAME: Final = "sommelier"
 EVALUATOR_REPORT_ARTIFACT: Final = f"{ARTIFACT_DIR}/evaluator_report.json"
 _COLUMN_DEFAULTS: Final = {
     "language_column": "language",

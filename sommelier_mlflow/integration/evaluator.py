@@ -22,13 +22,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from sommelier_mlflow.integration._evaluator_names import MODEL_TYPE
+
 if TYPE_CHECKING:
     from sommelier_mlflow.integration._evaluator import EvaluatorConfigError, SommelierEvaluator
 
 __all__ = ["EvaluatorConfigError", "MODEL_TYPE", "SommelierEvaluator"]
 
-#: The ``model_type`` the evaluator claims.
-MODEL_TYPE: Final = "tool-calling"
 _LAZY: Final = frozenset({"EvaluatorConfigError", "SommelierEvaluator"})
 
 

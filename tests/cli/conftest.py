@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.cli.cli_helpers import write_fixture
 from tests.support.mlflow_server import local_mlflow_server
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    """The CLI fixture's test split, generations and precomputed outputs, written afresh."""
+    return write_fixture(tmp_path / "in")
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,7 @@ from pathlib import Path
 import pytest
 
 from sommelier_mlflow.cli import build_parser, main
-from tests.cli.cli_helpers import score_args, write_fixture
-
-
-@pytest.fixture
-def files(tmp_path: Path) -> dict[str, Path]:
-    return write_fixture(tmp_path / "in")
+from tests.cli.cli_helpers import score_args
 
 
 def _score(files: dict[str, Path], out: Path, kind: str, *extra: str) -> int:

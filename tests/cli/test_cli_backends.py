@@ -12,7 +12,7 @@ import pytest
 from sommelier_mlflow.cli import main
 from sommelier_mlflow.data import ModelIdentity
 from sommelier_mlflow.generation import BackendRequest, register_backend
-from tests.cli.cli_helpers import BASE_OUTPUTS, examples, write_fixture
+from tests.cli.cli_helpers import BASE_OUTPUTS, examples
 
 
 class FixtureBackend:
@@ -45,11 +45,6 @@ class FixtureBackend:
 
 
 register_backend("cli_fixture")(FixtureBackend)
-
-
-@pytest.fixture
-def files(tmp_path: Path) -> dict[str, Path]:
-    return write_fixture(tmp_path / "in")
 
 
 def _evaluate(files: dict[str, Path], out: Path, backend: str) -> int:

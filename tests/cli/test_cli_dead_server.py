@@ -14,21 +14,15 @@ from pathlib import Path
 import pytest
 
 from tests.cli.cli_helpers import write_fixture
+from tests.support.net import free_port
 
 MLFLOW = str(Path(sys.executable).with_name("mlflow"))
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 def _start_server(root: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
-    port = _free_port()
+    port = free_port()
     database = root / "mlflow.db"
     process = subprocess.Popen(
         [

@@ -9,12 +9,7 @@ import pytest
 
 from sommelier_mlflow._json import loads
 from sommelier_mlflow.cli import main
-from tests.cli.cli_helpers import examples, score_args, write_fixture
-
-
-@pytest.fixture
-def files(tmp_path: Path) -> dict[str, Path]:
-    return write_fixture(tmp_path / "in")
+from tests.cli.cli_helpers import examples, score_args
 
 
 def _deep_call(depth: int) -> str:

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from data_helpers import WriteLines, encode
+
+from tests.data.data_helpers import WriteLines, encode
 
 
 @pytest.fixture

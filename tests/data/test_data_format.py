@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from data_helpers import SCHEMA_TOOL, WEATHER_CALL, WEATHER_TOOL
 
 from sommelier_mlflow._json import canonical_json, loads, sha256_text
 from sommelier_mlflow.data import (
@@ -20,6 +19,7 @@ from sommelier_mlflow.data import (
     write_test_split,
 )
 from sommelier_mlflow.errors import DependencyError, InputError, InvariantViolationError
+from tests.data.data_helpers import SCHEMA_TOOL, WEATHER_CALL, WEATHER_TOOL
 
 TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n"

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from data_helpers import WriteLines
 
 from sommelier_mlflow._json import dumps_line, sha256_text
 from sommelier_mlflow.data import (
@@ -22,6 +21,7 @@ from sommelier_mlflow.data._jsonl import (
     jsonl_valid_prefix,
 )
 from sommelier_mlflow.errors import ConfigError, DataError, InvariantViolationError
+from tests.data.data_helpers import WriteLines
 
 DECODING = {"temperature": 0.0, "do_sample": False, "max_new_tokens": 64, "batch_size": 4}
 

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from data_helpers import WriteLines
 
 from sommelier_mlflow.data import (
     DROP_REASONS,
@@ -17,6 +16,7 @@ from sommelier_mlflow.data import (
     read_test_split,
 )
 from sommelier_mlflow.errors import ConfigError, DataError
+from tests.data.data_helpers import WriteLines
 
 TOOLS = json.dumps(
     [

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from data_helpers import SCHEMA_TOOL, WEATHER_CALL, WEATHER_TOOL, WriteLines, native_row
 
 from sommelier_mlflow._json import canonical_json, sha256_text
 from sommelier_mlflow.data import (
@@ -18,6 +17,7 @@ from sommelier_mlflow.data import (
     write_test_split,
 )
 from sommelier_mlflow.errors import ConfigError, DataError, InputError, InvariantViolationError
+from tests.data.data_helpers import SCHEMA_TOOL, WEATHER_CALL, WEATHER_TOOL, WriteLines, native_row
 
 # --------------------------------------------------------------------------- helpers
 

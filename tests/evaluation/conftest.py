@@ -13,12 +13,13 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from report_docs import doc
 
 from sommelier_mlflow._json import sha256_text
 from sommelier_mlflow.data import Decoding, GenerationRecord, ModelIdentity, TestExample, TestSplit
 from sommelier_mlflow.evaluation import ScoredRun, score_run
 from sommelier_mlflow.toolcalls import parse_tool_call
+from tests.evaluation.report_docs import doc
+from tests.support.examples import formatted_example
 
 DECODING = Decoding(max_new_tokens=64, batch_size=4)
 IDENTITY = ModelIdentity(
@@ -48,16 +49,8 @@ def example(
     source: str | None = None,
     prompt: str | None = None,
 ) -> TestExample:
-    prompt_text = prompt if prompt is not None else f"<sys>tools</sys><user>{example_id}</user>"
-    return TestExample(
-        example_id=example_id,
-        language=language,
-        query=f"request {example_id}",
-        tools=[],
-        gold_call=dict(gold),
-        source_example_id=source,
-        prompt_text=prompt_text,
-        prompt_sha256=sha256_text(prompt_text),
+    return formatted_example(
+        example_id, gold=gold, language=language, source=source, prompt=prompt
     )
 
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from sommelier_mlflow._json import sha256_text
 from sommelier_mlflow.data import Decoding, GenerationRecord, TestExample, TestSplit
 from sommelier_mlflow.errors import ComparisonRefusedError, ConfigError, DataError, InputError
 from sommelier_mlflow.evaluation import (
@@ -23,6 +22,7 @@ from sommelier_mlflow.evaluation import (
 )
 from sommelier_mlflow.integration import comparison_metric_keys, evaluation_metric_keys
 from sommelier_mlflow.toolcalls import CALLS_METRIC_NAMES, CALLS_PARSER_VERSION, parse_tool_call
+from tests.support.examples import formatted_example
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
 W2 = {"name": "get_weather", "arguments": {"city": "Oslo"}}
@@ -32,16 +32,7 @@ DECODING = Decoding(max_new_tokens=64, batch_size=4)
 
 def _example(example_id: str, gold: list[dict[str, Any]], **extra: Any) -> TestExample:
     prompt = f"<user>{example_id}</user>"
-    return TestExample(
-        example_id,
-        extra.pop("language", "en"),
-        f"request {example_id}",
-        [],
-        gold_calls=gold,
-        prompt_text=prompt,
-        prompt_sha256=sha256_text(prompt),
-        **extra,
-    )
+    return formatted_example(example_id, prompt=prompt, gold_calls=gold, **extra)
 
 
 def calls_split() -> TestSplit:
@@ -51,10 +42,10 @@ def calls_split() -> TestSplit:
         _example("a3", [], slice_values={"topic": "small talk"}),
         _example("a4", [T, T, W2], slice_values={"topic": "money"}),
         _example(
-            "b1", [W, T], language="fr", source_example_id="a1", slice_values={"topic": "weather"}
+            "b1", [W, T], language="fr", source="a1", slice_values={"topic": "weather"}
         ),
         _example(
-            "b3", [], language="fr", source_example_id="a3", slice_values={"topic": "small talk"}
+            "b3", [], language="fr", source="a3", slice_values={"topic": "small talk"}
         ),
     ]
     return TestSplit(path="calls.jsonl", sha256="6" * 64, examples=tuple(rows))

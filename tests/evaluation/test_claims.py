@@ -189,7 +189,11 @@ def test_unregistered_seed_and_resamples_follow_the_comparison() -> None:
     document = _example()
     del document["seed"], document["resamples"]
     spec = parse_claims(document, source="c", sha256="")
-    check_claims(spec, slices=("en", "fr"), metric_names=NAMES, seed=7, resamples=13)
+    assert (spec.seed, spec.resamples) == (None, None)
+    # Nothing preregistered: every comparison's own settings are accepted (a registered
+    # seed 0 / 2000 resamples would refuse all but the second pair).
+    for seed, resamples in ((7, 13), (0, 2000), (123456, 1)):
+        check_claims(spec, slices=("en", "fr"), metric_names=NAMES, seed=seed, resamples=resamples)
 
 
 # --- the decision --------------------------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from report_docs import check_docs, compare_docs, doc, typed
 
 from sommelier_mlflow.data import Decoding
 from sommelier_mlflow.errors import ComparisonRefusedError, DataError
@@ -14,6 +13,7 @@ from sommelier_mlflow.evaluation import (
     run_comparison,
     write_evaluation_report,
 )
+from tests.evaluation.report_docs import check_docs, compare_docs, doc, typed
 
 
 def _adapter_report(kit, split=None, **options):
@@ -264,5 +264,10 @@ def test_refused_comparison_writes_nothing(kit, golden_base, tmp_path):
     assert not out.exists()
 
 
-def test_identical_conditions_pass_the_gate(kit, golden_base):
+def test_identical_conditions_pass_the_gate_and_one_difference_does_not(kit, golden_base):
     check_docs(golden_base, _adapter_report(kit))
+    # The same pair with only the batch size changed is refused: the pass above is the
+    # gate's judgement, not a gate that lets everything through.
+    with pytest.raises(ComparisonRefusedError) as info:
+        check_docs(golden_base, _adapter_report(kit, decoding=_decoding(kit, batch_size=8)))
+    assert info.value.field == "decoding.batch_size"

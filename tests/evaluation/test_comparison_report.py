@@ -25,7 +25,6 @@ import re
 from typing import Any
 
 import pytest
-from report_docs import compare_docs, doc, markdown_of, typed
 
 from sommelier_mlflow._json import canonical_json, dumps_pretty, loads, sha256_text
 from sommelier_mlflow.data import COMPARISON_REPORT_SCHEMA
@@ -41,6 +40,7 @@ from sommelier_mlflow.evaluation import (
 )
 from sommelier_mlflow.evaluation._markdown import format_delta, format_metric, format_p_value
 from sommelier_mlflow.toolcalls import METRIC_NAMES, MetricValue
+from tests.evaluation.report_docs import compare_docs, doc, markdown_of, typed
 
 BASE = {
     "overall": [(7, 10), (6, 10), (5, 10), (26, 36), (4, 10)],

@@ -3,7 +3,6 @@ from __future__ import annotations
 import copy
 
 import pytest
-from report_docs import doc, typed
 
 from sommelier_mlflow._json import canonical_json, dumps_pretty, loads
 from sommelier_mlflow.data import EVALUATION_REPORT_SCHEMA
@@ -19,6 +18,7 @@ from sommelier_mlflow.evaluation import (
     write_evaluation_report,
 )
 from sommelier_mlflow.toolcalls import METRIC_NAMES, PARSER_VERSION
+from tests.evaluation.report_docs import doc, typed
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -11,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "calls"
@@ -80,11 +81,7 @@ def _score_arms(root: Path) -> dict[str, Path]:
 
 
 def test_the_committed_data_is_what_the_script_writes(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("calls_make_example", EXAMPLE / "make_example.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.main(["--out", str(tmp_path)])
+    load_script("examples/calls/make_example.py").main(["--out", str(tmp_path)])
     for name in FILES:
         assert (tmp_path / name).read_bytes() == (DATA / name).read_bytes(), name
     rows = [json.loads(line) for line in (DATA / "test_split.jsonl").read_text().splitlines()]

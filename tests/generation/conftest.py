@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from generation_helpers import TinyModels, corpus, make_examples
 
 from sommelier_mlflow.data import TestExample
 from sommelier_mlflow.generation import HFGenerator
+from tests.generation.generation_helpers import TinyModels, corpus, make_examples
 from tests.support.tiny_models import build_lora_adapter, build_tiny_llama, build_tokenizer
 
 

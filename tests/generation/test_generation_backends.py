@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from generation_helpers import TinyModels
 
-from sommelier_mlflow._json import canonical_json, sha256_text
-from sommelier_mlflow.data import Decoding, ModelIdentity, TestExample, read_generations
+from sommelier_mlflow._json import canonical_json
+from sommelier_mlflow.data import Decoding, ModelIdentity, read_generations
 from sommelier_mlflow.errors import ConfigError, DataError, InvariantViolationError
 from sommelier_mlflow.generation import (
     MANIFEST_NAME,
@@ -26,6 +25,8 @@ from sommelier_mlflow.generation import (
     register_backend,
     run_generation,
 )
+from tests.generation.generation_helpers import TinyModels
+from tests.support.examples import formatted_example
 
 CALL = '{"name": "get_weather", "arguments": {"city": "Oslo"}}'
 
@@ -76,18 +77,6 @@ def _not_a_backend(request: BackendRequest) -> Any:
     return object()
 
 
-def _example(example_id: str, prompt: str) -> TestExample:
-    return TestExample(
-        example_id=example_id,
-        language="en",
-        query=prompt,
-        tools=[],
-        gold_call={"name": "get_weather", "arguments": {"city": "Oslo"}},
-        prompt_text=prompt,
-        prompt_sha256=sha256_text(prompt),
-    )
-
-
 def test_the_built_in_backends_are_registered_when_the_package_is_imported() -> None:
     assert {"hf", "replay"} <= set(backend_names())
     assert list(backend_names()) == sorted(backend_names())
@@ -119,7 +108,10 @@ def test_a_registered_backend_runs_and_its_manifest_gives_the_identity_back(
     request = BackendRequest(model="org/model", revision="abc", adapter=str(adapter))
     backend = create_backend("test_upper", request)
     assert isinstance(backend, GenerationBackend)
-    examples = [_example("e1", "weather in Oslo"), _example("e2", "hello")]
+    examples = [
+        formatted_example("e1", prompt="weather in Oslo"),
+        formatted_example("e2", prompt="hello"),
+    ]
     decoding = Decoding(max_new_tokens=4, batch_size=2, backend="test_upper")
     paths = run_generation(
         examples, backend, decoding=decoding, model_kind="adapter", out_dir=tmp_path / "out"

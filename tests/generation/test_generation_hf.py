@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from generation_helpers import TinyModels
 
 from sommelier_mlflow._json import dumps_pretty, loads
 from sommelier_mlflow.data import ModelIdentity, TestExample
 from sommelier_mlflow.errors import ConfigError, DependencyError
 from sommelier_mlflow.generation import HFGenerator, adapter_digest
+from tests.generation.generation_helpers import TinyModels
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from generation_helpers import TOOLS
 
 from sommelier_mlflow._json import canonical_json, loads, sha256_text
 from sommelier_mlflow.data import GENERATION_SCHEMA, Decoding, TestExample
@@ -18,18 +17,12 @@ from sommelier_mlflow.generation import (
     run_generation,
 )
 from sommelier_mlflow.toolcalls import PARSER_VERSION
+from tests.generation.generation_helpers import TOOLS
+from tests.support.examples import formatted_example
 
 
 def _example(example_id: str, language: str, prompt: str) -> TestExample:
-    return TestExample(
-        example_id=example_id,
-        language=language,
-        query=prompt,
-        tools=TOOLS,
-        gold_call={"name": "get_weather", "arguments": {"city": "Oslo"}},
-        prompt_text=prompt,
-        prompt_sha256=sha256_text(prompt),
-    )
+    return formatted_example(example_id, prompt=prompt, language=language, tools=TOOLS)
 
 
 def test_replay_generator_is_a_text_generator_with_a_fingerprint() -> None:

@@ -9,11 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-from generation_helpers import RecordingGenerator, TinyModels, snapshot
-
 from sommelier_mlflow._json import loads
 from sommelier_mlflow.data import Decoding, TestExample
 from sommelier_mlflow.generation import HFGenerator, run_generation
+from tests.generation.generation_helpers import RecordingGenerator, TinyModels, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 DECODING = Decoding(max_new_tokens=6, batch_size=4)
@@ -23,7 +22,7 @@ DECODING = Decoding(max_new_tokens=6, batch_size=4)
 _CHILD = """
 import sys, time
 from pathlib import Path
-from generation_helpers import RecordingGenerator, make_examples
+from tests.generation.generation_helpers import RecordingGenerator, make_examples
 from sommelier_mlflow.data import Decoding
 from sommelier_mlflow.generation import HFGenerator, run_generation
 

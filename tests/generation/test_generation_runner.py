@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from generation_helpers import RecordingGenerator, snapshot
 
 from sommelier_mlflow._json import dumps_line, loads, sha256_text
 from sommelier_mlflow.data import GENERATION_SCHEMA, Decoding, TestExample
 from sommelier_mlflow.errors import ConfigError, DataError, InputError, InvariantViolationError
 from sommelier_mlflow.generation import HFGenerator, ReplayGenerator, run_generation
 from sommelier_mlflow.toolcalls import parse_tool_call
+from tests.generation.generation_helpers import RecordingGenerator, snapshot
 
 DECODING = Decoding(max_new_tokens=6, batch_size=4)
 

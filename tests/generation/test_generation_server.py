@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from generation_helpers import TinyModels
 
 from sommelier_mlflow._json import sha256_text
 from sommelier_mlflow.data import Decoding, TestExample
 from sommelier_mlflow.errors import ConfigError, DependencyError, InvariantViolationError
 from sommelier_mlflow.generation import ServerGenerator, run_generation
+from tests.generation.generation_helpers import TinyModels
 from tests.support.openai_stub import echo_responder, running_stub
 
 KEY = "sk-planted-0123456789abcdef"

@@ -13,7 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from integration_helpers import (
+
+from sommelier_mlflow.data import read_test_split, write_test_split
+from sommelier_mlflow.evaluation import EvaluationReport, compare_reports, score_run
+from tests.integration.integration_helpers import (
     ADAPTER_OUTPUTS,
     ADAPTER_SHA,
     BASE_OUTPUTS,
@@ -23,9 +26,6 @@ from integration_helpers import (
     examples,
     records,
 )
-
-from sommelier_mlflow.data import read_test_split, write_test_split
-from sommelier_mlflow.evaluation import EvaluationReport, compare_reports, score_run
 
 HERE = Path(__file__).resolve().parent
 

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from integration_helpers import Arms, Store
 
 from sommelier_mlflow.errors import ComparisonRefusedError, ConfigError
 from sommelier_mlflow.evaluation import compare_reports, read_claims
@@ -20,6 +19,7 @@ from sommelier_mlflow.integration import (
     log_comparison_run,
     register_claims,
 )
+from tests.integration.integration_helpers import Arms, Store
 
 CLAIMS: dict[str, Any] = {
     "schema_version": "sommelier_mlflow.claims.v1",

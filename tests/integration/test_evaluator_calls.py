@@ -8,12 +8,12 @@ from typing import Any
 import mlflow
 import pandas as pd
 import pytest
-from integration_helpers import Store
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from sommelier_mlflow.integration import score_predictions
 from sommelier_mlflow.toolcalls import CALLS_METRIC_NAMES, CALLS_PARSER_VERSION
+from tests.integration.integration_helpers import Store
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
 T = {"name": "convert", "arguments": {"amount": 10, "to": "USD"}}

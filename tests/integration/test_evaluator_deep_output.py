@@ -5,8 +5,9 @@ from __future__ import annotations
 import mlflow
 import pandas as pd
 import pytest
-from integration_helpers import Store, weather
 from mlflow.tracking import MlflowClient
+
+from tests.integration.integration_helpers import Store, weather
 
 
 def _deep_call(depth: int) -> str:

@@ -4,11 +4,11 @@ import io
 from typing import Any
 
 import pytest
-from integration_helpers import Arms
 
 from sommelier_mlflow.errors import DataError
 from sommelier_mlflow.integration import comparison_figure, gaps_figure
 from sommelier_mlflow.toolcalls import METRIC_NAMES
+from tests.integration.integration_helpers import Arms
 
 
 def _texts(figure: Any) -> list[Any]:

@@ -3,7 +3,6 @@ from __future__ import annotations
 import copy
 
 import pytest
-from integration_helpers import Arms
 
 from sommelier_mlflow.errors import DataError
 from sommelier_mlflow.evaluation import ComparisonReport, EvaluationReport
@@ -13,6 +12,7 @@ from sommelier_mlflow.integration import (
     interval_label,
 )
 from sommelier_mlflow.toolcalls import METRIC_NAMES
+from tests.integration.integration_helpers import Arms
 
 
 def _counted(section: str) -> set[str]:

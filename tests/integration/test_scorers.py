@@ -6,7 +6,6 @@ from typing import Any
 
 import mlflow
 import pytest
-from integration_helpers import Store, text, weather
 from mlflow.tracking import MlflowClient
 
 import sommelier_mlflow.scorers as scorers_module
@@ -25,6 +24,7 @@ from sommelier_mlflow.scorers import (
     sommelier_scorers,
     valid_json_rate,
 )
+from tests.integration.integration_helpers import Store, text, weather
 
 OUTPUTS = [
     text(weather("Paris")),

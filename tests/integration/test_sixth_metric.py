@@ -15,16 +15,6 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
-from integration_helpers import (
-    ADAPTER_OUTPUTS,
-    ADAPTER_SHA,
-    BASE_OUTPUTS,
-    GOLD,
-    IDENTITY,
-    Store,
-    examples,
-    records,
-)
 
 from sommelier_mlflow import (
     METRIC_NAMES,
@@ -45,6 +35,16 @@ from sommelier_mlflow.evaluation import (
 )
 from sommelier_mlflow.integration import comparison_metric_keys, evaluation_metric_keys
 from sommelier_mlflow.scorers import sommelier_scorers
+from tests.integration.integration_helpers import (
+    ADAPTER_OUTPUTS,
+    ADAPTER_SHA,
+    BASE_OUTPUTS,
+    GOLD,
+    IDENTITY,
+    Store,
+    examples,
+    records,
+)
 
 SIXTH = "argument_key_recall"
 

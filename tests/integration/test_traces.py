@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import mlflow
 import pytest
-from integration_helpers import GOLD, Arms, Store
 from mlflow.tracking import MlflowClient
 
 from sommelier_mlflow.errors import ConfigError
@@ -14,6 +13,7 @@ from sommelier_mlflow.integration import (
     should_log_traces,
 )
 from sommelier_mlflow.toolcalls import METRIC_NAMES
+from tests.integration.integration_helpers import GOLD, Arms, Store
 
 
 def _traces(store: Store, run_id: str) -> dict[str, mlflow.entities.Trace]:

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import mlflow
 import pytest
-from integration_helpers import DECODING, Arms, Store
 from mlflow.tracking import MlflowClient
 
 from sommelier_mlflow._json import dumps_line, loads
@@ -25,6 +24,7 @@ from sommelier_mlflow.integration import (
     redact,
 )
 from sommelier_mlflow.toolcalls import METRIC_NAMES, PARSER_VERSION
+from tests.integration.integration_helpers import DECODING, Arms, Store
 
 FAKE_TOKEN = "hf_FakeTokenForTestsOnly0123456789abcdef"
 

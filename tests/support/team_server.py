@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,8 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.support.net import free_port
 
 __all__ = ["MlflowServer", "Postgres", "postgres_bin"]
 
@@ -36,11 +37,6 @@ def postgres_bin() -> Path | None:
     return candidates[-1].parent if candidates else None
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 def _as_postgres(command: list[str]) -> list[str]:
     """PostgreSQL refuses to run as root: drop to the ``postgres`` user when we are root."""
@@ -52,7 +48,7 @@ class Postgres:
     """A PostgreSQL cluster on a temporary data directory, listening on 127.0.0.1 only."""
 
     bin_dir: Path
-    port: int = field(default_factory=_free_port)
+    port: int = field(default_factory=free_port)
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="sommelier-pg-")))
 
     @property
@@ -105,7 +101,7 @@ class MlflowServer:
     backend_uri: str
     artifacts: Path
     log_path: Path
-    port: int = field(default_factory=_free_port)
+    port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
 
     @property

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.net import free_port
+
 __all__ = [
     "ADAPTER_NAME",
     "BASE_NAME",
@@ -86,11 +88,6 @@ def cpu_preload(python: Path) -> str:
     return ":".join(str(path) for path in found)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 @dataclass
 class VllmServer:
@@ -109,7 +106,7 @@ class VllmServer:
     lora: bool = True
     extra_args: tuple[str, ...] = ()
     kv_cache_gib: int = 1
-    port: int = field(default_factory=_free_port)
+    port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     starts: list[float] = field(default_factory=list)
 
