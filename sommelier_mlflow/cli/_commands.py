@@ -242,6 +242,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_mlflow_flag(prepare)
 
+    bfcl = sub.add_parser(
+        "import-bfcl",
+        help="BFCL v4 questions and possible answers -> a test split for --scoring bfcl",
+    )
+    bfcl.add_argument(
+        "data_dir",
+        metavar="DATA_DIR",
+        help="BFCL v4's data folder: bfcl_eval/data of `pip install --no-deps bfcl-eval`",
+    )
+    bfcl.add_argument(
+        "--category",
+        dest="categories",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="C",
+        help="categories to import (repeatable, or comma-separated); default: simple_python, "
+        "multiple, parallel, parallel_multiple, irrelevance",
+    )
+    bfcl.add_argument(
+        "--out", required=True, help="the split to write; its drop summary goes beside it"
+    )
+    _add_mlflow_flag(bfcl)
+
     evaluate = sub.add_parser("evaluate", help="generate greedily for one arm and score it")
     evaluate.add_argument("--test-split", required=True)
     _add_model(evaluate, required=True)
@@ -357,6 +381,28 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
         written = [*result.split_paths.values(), result.drop_summary_path]
         with top_run("prepare") as run_id:
             log_artifact_files(written, "sommelier/prepared", root=args.out, run_id=run_id)
+    return 0
+
+
+def _cmd_import_bfcl(args: argparse.Namespace) -> int:
+    from sommelier_mlflow.data import import_bfcl
+
+    named = [part.strip() for item in args.categories for part in item.split(",")]
+    result = import_bfcl(args.data_dir, args.out, categories=[name for name in named if name])
+    kept = result.summary["kept"]
+    print(f"split: {result.split_path} ({result.summary['kept_total']} questions)")
+    for category, count in kept.items():
+        skipped = sum(result.summary["dropped"][category].values())
+        print(f"  {category}: {count} kept, {skipped} skipped")
+    print(f"drop summary: {result.drop_summary_path}")
+    if _wants_mlflow(args):
+        from sommelier_mlflow.cli._runs import top_run
+        from sommelier_mlflow.integration import log_artifact_files
+
+        written = [result.split_path, result.drop_summary_path]
+        root = result.split_path.parent
+        with top_run("import-bfcl") as run_id:
+            log_artifact_files(written, "sommelier/bfcl", root=root, run_id=run_id)
     return 0
 
 
@@ -554,6 +600,7 @@ def _cmd_main(args: argparse.Namespace) -> int:
 
 _COMMANDS = {
     "prepare": _cmd_prepare,
+    "import-bfcl": _cmd_import_bfcl,
     "evaluate": _cmd_evaluate,
     "score": _cmd_score,
     "compare": _cmd_compare,

@@ -7,6 +7,14 @@ plumbing under the readers stays in its private module.
 
 from __future__ import annotations
 
+from sommelier_mlflow.data._bfcl import (
+    BFCL_ACCEPTED_CATEGORIES,
+    BFCL_DEFAULT_CATEGORIES,
+    BFCL_DROP_REASONS,
+    BFCL_DROP_SUMMARY_SCHEMA,
+    BfclImportResult,
+    import_bfcl,
+)
 from sommelier_mlflow.data._format import (
     SYSTEM_INSTRUCTION,
     ChatTemplateTokenizer,
@@ -63,6 +71,10 @@ from sommelier_mlflow.data._slices import (
 from sommelier_mlflow.data._writers import write_test_split
 
 __all__ = [
+    "BFCL_ACCEPTED_CATEGORIES",
+    "BFCL_DEFAULT_CATEGORIES",
+    "BFCL_DROP_REASONS",
+    "BFCL_DROP_SUMMARY_SCHEMA",
     "CALLS_SLICE_FIELD",
     "COMPARISON_REPORT_SCHEMA",
     "ChatTemplateTokenizer",
@@ -88,6 +100,7 @@ __all__ = [
     "TEST_SPLIT_SCHEMAS",
     "TestExample",
     "TestSplit",
+    "BfclImportResult",
     "build_messages",
     "call_count_value",
     "check_model_kind",
@@ -95,6 +108,7 @@ __all__ = [
     "check_slice_fields",
     "encode_slice_value",
     "format_examples",
+    "import_bfcl",
     "prepare",
     "read_generations",
     "read_precomputed",

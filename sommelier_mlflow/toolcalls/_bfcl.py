@@ -1,0 +1,460 @@
+"""BFCL's AST rules: does a list of decoded calls match one of a question's possible answers?
+
+The Berkeley Function Calling Leaderboard scores single-turn questions by
+comparing the calls a model made with *possible answers*: per expected call,
+the function name and, per parameter, a list of acceptable values (``""``
+among them marks the parameter as optional). This module re-implements the
+documented behaviour of BFCL's checker, so a split imported by
+``import-bfcl`` is scored as the leaderboard would score it, without
+importing BFCL (whose package pulls dozens of provider SDKs).
+
+The rules, per category (a category's *name* decides, as in BFCL):
+
+- a name containing ``irrelevance``: passes when the output decoded to zero calls;
+- a name containing ``parallel``: as many calls as expected calls, matched one
+  to one in any order;
+- a name containing ``multiple``: exactly one call, checked against the
+  function the answer names (several functions were offered);
+- any other: exactly one call.
+
+One call matches one expected call when the names are equal, every required
+parameter is present, every given parameter is both in the function's
+schema and in the answer, each given value is acceptable, and every answer
+parameter left out has ``""`` among its acceptable values. A value is
+acceptable after BFCL's type check (an integer may stand for a ``float``, a
+float never for an ``integer``; list items checked one level deep; a value
+of the answer's own type when the answer names a variable instead of a
+literal) and BFCL's comparison: strings after standardisation (the
+characters `` ,./-_*^`` removed, lower-cased, ``'`` read as ``"``), lists
+element by element in order with their strings standardised, dicts key by
+key against their own acceptable lists, anything else by equality.
+
+Two deliberate differences from BFCL, both counted so that a user can see
+them (:attr:`BfclVerdict.bfcl_passed` holds what BFCL itself concludes):
+
+- an output that fails to decode is a failure everywhere. BFCL scores it as
+  a correct abstention on ``irrelevance`` questions (its issue #443), which
+  rewards a model for emitting broken syntax exactly where it should not call;
+- on ``parallel`` questions BFCL pairs each expected call with the *first*
+  unused call that matches it, and fails when that greedy choice leaves an
+  expected call without a partner even though another pairing would have
+  matched them all. Here any complete one-to-one pairing passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sommelier_mlflow.errors import InputError
+
+__all__ = [
+    "BFCL_REASONS",
+    "BfclFunction",
+    "BfclGold",
+    "BfclVerdict",
+    "bfcl_gold",
+    "check_bfcl",
+    "standardize_bfcl_string",
+]
+
+#: Why an example failed (the empty string when it passed).
+BFCL_REASONS: Final = (
+    "undecodable",
+    "called_on_irrelevance",
+    "wrong_count",
+    "wrong_name",
+    "missing_required",
+    "unexpected_param",
+    "type_mismatch",
+    "value_mismatch",
+    "missing_optional",
+    "no_assignment",
+)
+
+# BFCL's type names and the Python (JSON-decoded) type a value must have.
+_PY_TYPE: Final[dict[str, type]] = {
+    "string": str,
+    "integer": int,
+    "float": float,
+    "boolean": bool,
+    "array": list,
+    "tuple": list,
+    "dict": dict,
+    "any": str,
+}
+_STANDARDIZE: Final = str.maketrans("", "", " ,./-_*^")
+
+
+def standardize_bfcl_string(text: str) -> str:
+    """A string as BFCL compares it: `` ,./-_*^`` removed, lower-cased, ``'`` read as ``"``.
+
+    So ``"April 1, 2024"`` and ``"april 1 2024"`` compare equal, which BFCL
+    intends: the model should not lose a point for punctuation or case.
+    """
+    return text.translate(_STANDARDIZE).lower().replace("'", '"')
+
+
+def _std(value: Any) -> Any:
+    return standardize_bfcl_string(value) if type(value) is str else value
+
+
+def _std_sequence(option: Any) -> list[Any] | None:
+    """A list (or, as BFCL iterates it, a string's characters) with its strings standardised."""
+    if type(option) is list or type(option) is str:
+        return [_std(item) for item in option]
+    return None
+
+
+def _hint(acceptable: Sequence[Any]) -> type | None:
+    """The type of the first acceptable value that is not the optional marker ``""``.
+
+    When it differs from the schema's type, the answer names a variable (say
+    the string ``"x"`` for an integer parameter) and BFCL accepts a value of
+    the answer's type, compared as it is.
+    """
+    for option in acceptable:
+        if not (type(option) is str and option == ""):
+            return type(option)
+    return None
+
+
+class _Acceptable:
+    """One parameter's acceptable values, with what every comparison needs computed once."""
+
+    __slots__ = ("_lists", "_strings", "hint", "optional", "values")
+
+    def __init__(self, values: list[Any]) -> None:
+        self.values = values
+        self.hint = _hint(values)
+        self.optional = any(type(option) is str and option == "" for option in values)
+        self._strings: frozenset[str] | None = None
+        self._lists: list[list[Any]] | None = None
+
+    @property
+    def strings(self) -> frozenset[str]:
+        if self._strings is None:
+            self._strings = frozenset(_std(o) for o in self.values if type(o) is str)
+        return self._strings
+
+    @property
+    def lists(self) -> list[list[Any]]:
+        if self._lists is None:
+            found = (_std_sequence(option) for option in self.values)
+            self._lists = [option for option in found if option is not None]
+        return self._lists
+
+
+def _item_type_ok(item: Any, option: list[Any], inner: type) -> bool:
+    if type(item) is inner:
+        return True
+    hint = _hint(option)
+    return hint is not None and type(item) is hint
+
+
+def _dict_matches(value: Mapping[str, Any], option: Mapping[str, Any]) -> bool:
+    for key, item in value.items():
+        if key not in option:
+            return False
+        candidates = _std_sequence(option[key])
+        if candidates is None or _std(item) not in candidates:
+            return False
+    for key, accepted in option.items():
+        if key not in value and not (
+            (type(accepted) is list or type(accepted) is str) and "" in accepted
+        ):
+            return False
+    return True
+
+
+def _dict_ok(value: Mapping[str, Any], acceptable: Sequence[Any]) -> bool:
+    return any(
+        type(option) is dict and _dict_matches(value, option)
+        for option in acceptable
+        if not (type(option) is str and option == "")
+    )
+
+
+def _dict_list_ok(value: list[Any], acceptable: Sequence[Any]) -> bool:
+    for option in acceptable:
+        if (
+            (type(option) is list or type(option) is str)
+            and len(option) == len(value)
+            and all(
+                type(item) is dict and _dict_ok(item, [expected])
+                for item, expected in zip(value, option, strict=True)
+            )
+        ):
+            return True
+    return False
+
+
+def _value_error(value: Any, accepted: _Acceptable, types: Sequence[str]) -> str | None:
+    """``type_mismatch``, ``value_mismatch`` or ``None`` for one given parameter value."""
+    bfcl_type = types[0]
+    if bfcl_type == "float" and type(value) is int:
+        value = float(value)  # Python would take an int where a float is asked
+    expected = _PY_TYPE[bfcl_type]
+    inner = _PY_TYPE[types[1]] if len(types) > 1 and bfcl_type in ("array", "tuple") else None
+    variable = accepted.hint is not None and accepted.hint is not expected
+    kind = type(value)  # compared as a name, so the checker keeps `value` as Any
+    if kind is expected:
+        if inner is not None and not any(
+            type(option) is not list or all(_item_type_ok(item, option, inner) for item in value)
+            for option in accepted.values
+        ):
+            return "type_mismatch"
+    elif accepted.hint is not None and kind is accepted.hint:
+        variable = True
+    else:
+        return "type_mismatch"
+    if variable:
+        ok = value in accepted.values
+    elif expected is dict:
+        ok = _dict_ok(value, accepted.values)
+    elif expected is list and inner is dict:
+        ok = _dict_list_ok(value, accepted.values)
+    elif expected is str:
+        ok = _std(value) in accepted.strings
+    elif expected is list:
+        ok = [_std(item) for item in value] in accepted.lists
+    else:
+        ok = value in accepted.values
+    return None if ok else "value_mismatch"
+
+
+@dataclass(frozen=True, slots=True)
+class BfclFunction:
+    """What the AST rules read from one offered function.
+
+    Attributes:
+        required: The required parameters.
+        types: BFCL's type per parameter: ``(type,)`` or ``(type, item type)``.
+    """
+
+    required: tuple[str, ...]
+    types: Mapping[str, tuple[str, ...]]
+
+
+class _Expected:
+    __slots__ = ("function", "name", "params")
+
+    def __init__(self, name: str, params: Mapping[str, list[Any]], function: BfclFunction) -> None:
+        self.name = name
+        self.params = {param: _Acceptable(values) for param, values in params.items()}
+        self.function = function
+
+    def mismatch(self, call: Mapping[str, Any]) -> str | None:
+        """Why ``call`` does not match this expected call, or ``None`` when it does."""
+        if call["name"] != self.name:
+            return "wrong_name"
+        arguments: Mapping[str, Any] = call["arguments"]
+        function = self.function
+        for param in function.required:
+            if param not in arguments:
+                return "missing_required"
+        params = self.params
+        for param, value in arguments.items():
+            accepted = params.get(param)
+            types = function.types.get(param)
+            if accepted is None or types is None:
+                return "unexpected_param"
+            error = _value_error(value, accepted, types)
+            if error is not None:
+                return error
+        for param, accepted in params.items():
+            if param not in arguments and not accepted.optional:
+                return "missing_optional"
+        return None
+
+
+class BfclGold:
+    """One BFCL question's answer key: its category, offered functions and possible answers.
+
+    Built once per question and reused for every output scored against it
+    (both arms, every re-score), so the acceptable values are standardised
+    once.
+
+    Args:
+        category: BFCL's category name (its substrings choose the rules).
+        functions: The offered functions by name.
+        possible_answers: BFCL's ground truth verbatim: one
+            ``{function: {parameter: [acceptable values]}}`` per expected call
+            (empty on an ``irrelevance`` question).
+
+    Raises:
+        InputError: An answer naming a function that is not offered, or a
+            parameter whose acceptable values are not a list.
+    """
+
+    __slots__ = ("category", "expected", "functions", "irrelevance", "possible_answers")
+
+    def __init__(
+        self,
+        category: str,
+        functions: Mapping[str, BfclFunction],
+        possible_answers: Sequence[Mapping[str, Mapping[str, list[Any]]]],
+    ) -> None:
+        self.category = category
+        self.functions = functions
+        self.possible_answers = possible_answers
+        self.irrelevance = "irrelevance" in category
+        expected = []
+        for index, answer in enumerate(possible_answers):
+            if not isinstance(answer, Mapping) or len(answer) != 1:
+                raise InputError(f"possible answer {index} must be one {{function: parameters}}")
+            ((name, params),) = answer.items()
+            function = functions.get(name)
+            if function is None:
+                raise InputError(f"possible answer {index} names {name!r}, which is not offered")
+            if not isinstance(params, Mapping) or not all(
+                type(values) is list for values in params.values()
+            ):
+                raise InputError(
+                    f"possible answer {index}: every parameter needs a list of acceptable values"
+                )
+            expected.append(_Expected(name, params, function))
+        self.expected: tuple[_Expected, ...] = tuple(expected)
+        if not self.irrelevance and not expected:
+            raise InputError(f"a {category!r} question needs at least one possible answer")
+
+
+def bfcl_gold(
+    category: str,
+    tools: Sequence[Mapping[str, Any]],
+    types: Mapping[str, Mapping[str, Sequence[str]]],
+    possible_answers: Sequence[Mapping[str, Mapping[str, list[Any]]]],
+) -> BfclGold:
+    """The answer key of one imported question, from the fields ``import-bfcl`` writes.
+
+    Args:
+        category: The row's ``category``.
+        tools: The row's ``tools`` (JSON Schema; their ``required`` lists are read).
+        types: The row's ``bfcl_types``: BFCL's type names per function and parameter.
+        possible_answers: The row's ``bfcl_possible_answers``.
+
+    Raises:
+        InputError: Types for a function that is not offered, an unknown type
+            name, or an answer the rules cannot read.
+    """
+    functions: dict[str, BfclFunction] = {}
+    offered = {tool.get("name"): tool for tool in tools}
+    for name, params in types.items():
+        tool = offered.get(name)
+        if tool is None:
+            raise InputError(f"bfcl_types names function {name!r}, which is not offered")
+        for param, names in params.items():
+            if not names or len(names) > 2 or not all(n in _PY_TYPE for n in names):
+                raise InputError(
+                    f"bfcl_types of {name}.{param} must be [type] or [type, item type] with "
+                    f"BFCL's type names ({', '.join(_PY_TYPE)}), got {names!r}"
+                )
+        required = tool.get("parameters", {}).get("required", [])
+        functions[name] = BfclFunction(
+            required=tuple(required),
+            types={param: tuple(names) for param, names in params.items()},
+        )
+    return BfclGold(category, functions, possible_answers)
+
+
+@dataclass(frozen=True, slots=True)
+class BfclVerdict:
+    """One output judged by the AST rules.
+
+    Attributes:
+        passed: This mode's verdict.
+        reason: Why it failed (one of :data:`BFCL_REASONS`), ``""`` when it passed.
+        bfcl_passed: What BFCL's own checker concludes: the same, except that
+            an undecodable output passes on ``irrelevance`` and a ``parallel``
+            answer fails when BFCL's greedy pairing misses a complete pairing.
+    """
+
+    passed: bool
+    reason: str
+    bfcl_passed: bool
+
+
+_PASSED: Final = BfclVerdict(True, "", True)
+
+
+def _failed(reason: str) -> BfclVerdict:
+    return BfclVerdict(False, reason, False)
+
+
+def _complete_pairing(fits: list[list[bool]]) -> bool:
+    """Whether every expected call (row) can take its own matching call (column).
+
+    Augmenting paths (Kuhn's algorithm): at most a handful of calls per
+    question, so the cubic bound does not matter.
+    """
+    owner: dict[int, int] = {}
+
+    def place(row: int, seen: set[int]) -> bool:
+        for column, fit in enumerate(fits[row]):
+            if fit and column not in seen:
+                seen.add(column)
+                if column not in owner or place(owner[column], seen):
+                    owner[column] = row
+                    return True
+        return False
+
+    return all(place(row, set()) for row in range(len(fits)))
+
+
+def _parallel(calls: Sequence[Mapping[str, Any]], gold: BfclGold) -> BfclVerdict:
+    expected = gold.expected
+    if len(calls) != len(expected):
+        return _failed("wrong_count")
+    # BFCL's greedy pass first: when it pairs everything, a complete pairing exists.
+    fits: list[list[bool | None]] = [[None] * len(calls) for _ in expected]
+    used: set[int] = set()
+    greedy = True
+    for row, answer in enumerate(expected):
+        for column, call in enumerate(calls):
+            if column in used:
+                continue
+            fit = fits[row][column] = answer.mismatch(call) is None
+            if fit:
+                used.add(column)
+                break
+        else:
+            greedy = False
+            break
+    if greedy:
+        return _PASSED
+    full = [
+        [
+            fit if fit is not None else expected[row].mismatch(calls[column]) is None
+            for column, fit in enumerate(fits[row])
+        ]
+        for row in range(len(expected))
+    ]
+    if _complete_pairing(full):
+        return BfclVerdict(True, "", False)
+    return _failed("no_assignment")
+
+
+def check_bfcl(calls: Sequence[Mapping[str, Any]] | None, gold: BfclGold) -> BfclVerdict:
+    """Judge one output by BFCL's AST rules (see the module docstring).
+
+    Args:
+        calls: The decoded calls (``{"name": str, "arguments": dict}``, possibly
+            none), or ``None`` when the output failed to decode.
+        gold: The question's answer key.
+
+    Returns:
+        The verdict, with BFCL's own conclusion beside it.
+    """
+    if calls is None:
+        return BfclVerdict(False, "undecodable", gold.irrelevance)
+    if gold.irrelevance:
+        return _PASSED if not calls else _failed("called_on_irrelevance")
+    if "parallel" in gold.category:
+        return _parallel(calls, gold)
+    # "multiple" and the single-call categories: exactly one call (BFCL's
+    # multiple rule compares the count with the answers', which is one).
+    if len(calls) != len(gold.expected) or len(calls) != 1:
+        return _failed("wrong_count")
+    reason = gold.expected[0].mismatch(calls[0])
+    return _PASSED if reason is None else _failed(reason)

@@ -1,0 +1,167 @@
+"""BFCL's AST rules as this package implements them, rule by rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sommelier_mlflow.errors import InputError
+from sommelier_mlflow.toolcalls._bfcl import (
+    BfclFunction,
+    BfclGold,
+    bfcl_gold,
+    check_bfcl,
+    standardize_bfcl_string,
+)
+
+TYPES = {
+    "city": ("string",),
+    "days": ("integer",),
+    "ratio": ("float",),
+    "exact": ("boolean",),
+    "tags": ("array", "string"),
+    "point": ("tuple", "float"),
+    "filters": ("dict",),
+    "stops": ("array", "dict"),
+    "anything": ("any",),
+}
+FORECAST = BfclFunction(required=("city",), types=TYPES)
+
+
+def _gold(category: str, *answers: dict[str, Any]) -> BfclGold:
+    return BfclGold(category, {"forecast": FORECAST, "other": FORECAST}, answers)
+
+
+def _call(name: str = "forecast", **arguments: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+SIMPLE = _gold(
+    "simple_python",
+    {
+        "forecast": {
+            "city": ["New York, NY", "NYC"],
+            "days": [3, ""],
+            "ratio": [0.5, 2.0],
+            "tags": [["Sunny Day", "rain"], ""],
+            "point": [[1.0, 2.0]],
+            "filters": [{"unit": ["metric", ""], "lang": ["en"]}, ""],
+            "stops": [[{"at": ["Boston"]}], ""],
+            "exact": [True, ""],
+        }
+    },
+)
+BASE = {"city": "NYC", "ratio": 0.5, "point": [1.0, 2.0]}
+
+
+def _verdict(gold: BfclGold, *calls: dict[str, Any]) -> tuple[bool, str]:
+    verdict = check_bfcl(list(calls), gold)
+    return verdict.passed, verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({}, (True, "")),
+        ({"city": "new-york ny"}, (True, "")),  # standardised: spaces, ,./-_*^ and case
+        ({"city": "Boston"}, (False, "value_mismatch")),
+        ({"ratio": 2}, (True, "")),  # an int where BFCL's type is float
+        ({"days": 3.0}, (False, "type_mismatch")),  # a float where it is integer
+        ({"days": True}, (False, "type_mismatch")),  # a bool is not an integer
+        ({"exact": 1}, (False, "type_mismatch")),
+        ({"tags": ["SUNNY_DAY", "Rain"]}, (True, "")),  # lists: strings standardised, in order
+        ({"tags": ["rain", "Sunny Day"]}, (False, "value_mismatch")),
+        # items are type-checked one level deep, against each acceptable list; an
+        # acceptable value that is not a list (the optional "") skips the check, as in BFCL
+        ({"tags": ["rain", 3]}, (False, "value_mismatch")),
+        ({"point": [1, 2.0]}, (False, "type_mismatch")),  # no int->float inside lists
+        ({"filters": {"lang": "EN"}}, (True, "")),  # dicts key by key, optional key omitted
+        ({"filters": {"lang": "en", "unit": "imperial"}}, (False, "value_mismatch")),
+        ({"filters": {"unit": "metric"}}, (False, "value_mismatch")),  # required key missing
+        ({"stops": [{"at": "boston"}]}, (True, "")),
+        ({"stops": [{"at": "NYC"}]}, (False, "value_mismatch")),
+        ({"stops": []}, (True, "")),  # BFCL reads the optional "" as an empty list too
+        ({"anything": "x"}, (False, "unexpected_param")),  # not in the possible answer
+        ({"nonsense": 1}, (False, "unexpected_param")),  # not in the schema
+    ],
+)
+def test_one_call_is_checked_parameter_by_parameter(
+    change: dict[str, Any], expected: tuple[bool, str]
+) -> None:
+    assert _verdict(SIMPLE, _call(**{**BASE, **change})) == expected
+
+
+def test_required_and_non_optional_answer_parameters_must_be_given() -> None:
+    assert _verdict(SIMPLE, _call(ratio=0.5, point=[1.0, 2.0])) == (False, "missing_required")
+    assert _verdict(SIMPLE, _call(city="NYC", point=[1.0, 2.0])) == (False, "missing_optional")
+
+
+def test_an_answer_naming_a_variable_accepts_that_value_as_it_is() -> None:
+    gold = _gold("simple_python", {"forecast": {"city": ["NYC"], "days": ["n_days"]}})
+    assert _verdict(gold, _call(city="NYC", days="n_days")) == (True, "")
+    assert _verdict(gold, _call(city="NYC", days="N_DAYS")) == (False, "value_mismatch")
+
+
+def test_name_and_count_rules_per_category() -> None:
+    assert _verdict(SIMPLE, _call("other", **BASE)) == (False, "wrong_name")
+    assert _verdict(SIMPLE, _call(**BASE), _call(**BASE)) == (False, "wrong_count")
+    assert _verdict(SIMPLE) == (False, "wrong_count")
+    multiple = _gold("multiple", {"other": {"city": ["NYC"]}})
+    assert _verdict(multiple, _call("other", city="nyc")) == (True, "")
+    assert _verdict(multiple, _call("forecast", city="nyc")) == (False, "wrong_name")
+
+
+def test_parallel_calls_match_in_any_order_one_to_one() -> None:
+    gold = _gold("parallel", {"forecast": {"city": ["NYC"]}}, {"forecast": {"city": ["Boston"]}})
+    boston, nyc = _call(city="Boston"), _call(city="NYC")
+    assert _verdict(gold, boston, nyc) == (True, "")
+    assert _verdict(gold, nyc, nyc) == (False, "no_assignment")
+    assert _verdict(gold, nyc) == (False, "wrong_count")
+    assert _verdict(gold, nyc, boston, nyc) == (False, "wrong_count")
+
+
+def test_a_complete_pairing_passes_where_bfcls_greedy_pairing_fails() -> None:
+    # The first expected call accepts both; greedy gives it the first call,
+    # leaving the second expected call (only "Boston") with "NYC".
+    gold = _gold(
+        "parallel_multiple",
+        {"forecast": {"city": ["Boston", "NYC"]}},
+        {"forecast": {"city": ["Boston"]}},
+    )
+    verdict = check_bfcl([_call(city="Boston"), _call(city="NYC")], gold)
+    assert (verdict.passed, verdict.bfcl_passed) == (True, False)
+    swapped = check_bfcl([_call(city="NYC"), _call(city="Boston")], gold)
+    assert (swapped.passed, swapped.bfcl_passed) == (True, True)
+
+
+def test_irrelevance_passes_on_no_call_and_undecodable_output_is_not_an_abstention() -> None:
+    gold = _gold("live_irrelevance")
+    assert check_bfcl([], gold).passed
+    assert _verdict(gold, _call(city="x")) == (False, "called_on_irrelevance")
+    undecodable = check_bfcl(None, gold)
+    assert (undecodable.passed, undecodable.reason, undecodable.bfcl_passed) == (
+        False,
+        "undecodable",
+        True,  # BFCL counts it as a correct abstention (its issue #443)
+    )
+    assert check_bfcl(None, SIMPLE).bfcl_passed is False
+
+
+def test_standardisation_is_bfcls() -> None:
+    assert standardize_bfcl_string("April 1, 2024") == standardize_bfcl_string("april 1 2024")
+    assert standardize_bfcl_string("It's a_b*c^d/e.f-g") == 'it"sabcdefg'
+
+
+def test_gold_from_split_fields_refuses_what_the_rules_cannot_read() -> None:
+    tools = [{"name": "f", "parameters": {"type": "object", "properties": {}, "required": ["x"]}}]
+    gold = bfcl_gold("simple_python", tools, {"f": {"x": ["integer"]}}, [{"f": {"x": [1]}}])
+    assert check_bfcl([{"name": "f", "arguments": {"x": 1}}], gold).passed
+    with pytest.raises(InputError, match="not offered"):
+        bfcl_gold("simple_python", tools, {"g": {}}, [])
+    with pytest.raises(InputError, match="BFCL's type names"):
+        bfcl_gold("simple_python", tools, {"f": {"x": ["number"]}}, [{"f": {"x": [1]}}])
+    with pytest.raises(InputError, match="list of acceptable values"):
+        bfcl_gold("simple_python", tools, {"f": {"x": ["integer"]}}, [{"f": {"x": 1}}])
+    with pytest.raises(InputError, match="at least one possible answer"):
+        bfcl_gold("simple_python", tools, {"f": {"x": ["integer"]}}, [])
