@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from sommelier_mlflow._progress import progress_bar
-from sommelier_mlflow._redact import redact, redact_value
+from sommelier_mlflow._redact import redact_value
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.integration._store_errors import tracking_errors
 
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTO_TRACE_LIMIT",
+    "TRACE_TEXT_LIMIT",
     "ExampleTrace",
     "LogTraces",
     "arm_example_traces",
@@ -64,8 +65,13 @@ _RUN_TYPE_EVALUATION: Final = "genai_evaluate"
 _SOURCE_RUN: Final = "mlflow.sourceRun"
 _ASSESSMENT_SOURCE_RUN: Final = "mlflow.assessment.sourceRunId"
 _SPANS_PER_REQUEST: Final = 500
+_PREVIEW_CHARS: Final = 1000
 _LINKS_PER_REQUEST: Final = 100
 _TRACE_NAME: Final = "sommelier.example"
+#: The most characters of one text (request, output) a trace carries. A
+#: degenerate generation runs to ``max_new_tokens``; the full text stays in the
+#: run's generations artifact, the trace shows its start and its length.
+TRACE_TEXT_LIMIT: Final = 20_000
 
 
 def should_log_traces(setting: str, examples: int) -> bool:
@@ -179,6 +185,21 @@ def _feedback_value(numerator: int, denominator: int) -> bool | float | None:
     return numerator / denominator
 
 
+def _capped(text: str) -> tuple[str, int]:
+    """``text`` cut to :data:`TRACE_TEXT_LIMIT` characters, and its full length."""
+    return text[:TRACE_TEXT_LIMIT], len(text)
+
+
+def _length_note(shown: str, characters: int) -> str | None:
+    """Say when a trace shows only the start of a text, and where the rest is."""
+    if characters == len(shown):
+        return None
+    return (
+        f"first {len(shown):,} of {characters:,} characters; "
+        "the full text is in the run's sommelier/generations artifact"
+    )
+
+
 @dataclass(frozen=True)
 class _Prepared:
     trace_id: str
@@ -200,14 +221,33 @@ def _prepare(
     from mlflow.entities.span import Span
 
     trace_id, otel_trace, span_id = _ids(run_id, example.example_id)
-    inputs = {
+    scrubbed = redact_value(
+        {
+            "query": example.query,
+            "output": example.raw_output,
+            "expected": dict(example.expected_call),
+        }
+    )
+    query, query_chars = _capped(scrubbed["query"])
+    output, output_chars = _capped(scrubbed["output"])
+    inputs: dict[str, Any] = {
         "example_id": example.example_id,
         "language": example.language,
-        "query": redact(example.query),
+        "query": query,
     }
-    output = redact(example.raw_output)
+    if query_chars > len(query):
+        inputs["query_characters"] = query_chars
+    # The output is a JSON object, never a bare JSON string: MLflow's store
+    # decodes a string attribute a second time when its content parses as JSON,
+    # which turned an output such as '{"name": ...}' into an object and a
+    # 100,000-deep '[[[[...' into a RecursionError that failed the whole run.
+    outputs = {
+        "raw_output": output,
+        "characters": output_chars,
+        "truncated": output_chars > len(output),
+    }
     inputs_json = json.dumps(inputs, ensure_ascii=False)
-    output_json = json.dumps(output, ensure_ascii=False)
+    output_json = json.dumps(outputs, ensure_ascii=False)
     start_ns = now_ms * 1_000_000
     span = Span.from_dict(
         {
@@ -234,7 +274,7 @@ def _prepare(
     assessments: list[Any] = [
         Expectation(
             name="expected_call",
-            value=redact_value(dict(example.expected_call)),
+            value=scrubbed["expected"],
             source=source,
             metadata=provenance,
         ),
@@ -260,7 +300,13 @@ def _prepare(
             )
         )
     assessments.append(
-        Feedback(name="raw_output", value=output, source=source, metadata=provenance)
+        Feedback(
+            name="raw_output",
+            value=output,
+            rationale=_length_note(output, output_chars),
+            source=source,
+            metadata={**provenance, "characters": str(output_chars)},
+        )
     )
     for assessment in assessments:
         assessment.trace_id = trace_id
@@ -270,8 +316,8 @@ def _prepare(
         trace_location=TraceLocation.from_experiment_id(experiment_id),
         request_time=now_ms,
         state=TraceState.OK,
-        request_preview=inputs_json[:1000],
-        response_preview=output_json[:1000],
+        request_preview=query[:_PREVIEW_CHARS],
+        response_preview=output[:_PREVIEW_CHARS],
         execution_duration=0,
         client_request_id=example.example_id,
         trace_metadata={

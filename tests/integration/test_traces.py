@@ -12,6 +12,7 @@ from sommelier_mlflow.integration import (
     log_example_traces,
     should_log_traces,
 )
+from sommelier_mlflow.integration._traces import TRACE_TEXT_LIMIT
 from sommelier_mlflow.toolcalls import METRIC_NAMES
 from tests.integration.integration_helpers import GOLD, Arms, Store
 
@@ -66,7 +67,11 @@ def test_each_example_becomes_a_trace_with_its_assessments(store: Store, arms: A
     assert trace.info.tags["mlflow.trace.spansLocation"] == "TRACKING_STORE"
     root = trace.data.spans[0]
     assert root.inputs["query"] == arms.split.by_id()["e4"].query
-    assert root.outputs == "The weather in Rome is sunny."
+    assert root.outputs == {
+        "raw_output": "The weather in Rome is sunny.",
+        "characters": 29,
+        "truncated": False,
+    }
 
     # The per-example components add up to the logged aggregate, metric by metric.
     for name in METRIC_NAMES:
@@ -126,3 +131,60 @@ def test_secrets_in_outputs_are_redacted(store: Store) -> None:
     full = mlflow.get_trace(trace.info.trace_id)
     assert full is not None
     assert secret not in full.to_json()
+
+
+def _hostile(example_id: str, raw_output: str) -> ExampleTrace:
+    return ExampleTrace(
+        example_id=example_id,
+        language="en",
+        query="What is the weather in Rome?",
+        raw_output=raw_output,
+        parse_status="invalid_json",
+        expected_call={"name": "get_weather", "arguments": {"city": "Rome"}},
+        components={"full_call_exact_match": (0, 1)},
+        model_kind="base",
+    )
+
+
+#: Outputs MLflow's store used to decode as JSON: a degenerate generation
+#: (100,000 nested arrays or objects) overflowed the recursion limit and failed
+#: the run; a plain JSON document came back as an object, not the text produced.
+HOSTILE_OUTPUTS = {
+    "deep-array": "[" * 100_000,
+    "deep-object": '{"a":' * 100_000,
+    "closed-deep-array": "[" * 100_000 + "]" * 100_000,
+    "json-text": '{"name": "get_weather", "arguments": {"city": "Rome"}}',
+}
+
+
+def check_hostile_outputs_are_kept_as_text(experiment_id: str) -> None:
+    """Log every hostile output into a fresh run and read each back as the text it was."""
+    client = MlflowClient()
+    run_id = client.create_run(experiment_id).info.run_id
+    examples = [_hostile(name, text) for name, text in HOSTILE_OUTPUTS.items()]
+    assert log_example_traces(run_id, examples) == len(examples)
+    client.set_terminated(run_id)
+    assert client.get_run(run_id).info.status == "FINISHED"
+    found = mlflow.search_traces(locations=[experiment_id], run_id=run_id, return_type="list")
+    traces = {trace.info.request_metadata["sommelier.example_id"]: trace for trace in found}
+    assert set(traces) == set(HOSTILE_OUTPUTS)
+    for name, text in HOSTILE_OUTPUTS.items():
+        trace = mlflow.get_trace(traces[name].info.trace_id)
+        assert trace is not None
+        shown = text[:TRACE_TEXT_LIMIT]
+        outputs = trace.data.spans[0].outputs
+        assert outputs == {
+            "raw_output": shown,
+            "characters": len(text),
+            "truncated": len(text) > TRACE_TEXT_LIMIT,
+        }
+        raw = _assessments(trace)["raw_output"]
+        assert raw.value == shown
+        assert raw.metadata["characters"] == str(len(text))
+        if len(text) > TRACE_TEXT_LIMIT:
+            assert raw.rationale is not None
+            assert "sommelier/generations" in raw.rationale
+
+
+def test_hostile_outputs_are_logged_as_text_on_sqlite(store: Store) -> None:
+    check_hostile_outputs_are_kept_as_text(store.experiment_id)
