@@ -14,8 +14,8 @@ from pathlib import Path
 import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
-from test_traces import check_hostile_outputs_are_kept_as_text
 
+from tests.integration.test_traces import check_hostile_outputs_are_kept_as_text
 from tests.support.mlflow_server import local_mlflow_server
 
 pytestmark = pytest.mark.slow
