@@ -21,12 +21,18 @@ Each kept question becomes one ``sommelier_mlflow.test_example.v1`` row:
   templates and OpenAI-style tools expect it: ``dict`` becomes ``object``,
   ``float`` ``number``, ``tuple`` ``array``, and ``any`` loses its type;
   every other key (descriptions, enums, defaults) is kept;
-- ``bfcl_types`` keeps BFCL's own type names, which the AST rules need (an
-  integer passes where BFCL says ``float``, a ``tuple`` is checked as a list):
-  per function and parameter, ``[type]`` or, for an ``array``/``tuple``,
-  ``[type, item type]``;
-- ``bfcl_possible_answers`` is the ground truth verbatim (``[]`` on an
-  ``irrelevance`` question: no call is the right answer).
+- ``gold_calls`` are BFCL's possible answers, one per expected call (none on
+  an ``irrelevance`` question: no call is the right answer), as *answer
+  keys* that only ``--scoring bfcl`` reads: ``{"name": function,
+  "arguments": {parameter: {"acceptable": [...], "bfcl_type": [...],
+  "required": bool}}}``. ``acceptable`` is BFCL's list verbatim (``""``
+  marks an optional parameter); ``bfcl_type`` keeps BFCL's own type names,
+  which the AST rules need (an integer passes where BFCL says ``float``,
+  a ``tuple`` is checked as a list): ``[type]``, or ``[type, item type]``
+  for a typed ``array``/``tuple``, or ``null`` for an answer parameter the
+  schema does not declare (BFCL then refuses any value for it); ``required``
+  says whether the schema requires it. A required parameter the answer does
+  not list appears with no acceptable value, as BFCL can never pass it.
 
 Anything the AST rules could not read is refused rather than skipped: a
 missing folder or file, a question without its possible answer, ids that do
@@ -243,6 +249,32 @@ def _checked_answers(
     return answers
 
 
+def _answer_key(
+    answer: dict[str, Any], types: Mapping[str, Mapping[str, list[str]]], tools: list[Any]
+) -> dict[str, Any]:
+    """One expected call as the gold call ``--scoring bfcl`` reads (see the module docstring)."""
+    ((name, params),) = answer.items()
+    param_types = types[name]
+    (tool,) = (tool for tool in tools if tool["name"] == name)
+    required = tool["parameters"].get("required", [])
+    arguments: dict[str, Any] = {
+        param: {
+            "acceptable": values,
+            "bfcl_type": param_types.get(param),
+            "required": param in required,
+        }
+        for param, values in params.items()
+    }
+    for param in required:
+        if param not in arguments:
+            arguments[param] = {
+                "acceptable": [],
+                "bfcl_type": param_types.get(param),
+                "required": True,
+            }
+    return {"name": name, "arguments": arguments}
+
+
 def _data_file(folder: Path, name: str) -> Path:
     path = folder / name
     if not path.is_file():
@@ -298,14 +330,14 @@ def _read_category(
         if "irrelevance" not in category
         else None
     )
-    answers = iter(answer_reader) if answer_reader is not None else iter(())
+    answer_lines = iter(answer_reader) if answer_reader is not None else iter(())
     rows = []
     for line, question in questions:
         at = _At(questions.path, line)
         qid, tools, types = _question_row(question, at)
-        possible: list[Any] = []
+        gold: list[dict[str, Any]] = []
         if answer_reader is not None:
-            found = next(answers, None)
+            found = next(answer_lines, None)
             if found is None:
                 raise at(f"question {qid!r} has no possible answer in {answer_reader.path}")
             answer_at = _At(answer_reader.path, found[0])
@@ -315,7 +347,8 @@ def _read_category(
                     f"{qid!r} at line {line} of {questions.path}; both files must list the "
                     "same ids in the same order"
                 )
-            possible = _checked_answers(found[1].get("ground_truth"), types, answer_at)
+            answers = _checked_answers(found[1].get("ground_truth"), types, answer_at)
+            gold = [_answer_key(answer, types, tools) for answer in answers]
         query = _user_turn(question.get("question"))
         if query is None:
             counts["not_one_user_turn"] += 1
@@ -331,13 +364,12 @@ def _read_category(
                 "category": category,
                 "query": query,
                 "tools": tools,
-                "bfcl_types": types,
-                "bfcl_possible_answers": possible,
+                "gold_calls": gold,
             }
         )
     files: dict[str, Any] = {"questions": {"file": file_name, "sha256": questions.sha256}}
     if answer_reader is not None:
-        extra = next(answers, None)
+        extra = next(answer_lines, None)
         if extra is not None:
             raise _At(answer_reader.path, extra[0])(
                 f"possible answer {extra[1].get('id')!r} has no question in {questions.path}"

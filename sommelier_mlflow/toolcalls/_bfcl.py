@@ -8,19 +8,24 @@ documented behaviour of BFCL's checker, so a split imported by
 ``import-bfcl`` is scored as the leaderboard would score it, without
 importing BFCL (whose package pulls dozens of provider SDKs).
 
-The rules, per category (a category's *name* decides, as in BFCL):
+BFCL picks its rule by the category's name; on the categories ``import-bfcl``
+accepts, every rule reduces to one on the number of expected calls, which is
+what the answer key carries:
 
-- a name containing ``irrelevance``: passes when the output decoded to zero calls;
-- a name containing ``parallel``: as many calls as expected calls, matched one
-  to one in any order;
-- a name containing ``multiple``: exactly one call, checked against the
-  function the answer names (several functions were offered);
-- any other: exactly one call.
+- no expected call (the ``irrelevance`` categories): passes when the output
+  decoded to zero calls;
+- one expected call (``simple_python``, ``multiple``, ``live_simple``,
+  ``live_multiple``): exactly one call, matching it;
+- several (the ``parallel`` categories): as many calls as expected calls,
+  matched one to one in any order.
 
 One call matches one expected call when the names are equal, every required
 parameter is present, every given parameter is both in the function's
 schema and in the answer, each given value is acceptable, and every answer
-parameter left out has ``""`` among its acceptable values. A value is
+parameter left out has ``""`` among its acceptable values (the answer key,
+the gold call ``import-bfcl`` writes, holds per parameter BFCL's
+``acceptable`` values verbatim, its ``bfcl_type`` and whether it is
+``required``). A value is
 acceptable after BFCL's type check (an integer may stand for a ``float``, a
 float never for an ``integer``; list items checked one level deep; a value
 of the answer's own type when the answer names a variable instead of a
@@ -48,13 +53,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from sommelier_mlflow.errors import InputError
+from sommelier_mlflow.toolcalls._parse import is_tool_call
 
 __all__ = [
     "BFCL_REASONS",
-    "BfclFunction",
     "BfclGold",
     "BfclVerdict",
-    "bfcl_gold",
     "check_bfcl",
     "standardize_bfcl_string",
 ]
@@ -190,7 +194,7 @@ def _dict_list_ok(value: list[Any], acceptable: Sequence[Any]) -> bool:
     return False
 
 
-def _value_error(value: Any, accepted: _Acceptable, types: Sequence[str]) -> str | None:
+def _value_error(value: Any, accepted: _Acceptable, types: tuple[str, ...]) -> str | None:
     """``type_mismatch``, ``value_mismatch`` or ``None`` for one given parameter value."""
     bfcl_type = types[0]
     if bfcl_type == "float" and type(value) is int:
@@ -224,138 +228,103 @@ def _value_error(value: Any, accepted: _Acceptable, types: Sequence[str]) -> str
     return None if ok else "value_mismatch"
 
 
-@dataclass(frozen=True, slots=True)
-class BfclFunction:
-    """What the AST rules read from one offered function.
+class _Parameter(_Acceptable):
+    """One answer-key parameter: acceptable values, BFCL type, and whether it is required."""
 
-    Attributes:
-        required: The required parameters.
-        types: BFCL's type per parameter: ``(type,)`` or ``(type, item type)``.
-    """
+    __slots__ = ("required", "types")
 
-    required: tuple[str, ...]
-    types: Mapping[str, tuple[str, ...]]
+    def __init__(self, values: list[Any], types: tuple[str, ...] | None, required: bool) -> None:
+        super().__init__(values)
+        self.types = types
+        self.required = required
+
+
+def _parameter(name: str, param: str, key: object) -> _Parameter:
+    where = f"answer key {name}.{param}"
+    if not isinstance(key, Mapping) or set(key) != {"acceptable", "bfcl_type", "required"}:
+        raise InputError(
+            f"{where} must be {{'acceptable': [...], 'bfcl_type': [...] or null, 'required': "
+            f"bool}} (as import-bfcl writes it), got {key!r}"
+        )
+    values, types, required = key["acceptable"], key["bfcl_type"], key["required"]
+    if type(values) is not list:
+        raise InputError(f"{where}: 'acceptable' must be a list of acceptable values")
+    if types is not None and (
+        type(types) is not list
+        or not 1 <= len(types) <= 2
+        or not all(isinstance(t, str) and t in _PY_TYPE for t in types)
+    ):
+        raise InputError(
+            f"{where}: 'bfcl_type' must be [type] or [type, item type] with BFCL's type names "
+            f"({', '.join(_PY_TYPE)}), or null; got {types!r}"
+        )
+    if type(required) is not bool:
+        raise InputError(f"{where}: 'required' must be true or false")
+    return _Parameter(values, None if types is None else tuple(types), required)
 
 
 class _Expected:
-    __slots__ = ("function", "name", "params")
+    __slots__ = ("name", "params")
 
-    def __init__(self, name: str, params: Mapping[str, list[Any]], function: BfclFunction) -> None:
-        self.name = name
-        self.params = {param: _Acceptable(values) for param, values in params.items()}
-        self.function = function
+    def __init__(self, call: object, index: int) -> None:
+        if not is_tool_call(call):
+            raise InputError(
+                f"gold call {index} must be {{'name': str, 'arguments': {{...}}}}, got {call!r}"
+            )
+        self.name: str = call["name"]
+        self.params = {
+            param: _parameter(self.name, param, key) for param, key in call["arguments"].items()
+        }
 
     def mismatch(self, call: Mapping[str, Any]) -> str | None:
         """Why ``call`` does not match this expected call, or ``None`` when it does."""
         if call["name"] != self.name:
             return "wrong_name"
         arguments: Mapping[str, Any] = call["arguments"]
-        function = self.function
-        for param in function.required:
-            if param not in arguments:
-                return "missing_required"
         params = self.params
+        for param, key in params.items():
+            if key.required and param not in arguments:
+                return "missing_required"
         for param, value in arguments.items():
-            accepted = params.get(param)
-            types = function.types.get(param)
-            if accepted is None or types is None:
+            key = params.get(param)
+            # Not in the schema (no type), or not in the answer (nothing acceptable).
+            if key is None or key.types is None or not key.values:
                 return "unexpected_param"
-            error = _value_error(value, accepted, types)
+            error = _value_error(value, key, key.types)
             if error is not None:
                 return error
-        for param, accepted in params.items():
-            if param not in arguments and not accepted.optional:
+        for param, key in params.items():
+            if param not in arguments and not key.optional:
                 return "missing_optional"
         return None
 
 
 class BfclGold:
-    """One BFCL question's answer key: its category, offered functions and possible answers.
+    """One BFCL question's answer key: its expected calls (none on ``irrelevance``).
 
     Built once per question and reused for every output scored against it
     (both arms, every re-score), so the acceptable values are standardised
     once.
 
     Args:
-        category: BFCL's category name (its substrings choose the rules).
-        functions: The offered functions by name.
-        possible_answers: BFCL's ground truth verbatim: one
-            ``{function: {parameter: [acceptable values]}}`` per expected call
-            (empty on an ``irrelevance`` question).
+        gold_calls: The example's gold calls as ``import-bfcl`` writes them
+            (see the module docstring).
 
     Raises:
-        InputError: An answer naming a function that is not offered, or a
-            parameter whose acceptable values are not a list.
+        InputError: A gold call that is not such an answer key.
     """
 
-    __slots__ = ("category", "expected", "functions", "irrelevance", "possible_answers")
+    __slots__ = ("expected",)
 
-    def __init__(
-        self,
-        category: str,
-        functions: Mapping[str, BfclFunction],
-        possible_answers: Sequence[Mapping[str, Mapping[str, list[Any]]]],
-    ) -> None:
-        self.category = category
-        self.functions = functions
-        self.possible_answers = possible_answers
-        self.irrelevance = "irrelevance" in category
-        expected = []
-        for index, answer in enumerate(possible_answers):
-            if not isinstance(answer, Mapping) or len(answer) != 1:
-                raise InputError(f"possible answer {index} must be one {{function: parameters}}")
-            ((name, params),) = answer.items()
-            function = functions.get(name)
-            if function is None:
-                raise InputError(f"possible answer {index} names {name!r}, which is not offered")
-            if not isinstance(params, Mapping) or not all(
-                type(values) is list for values in params.values()
-            ):
-                raise InputError(
-                    f"possible answer {index}: every parameter needs a list of acceptable values"
-                )
-            expected.append(_Expected(name, params, function))
-        self.expected: tuple[_Expected, ...] = tuple(expected)
-        if not self.irrelevance and not expected:
-            raise InputError(f"a {category!r} question needs at least one possible answer")
-
-
-def bfcl_gold(
-    category: str,
-    tools: Sequence[Mapping[str, Any]],
-    types: Mapping[str, Mapping[str, Sequence[str]]],
-    possible_answers: Sequence[Mapping[str, Mapping[str, list[Any]]]],
-) -> BfclGold:
-    """The answer key of one imported question, from the fields ``import-bfcl`` writes.
-
-    Args:
-        category: The row's ``category``.
-        tools: The row's ``tools`` (JSON Schema; their ``required`` lists are read).
-        types: The row's ``bfcl_types``: BFCL's type names per function and parameter.
-        possible_answers: The row's ``bfcl_possible_answers``.
-
-    Raises:
-        InputError: Types for a function that is not offered, an unknown type
-            name, or an answer the rules cannot read.
-    """
-    functions: dict[str, BfclFunction] = {}
-    offered = {tool.get("name"): tool for tool in tools}
-    for name, params in types.items():
-        tool = offered.get(name)
-        if tool is None:
-            raise InputError(f"bfcl_types names function {name!r}, which is not offered")
-        for param, names in params.items():
-            if not names or len(names) > 2 or not all(n in _PY_TYPE for n in names):
-                raise InputError(
-                    f"bfcl_types of {name}.{param} must be [type] or [type, item type] with "
-                    f"BFCL's type names ({', '.join(_PY_TYPE)}), got {names!r}"
-                )
-        required = tool.get("parameters", {}).get("required", [])
-        functions[name] = BfclFunction(
-            required=tuple(required),
-            types={param: tuple(names) for param, names in params.items()},
+    def __init__(self, gold_calls: Sequence[object]) -> None:
+        self.expected: tuple[_Expected, ...] = tuple(
+            _Expected(call, index) for index, call in enumerate(gold_calls)
         )
-    return BfclGold(category, functions, possible_answers)
+
+    @property
+    def irrelevance(self) -> bool:
+        """Whether no call is the right answer."""
+        return not self.expected
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,8 +373,6 @@ def _complete_pairing(fits: list[list[bool]]) -> bool:
 
 def _parallel(calls: Sequence[Mapping[str, Any]], gold: BfclGold) -> BfclVerdict:
     expected = gold.expected
-    if len(calls) != len(expected):
-        return _failed("wrong_count")
     # BFCL's greedy pass first: when it pairs everything, a complete pairing exists.
     fits: list[list[bool | None]] = [[None] * len(calls) for _ in expected]
     used: set[int] = set()
@@ -450,11 +417,9 @@ def check_bfcl(calls: Sequence[Mapping[str, Any]] | None, gold: BfclGold) -> Bfc
         return BfclVerdict(False, "undecodable", gold.irrelevance)
     if gold.irrelevance:
         return _PASSED if not calls else _failed("called_on_irrelevance")
-    if "parallel" in gold.category:
-        return _parallel(calls, gold)
-    # "multiple" and the single-call categories: exactly one call (BFCL's
-    # multiple rule compares the count with the answers', which is one).
-    if len(calls) != len(gold.expected) or len(calls) != 1:
+    if len(calls) != len(gold.expected):
         return _failed("wrong_count")
+    if len(calls) > 1:
+        return _parallel(calls, gold)
     reason = gold.expected[0].mismatch(calls[0])
     return _PASSED if reason is None else _failed(reason)

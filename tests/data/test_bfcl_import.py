@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 from sommelier_mlflow.cli import main
-from sommelier_mlflow.data import BFCL_DROP_SUMMARY_SCHEMA, TEST_EXAMPLE_SCHEMA, import_bfcl
+from sommelier_mlflow.data import (
+    BFCL_DROP_SUMMARY_SCHEMA,
+    TEST_EXAMPLE_SCHEMA,
+    import_bfcl,
+    read_test_split,
+)
 from sommelier_mlflow.errors import ConfigError, DataError
 
 
@@ -125,17 +130,28 @@ def test_questions_become_split_rows_with_json_schema_tools_and_verbatim_answers
     assert props["style"]["type"] == "object"
     assert props["style"]["properties"]["payload"] == {}  # `any`: no type at all
     assert props["unit"]["enum"] == ["cm", "m"]
-    assert first["bfcl_types"] == {
-        "geometry.area": {
-            "base": ["float"],
-            "corners": ["tuple", "integer"],
-            "style": ["dict"],
-            "unit": ["string"],
+    # The possible answer as an answer key: acceptable values verbatim, BFCL's type kept.
+    assert first["gold_calls"] == [
+        {
+            "name": "geometry.area",
+            "arguments": {
+                "base": {"acceptable": [3.0, 3], "bfcl_type": ["float"], "required": True}
+            },
         }
+    ]
+    assert rows[1]["gold_calls"][0]["arguments"]["unit"] == {
+        "acceptable": ["cm", ""],
+        "bfcl_type": ["string"],
+        "required": False,
     }
-    assert first["bfcl_possible_answers"] == [{"geometry.area": {"base": [3.0, 3]}}]
     assert rows[1]["query"] == "Area of base 4 in cm?"  # the system turn is not the query
-    assert rows[2]["bfcl_possible_answers"] == []  # irrelevance: no call is right
+    assert rows[2]["gold_calls"] == []  # irrelevance: no call is right
+    split = read_test_split(out, slice_by=["category"])  # an ordinary test split
+    assert [dict(e.slice_values)["category"] for e in split.examples] == [
+        "simple_python",
+        "simple_python",
+        "irrelevance",
+    ]
 
     summary = json.loads(result.drop_summary_path.read_text(encoding="utf-8"))
     assert result.drop_summary_path == tmp_path / "out" / "bfcl.drop_summary.json"

@@ -24,7 +24,7 @@ from collections import Counter
 import pytest
 
 from sommelier_mlflow.data import BFCL_DEFAULT_CATEGORIES, BfclImportResult, import_bfcl
-from sommelier_mlflow.toolcalls._bfcl import bfcl_gold, check_bfcl
+from sommelier_mlflow.toolcalls._bfcl import BfclGold, check_bfcl
 from tests.support.bfcl_reference import (
     BfclReference,
     derived_outputs,
@@ -68,9 +68,7 @@ def test_verdicts_agree_with_bfcls_checker_on_derived_outputs(
     for category in BFCL_DEFAULT_CATEGORIES:
         for question, answers in read_bfcl_category(reference.data_dir, category):
             row = rows[question["id"]]
-            gold = bfcl_gold(
-                row["category"], row["tools"], row["bfcl_types"], row["bfcl_possible_answers"]
-            )
+            gold = BfclGold(row["gold_calls"])
             for name, calls in derived_outputs(category, question["function"], answers):
                 theirs = reference.verdict(category, question["function"], answers, calls)
                 ours = check_bfcl(calls, gold)

@@ -7,30 +7,36 @@ from typing import Any
 import pytest
 
 from sommelier_mlflow.errors import InputError
-from sommelier_mlflow.toolcalls._bfcl import (
-    BfclFunction,
-    BfclGold,
-    bfcl_gold,
-    check_bfcl,
-    standardize_bfcl_string,
-)
+from sommelier_mlflow.toolcalls._bfcl import BfclGold, check_bfcl, standardize_bfcl_string
 
 TYPES = {
-    "city": ("string",),
-    "days": ("integer",),
-    "ratio": ("float",),
-    "exact": ("boolean",),
-    "tags": ("array", "string"),
-    "point": ("tuple", "float"),
-    "filters": ("dict",),
-    "stops": ("array", "dict"),
-    "anything": ("any",),
+    "city": ["string"],
+    "days": ["integer"],
+    "ratio": ["float"],
+    "exact": ["boolean"],
+    "tags": ["array", "string"],
+    "point": ["tuple", "float"],
+    "filters": ["dict"],
+    "stops": ["array", "dict"],
+    "anything": ["any"],
 }
-FORECAST = BfclFunction(required=("city",), types=TYPES)
 
 
-def _gold(category: str, *answers: dict[str, Any]) -> BfclGold:
-    return BfclGold(category, {"forecast": FORECAST, "other": FORECAST}, answers)
+def _gold(*answers: dict[str, Any], required: tuple[str, ...] = ("city",)) -> BfclGold:
+    """An answer key as import-bfcl writes it, from BFCL-shaped possible answers."""
+    calls = []
+    for answer in answers:
+        ((name, params),) = answer.items()
+        arguments = {
+            param: {
+                "acceptable": values,
+                "bfcl_type": TYPES.get(param),
+                "required": param in required,
+            }
+            for param, values in params.items()
+        }
+        calls.append({"name": name, "arguments": arguments})
+    return BfclGold(calls)
 
 
 def _call(name: str = "forecast", **arguments: Any) -> dict[str, Any]:
@@ -38,7 +44,6 @@ def _call(name: str = "forecast", **arguments: Any) -> dict[str, Any]:
 
 
 SIMPLE = _gold(
-    "simple_python",
     {
         "forecast": {
             "city": ["New York, NY", "NYC"],
@@ -98,7 +103,7 @@ def test_required_and_non_optional_answer_parameters_must_be_given() -> None:
 
 
 def test_an_answer_naming_a_variable_accepts_that_value_as_it_is() -> None:
-    gold = _gold("simple_python", {"forecast": {"city": ["NYC"], "days": ["n_days"]}})
+    gold = _gold({"forecast": {"city": ["NYC"], "days": ["n_days"]}})
     assert _verdict(gold, _call(city="NYC", days="n_days")) == (True, "")
     assert _verdict(gold, _call(city="NYC", days="N_DAYS")) == (False, "value_mismatch")
 
@@ -107,13 +112,13 @@ def test_name_and_count_rules_per_category() -> None:
     assert _verdict(SIMPLE, _call("other", **BASE)) == (False, "wrong_name")
     assert _verdict(SIMPLE, _call(**BASE), _call(**BASE)) == (False, "wrong_count")
     assert _verdict(SIMPLE) == (False, "wrong_count")
-    multiple = _gold("multiple", {"other": {"city": ["NYC"]}})
+    multiple = _gold({"other": {"city": ["NYC"]}})
     assert _verdict(multiple, _call("other", city="nyc")) == (True, "")
     assert _verdict(multiple, _call("forecast", city="nyc")) == (False, "wrong_name")
 
 
 def test_parallel_calls_match_in_any_order_one_to_one() -> None:
-    gold = _gold("parallel", {"forecast": {"city": ["NYC"]}}, {"forecast": {"city": ["Boston"]}})
+    gold = _gold({"forecast": {"city": ["NYC"]}}, {"forecast": {"city": ["Boston"]}})
     boston, nyc = _call(city="Boston"), _call(city="NYC")
     assert _verdict(gold, boston, nyc) == (True, "")
     assert _verdict(gold, nyc, nyc) == (False, "no_assignment")
@@ -125,7 +130,6 @@ def test_a_complete_pairing_passes_where_bfcls_greedy_pairing_fails() -> None:
     # The first expected call accepts both; greedy gives it the first call,
     # leaving the second expected call (only "Boston") with "NYC".
     gold = _gold(
-        "parallel_multiple",
         {"forecast": {"city": ["Boston", "NYC"]}},
         {"forecast": {"city": ["Boston"]}},
     )
@@ -136,7 +140,7 @@ def test_a_complete_pairing_passes_where_bfcls_greedy_pairing_fails() -> None:
 
 
 def test_irrelevance_passes_on_no_call_and_undecodable_output_is_not_an_abstention() -> None:
-    gold = _gold("live_irrelevance")
+    gold = _gold()
     assert check_bfcl([], gold).passed
     assert _verdict(gold, _call(city="x")) == (False, "called_on_irrelevance")
     undecodable = check_bfcl(None, gold)
@@ -153,15 +157,47 @@ def test_standardisation_is_bfcls() -> None:
     assert standardize_bfcl_string("It's a_b*c^d/e.f-g") == 'it"sabcdefg'
 
 
-def test_gold_from_split_fields_refuses_what_the_rules_cannot_read() -> None:
-    tools = [{"name": "f", "parameters": {"type": "object", "properties": {}, "required": ["x"]}}]
-    gold = bfcl_gold("simple_python", tools, {"f": {"x": ["integer"]}}, [{"f": {"x": [1]}}])
-    assert check_bfcl([{"name": "f", "arguments": {"x": 1}}], gold).passed
-    with pytest.raises(InputError, match="not offered"):
-        bfcl_gold("simple_python", tools, {"g": {}}, [])
-    with pytest.raises(InputError, match="BFCL's type names"):
-        bfcl_gold("simple_python", tools, {"f": {"x": ["number"]}}, [{"f": {"x": [1]}}])
-    with pytest.raises(InputError, match="list of acceptable values"):
-        bfcl_gold("simple_python", tools, {"f": {"x": ["integer"]}}, [{"f": {"x": 1}}])
-    with pytest.raises(InputError, match="at least one possible answer"):
-        bfcl_gold("simple_python", tools, {"f": {"x": ["integer"]}}, [])
+def test_an_answer_parameter_outside_the_schema_or_a_required_one_outside_the_answer() -> None:
+    # BFCL refuses any value for an answer parameter the schema lacks (bfcl_type null),
+    # and for a required parameter the answer lacks (nothing acceptable).
+    key = {
+        "name": "f",
+        "arguments": {
+            "x": {"acceptable": [1, ""], "bfcl_type": None, "required": False},
+            "y": {"acceptable": [], "bfcl_type": ["integer"], "required": True},
+        },
+    }
+    gold = BfclGold([key])
+    assert _verdict(gold, _call("f", x=1, y=1)) == (False, "unexpected_param")
+    assert _verdict(gold, _call("f", y=1)) == (False, "unexpected_param")
+    assert _verdict(gold, _call("f")) == (False, "missing_required")
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        ({"name": "f", "arguments": {"x": [1]}}, "must be {'acceptable'"),
+        (
+            {
+                "name": "f",
+                "arguments": {"x": {"acceptable": 1, "bfcl_type": None, "required": False}},
+            },
+            "'acceptable' must be a list",
+        ),
+        (
+            {
+                "name": "f",
+                "arguments": {"x": {"acceptable": [], "bfcl_type": ["number"], "required": False}},
+            },
+            "BFCL's type names",
+        ),
+        (
+            {"name": "f", "arguments": {"x": {"acceptable": [], "bfcl_type": None, "required": 1}}},
+            "'required' must be true or false",
+        ),
+        ({"name": "f"}, "gold call 0 must be"),
+    ],
+)
+def test_a_gold_call_that_is_not_an_answer_key_is_refused(call: Any, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        BfclGold([call])
