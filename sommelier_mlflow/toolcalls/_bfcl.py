@@ -286,11 +286,11 @@ class _Expected:
             if key.required and param not in arguments:
                 return "missing_required"
         for param, value in arguments.items():
-            key = params.get(param)
+            given = params.get(param)
             # Not in the schema (no type), or not in the answer (nothing acceptable).
-            if key is None or key.types is None or not key.values:
+            if given is None or given.types is None or not given.values:
                 return "unexpected_param"
-            error = _value_error(value, key, key.types)
+            error = _value_error(value, given, given.types)
             if error is not None:
                 return error
         for param, key in params.items():
