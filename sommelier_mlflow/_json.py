@@ -227,22 +227,57 @@ def _has_huge_float(value: Any) -> bool:
     return False
 
 
-def loads_small(data: str | bytes) -> Any:
+def loads_small(data: str | bytes, *, reject_duplicate_keys: bool = False) -> Any:
     """:func:`loads` for short documents parsed in a hot loop (model completions).
 
     Same result; the big-integer check inspects the parsed value for floats
     large enough to have been such an integer instead of scanning the text,
     which costs less than the parse itself on a typical tool call.
 
+    Args:
+        data: The JSON text.
+        reject_duplicate_keys: Refuse an object that names a key twice. The
+            check first compares the colons of the text with those of the
+            parsed value written back (one per key plus those inside strings;
+            a dropped duplicate loses at least one), and scans the text's
+            tokens only when they differ or an escape could hide a colon.
+
     Raises:
-        orjson.JSONDecodeError: On anything that is not strict JSON.
+        orjson.JSONDecodeError: On anything that is not strict JSON, and, when
+            asked, on duplicate keys.
     """
     value = orjson.loads(data)
+    if reject_duplicate_keys and not _colons_match(data, value):
+        key = _duplicate_key(data)
+        if key is not None:
+            text = data if isinstance(data, str) else data.decode("utf-8")
+            raise JSONDecodeError(f"duplicate key {key!r} in one object", text, 0)
     if _has_huge_float(value):
         search = _LONG_NUMBER_BYTES.search if isinstance(data, bytes) else _LONG_NUMBER_TEXT.search
         if search(data) is not None:  # type: ignore[arg-type]
             return _loads_exact(data)
     return value
+
+
+def _colons_match(data: str | bytes, value: Any) -> bool:
+    r"""Whether ``data`` has exactly as many colons as ``value`` written back compactly.
+
+    Without ``\u`` escapes every string keeps its colons when written back,
+    so equal counts prove that no key was dropped; unequal counts (or an
+    escape, or a value orjson cannot write) only mean "scan the tokens".
+    """
+    if isinstance(data, str):
+        if "\\u" in data:
+            return False
+        colons = data.count(":")
+    else:
+        if b"\\u" in data:
+            return False
+        colons = data.count(b":")
+    try:
+        return orjson.dumps(value).count(b":") == colons
+    except orjson.JSONEncodeError:
+        return False
 
 
 def canonical_json(value: Any) -> str:

@@ -19,6 +19,7 @@ from sommelier_mlflow._json import (
     dumps_pretty,
     field_dict,
     loads,
+    loads_small,
 )
 
 
@@ -109,6 +110,29 @@ def test_duplicate_keys_are_rejected_on_request() -> None:
     # The same key in different objects is fine.
     assert loads('[{"k":1},{"k":2,"j":{"k":3}}]', reject_duplicate_keys=True)[1]["j"] == {"k": 3}
 
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a":1,"a":2}',
+        '{"x":{"a":1,"\\u0061":2}}',  # an escape spells the same key
+        '{"a":"\\u003a","a":1}',  # an escaped colon must not hide the dropped key
+        '{"a":1,"a":{"b":"x:y"}}',
+        '[{"k":1},{"k":2,"k":3}]',
+    ],
+)
+def test_the_hot_loop_loader_rejects_duplicate_keys_on_request(text: str) -> None:
+    with pytest.raises(JSONDecodeError, match="duplicate key"):
+        loads_small(text, reject_duplicate_keys=True)
+    assert loads_small(text) == loads(text)  # and keeps orjson's rule otherwise
+
+
+@pytest.mark.parametrize(
+    "text", ['{"a":"12:30","b":{"a":"\\u003a"}}', '{"n":123456789012345678901,"m":{"n":1}}', "[]"]
+)
+def test_the_hot_loop_loader_keeps_documents_with_unique_keys(text: str) -> None:
+    assert loads_small(text, reject_duplicate_keys=True) == loads(text)
 
 @dataclass(frozen=True, slots=True)
 class _Record:

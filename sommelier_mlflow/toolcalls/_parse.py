@@ -25,6 +25,7 @@ __all__ = [
     "PARSE_STATUSES",
     "ParseResult",
     "ParseStatus",
+    "balanced_span_end",
     "is_tool_call",
     "parse_tool_call",
 ]
@@ -63,7 +64,7 @@ _INVALID_JSON: Final = ParseResult("invalid_json")
 _INVALID_SHAPE: Final = ParseResult("invalid_shape")
 
 
-def _balanced_span_end(text: str, start: int) -> int | None:
+def balanced_span_end(text: str, start: int) -> int | None:
     """Return the index just past the span opened at ``start``, or None if it never closes.
 
     Brackets are counted by depth regardless of kind: a mismatched closer can
@@ -137,7 +138,7 @@ def first_json_span(text: str) -> Any:
     value = _last_closer_value(text, start)
     if value is not None:
         return value
-    end = _balanced_span_end(text, start)
+    end = balanced_span_end(text, start)
     if end is None:
         return NOT_JSON
     try:

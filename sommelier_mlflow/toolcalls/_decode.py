@@ -1,0 +1,105 @@
+"""What every output-format decoder shares: its results, strict JSON and a span scanner.
+
+A decoder turns one completion written in a model family's own tool-call
+format into a :class:`CallsParseResult`. The rules every decoder follows, so
+that no format is more generous than another:
+
+- it repairs nothing and never raises for any ``str`` (deep nesting, lone
+  surrogates and NUL bytes end in a status);
+- JSON is strict RFC 8259 through the package's own loader, with duplicate
+  keys refused (``{"a": 1, "a": 2}`` has no single meaning);
+- syntax before shape: the output is ``invalid_json`` when any part breaks the
+  format's syntax (a marker, a tag, JSON, Python), otherwise
+  ``invalid_shape`` when any decoded value is not a call;
+- the format's way of making no call at all (prose with no block or marker)
+  is ``no_json``; an explicit empty list is ``ok`` with zero calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from sommelier_mlflow._json import JSONDecodeError, loads_small
+from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
+from sommelier_mlflow.toolcalls._parse import NOT_JSON, balanced_span_end
+
+__all__ = [
+    "INVALID_JSON",
+    "INVALID_SHAPE",
+    "JSON_WHITESPACE",
+    "NO_CALL",
+    "NO_JSON",
+    "json_value_at",
+    "json_values_between",
+    "skip_whitespace",
+    "strict_json",
+]
+
+NO_JSON: Final = CallsParseResult("no_json")
+INVALID_JSON: Final = CallsParseResult("invalid_json")
+INVALID_SHAPE: Final = CallsParseResult("invalid_shape")
+NO_CALL: Final = CallsParseResult("ok", ())
+
+#: The four characters RFC 8259 calls whitespace; "trimmed" means these only.
+JSON_WHITESPACE: Final = " \t\n\r"
+
+
+def strict_json(text: str) -> Any:
+    """Decode ``text`` as one strict JSON value with unique keys, or return :data:`NOT_JSON`.
+
+    Surrounding JSON whitespace is allowed (RFC 8259 allows it around a value).
+    """
+    try:
+        return loads_small(text, reject_duplicate_keys=True)
+    except JSONDecodeError:
+        return NOT_JSON
+
+
+def json_value_at(text: str, pos: int) -> tuple[Any, int] | None:
+    """The bracketed JSON value at ``pos`` (after JSON whitespace) and its end, or ``None``.
+
+    The value must open with ``{`` or ``[`` and is cut at its balanced end
+    (so a separator or marker inside a string does not cut it short) before
+    the strict loader reads it. Linear, and free of recursion at any depth.
+    """
+    pos = skip_whitespace(text, pos)
+    if pos == len(text) or text[pos] not in "{[":
+        return None
+    end = balanced_span_end(text, pos)
+    if end is None:
+        return None
+    value = strict_json(text[pos:end])
+    if value is NOT_JSON:
+        return None
+    return value, end
+
+
+def skip_whitespace(text: str, pos: int) -> int:
+    """The first position at or after ``pos`` that is not JSON whitespace."""
+    size = len(text)
+    while pos < size and text[pos] in JSON_WHITESPACE:
+        pos += 1
+    return pos
+
+
+def json_values_between(text: str, separator: str) -> list[Any] | None:
+    """Decode ``text`` as bracketed JSON values joined by ``separator``, or ``None``.
+
+    The reference reading for formats that chain values (``{...}; {...}``):
+    each value is read by :func:`json_value_at`; JSON whitespace may surround
+    values and separators; an empty value (``{...};`` or ``;;``) is not one.
+    """
+    values: list[Any] = []
+    pos = 0
+    while True:
+        found = json_value_at(text, pos)
+        if found is None:
+            return None
+        value, pos = found
+        values.append(value)
+        pos = skip_whitespace(text, pos)
+        if pos == len(text):
+            return values
+        if not text.startswith(separator, pos):
+            return None
+        pos += len(separator)

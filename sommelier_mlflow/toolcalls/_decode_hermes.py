@@ -1,0 +1,106 @@
+"""The ``hermes`` output format (Hermes-2-Pro, Qwen2.5, Qwen3), decoder ``hermes.v1``.
+
+These models answer with one block per call::
+
+    <tool_call>
+    {"name": "get_weather", "arguments": {"city": "Paris"}}
+    </tool_call>
+
+What the decoder accepts, exactly:
+
+1. Thoughts are removed first, because a call written while thinking is not
+   the answer: every ``<think>`` up to the first ``</think>`` after it; and,
+   when the first ``</think>`` comes before any ``<think>``, everything up to
+   it (a thought the chat template opened in the prompt, as Qwen3's thinking
+   models do). A ``<think>`` that never closes refuses the output
+   (``invalid_json``): the model never finished thinking.
+2. Zero or more ``<tool_call>…</tool_call>`` blocks follow, in output order; a
+   block ends at the first ``</tool_call>`` after its opening tag. Text
+   outside blocks is ignored. No block at all is zero calls (``no_json``).
+3. Each block, less surrounding JSON whitespace, is exactly one strict-JSON
+   ``{"name": <non-empty str>, "arguments": <object>}``.
+4. An opening tag without its closing tag, or a block that is not JSON,
+   refuses the whole output (``invalid_json``); otherwise a block that is JSON
+   but not one call refuses it (``invalid_shape``).
+
+The tags are special tokens in these tokenizers, so outputs must be decoded
+with special tokens kept.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
+from sommelier_mlflow.toolcalls._decode import (
+    INVALID_JSON,
+    INVALID_SHAPE,
+    NO_JSON,
+    strict_json,
+)
+from sommelier_mlflow.toolcalls._parse import NOT_JSON, is_tool_call
+
+__all__ = ["HERMES_VERSION", "decode_hermes"]
+
+HERMES_VERSION: Final = "hermes.v1"
+
+_OPEN: Final = "<tool_call>"
+_CLOSE: Final = "</tool_call>"
+_THINK: Final = "<think>"
+_UNTHINK: Final = "</think>"
+
+
+def _without_thoughts(text: str) -> str | None:
+    """``text`` with every thought removed, or ``None`` when a thought never closes."""
+    first_close = text.find(_UNTHINK)
+    first_open = text.find(_THINK)
+    if first_close >= 0 and (first_open < 0 or first_close < first_open):
+        text = text[first_close + len(_UNTHINK) :]
+    kept: list[str] = []
+    pos = 0
+    while (start := text.find(_THINK, pos)) >= 0:
+        end = text.find(_UNTHINK, start + len(_THINK))
+        if end < 0:
+            return None
+        kept.append(text[pos:start])
+        pos = end + len(_UNTHINK)
+    kept.append(text[pos:])
+    return "".join(kept)
+
+
+def decode_hermes(text: str) -> CallsParseResult:
+    """Decode one completion in the ``hermes`` format (see the module docstring).
+
+    Args:
+        text: The raw completion, decoded with special tokens kept.
+
+    Returns:
+        The calls in output order, or the status that refuses the output.
+        Never raises for any ``str``.
+    """
+    if "think>" in text:
+        answer = _without_thoughts(text)
+        if answer is None:
+            return INVALID_JSON
+        text = answer
+    start = text.find(_OPEN)
+    if start < 0:
+        return NO_JSON
+    calls: list[dict[str, Any]] = []
+    all_calls = True
+    while start >= 0:
+        body = start + len(_OPEN)
+        end = text.find(_CLOSE, body)
+        if end < 0:
+            return INVALID_JSON
+        value = strict_json(text[body:end])
+        if value is NOT_JSON:
+            return INVALID_JSON
+        if is_tool_call(value):
+            calls.append(value)
+        else:
+            all_calls = False
+        start = text.find(_OPEN, end + len(_CLOSE))
+    if not all_calls:
+        return INVALID_SHAPE
+    return CallsParseResult("ok", tuple(calls))

@@ -1,0 +1,62 @@
+"""Random texts for the output-format decoders: format fragments, JSON, anything."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import strategies as st
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=2)
+    ),
+    max_leaves=5,
+)
+
+_FRAGMENTS = [
+    "<tool_call>",
+    "</tool_call>",
+    "<think>",
+    "</think>",
+    "<|python_tag|>",
+    "[TOOL_CALLS]",
+    "[ARGS]",
+    ";",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    '"',
+    "'",
+    "=",
+    ",",
+    ":",
+    "f",
+    "f(",
+    "a=",
+    '"name": "f"',
+    '"arguments": {}',
+    '"parameters"',
+    '"tool_calls"',
+    '"function"',
+    "True",
+    "null",
+    "\\",
+    "\x00",
+    "\ud800",
+    " ",
+    "\n",
+    "1e999",
+    "-0",
+    "a.b",
+    '"""',
+    "#",
+]
+
+#: Random texts built from format fragments, JSON values and arbitrary characters.
+texts = st.lists(
+    st.sampled_from(_FRAGMENTS) | st.text(max_size=3) | _json_values.map(json.dumps), max_size=12
+).map("".join)

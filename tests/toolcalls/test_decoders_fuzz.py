@@ -1,0 +1,54 @@
+"""Every output-format decoder ends in a status for any text, never in an exception."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hypothesis import given, settings
+
+from sommelier_mlflow.toolcalls import CallsParseResult
+from sommelier_mlflow.toolcalls._decode_hermes import decode_hermes
+from sommelier_mlflow.toolcalls._decode_llama3 import decode_llama3_json
+from sommelier_mlflow.toolcalls._decode_mistral import decode_mistral
+from sommelier_mlflow.toolcalls._decode_openai import decode_openai
+from sommelier_mlflow.toolcalls._decode_pythonic import decode_pythonic
+from tests.support.decoder_texts import texts
+
+DECODERS: list[Callable[[str], CallsParseResult]] = [
+    decode_hermes,
+    decode_llama3_json,
+    decode_mistral,
+    decode_openai,
+    decode_pythonic,
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts)
+def test_no_decoder_raises_and_only_ok_carries_calls(text: str) -> None:
+    for decode in DECODERS:
+        result = decode(text)
+        assert result.status in ("ok", "no_json", "invalid_json", "invalid_shape")
+        assert (result.calls is not None) == (result.status == "ok")
+        for call in result.calls or ():
+            assert set(call) == {"name", "arguments"}
+            assert isinstance(call["name"], str) and call["name"]
+            assert isinstance(call["arguments"], dict)
+
+
+def test_deep_nesting_never_crashes_any_decoder() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    wrapped = [
+        deep,
+        "{" * 100_000,
+        f"<tool_call>{deep}</tool_call>",
+        f"<|python_tag|>{deep}",
+        f"[TOOL_CALLS]{deep}",
+        f"[TOOL_CALLS]f[ARGS]{deep}",
+        "[f(a=" + deep + ")]",
+        "[f(a=" + "(" * 100_000 + ")]",
+        '{"tool_calls": ' + deep + "}",
+    ]
+    for text in wrapped:
+        for decode in DECODERS:
+            assert decode(text).status in ("no_json", "invalid_json", "invalid_shape")
