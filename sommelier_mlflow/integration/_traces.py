@@ -28,6 +28,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+import socket
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -68,6 +71,13 @@ _SPANS_PER_REQUEST: Final = 500
 _PREVIEW_CHARS: Final = 1000
 _LINKS_PER_REQUEST: Final = 100
 _TRACE_NAME: Final = "sommelier.example"
+#: Run tags that let a rerun recognise the run of a command killed while it
+#: logged the same arm's traces (state, arm digest, logging process).
+_STATE_TAG: Final = "sommelier.traces.state"
+_STATE_LOGGING: Final = "logging"
+_STATE_LOGGED: Final = "logged"
+_KEY_TAG: Final = "sommelier.traces.key"
+_OWNER_TAG: Final = "sommelier.traces.owner"
 #: The most characters of one text (request, output) a trace carries. A
 #: degenerate generation runs to ``max_new_tokens``; the full text stays in the
 #: run's generations artifact, the trace shows its start and its length.
@@ -372,9 +382,19 @@ def log_example_traces(
     tracker = client if client is not None else MlflowClient()
     uri = str(tracker.tracking_uri)
     tracing = TracingClient(uri)
+    key = _arm_key(examples)
     with tracking_errors("prepare the run for traces", uri):
         experiment_id = str(tracker.get_run(run_id).info.experiment_id)
-        tracker.log_batch(run_id, tags=[RunTag(_RUN_TYPE_TAG, _RUN_TYPE_EVALUATION)])
+        _supersede_killed_runs(tracker, experiment_id, run_id, key, examples)
+        tracker.log_batch(
+            run_id,
+            tags=[
+                RunTag(_RUN_TYPE_TAG, _RUN_TYPE_EVALUATION),
+                RunTag(_STATE_TAG, _STATE_LOGGING),
+                RunTag(_KEY_TAG, key),
+                RunTag(_OWNER_TAG, _owner()),
+            ],
+        )
     now_ms = int(time.time() * 1000)
     prepared = [_prepare(ex, run_id, experiment_id, now_ms, source_id) for ex in examples]
     # Trace infos (with their assessments) first, spans after: start_trace on a
@@ -405,4 +425,76 @@ def log_example_traces(
         ids = [item.trace_id for item in prepared]
         for start in range(0, len(ids), _LINKS_PER_REQUEST):
             tracker.link_traces_to_run(ids[start : start + _LINKS_PER_REQUEST], run_id=run_id)
+        tracker.set_tag(run_id, _STATE_TAG, _STATE_LOGGED)
     return len(prepared)
+
+
+def _arm_key(examples: Sequence[ExampleTrace]) -> str:
+    """What makes two trace loggings the same arm: model kind, examples and requests."""
+    digest = hashlib.sha256()
+    for example in examples:
+        for part in (example.model_kind, example.example_id, example.query):
+            digest.update(part.encode("utf-8", "surrogatepass") + b"\x00")
+    return digest.hexdigest()
+
+
+def _owner() -> str:
+    """This process, as ``host:pid``: who is logging a run's traces."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _owner_is_gone(owner: str) -> bool:
+    """Whether the process that tagged a run is known to be dead (same host, no such pid).
+
+    A run logged from another machine cannot be checked from here; it is left
+    alone rather than risk removing the traces of a logging still under way.
+    """
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, owned by someone else
+        return False
+    return False
+
+
+def _supersede_killed_runs(
+    tracker: MlflowClient,
+    experiment_id: str,
+    run_id: str,
+    key: str,
+    examples: Sequence[ExampleTrace],
+) -> None:
+    """Retire the run of a killed earlier attempt at the same arm, so each trace exists once.
+
+    A command killed (``kill -9``, OOM) while logging traces leaves its run
+    RUNNING with part of the traces; run again, it creates a new run and would
+    log a second set. A run tagged as still logging the same arm, by a process
+    on this host that no longer exists, is such an orphan: its partial traces
+    are deleted, it is ended ``KILLED``, tagged with the run that replaced it,
+    and a warning says so on stderr.
+    """
+    query = f"tags.`{_KEY_TAG}` = '{key}' and tags.`{_STATE_TAG}` = '{_STATE_LOGGING}'"
+    for orphan in tracker.search_runs([experiment_id], filter_string=query):
+        orphan_id = str(orphan.info.run_id)
+        owner = orphan.data.tags.get(_OWNER_TAG, "")
+        if orphan_id == run_id or not _owner_is_gone(owner):
+            continue
+        ids = [_ids(orphan_id, example.example_id)[0] for example in examples]
+        deleted = 0
+        for start in range(0, len(ids), _LINKS_PER_REQUEST):
+            deleted += tracker.delete_traces(
+                experiment_id, trace_ids=ids[start : start + _LINKS_PER_REQUEST]
+            )
+        if orphan.info.status == "RUNNING":
+            tracker.set_terminated(orphan_id, status="KILLED")
+        tracker.set_tag(orphan_id, _STATE_TAG, f"superseded by run {run_id}")
+        print(
+            f"warning: run {orphan_id} was killed while logging these traces (process "
+            f"{owner} is gone): ended KILLED, its {deleted} partial traces deleted; "
+            f"run {run_id} logs every trace again",
+            file=sys.stderr,
+        )
