@@ -74,6 +74,7 @@ CURATED = {
         "ReplayGenerator",
         "ServerGenerator",
         "SupportsCompletionDetails",
+        "SupportsExampleKeys",
         "SupportsFingerprint",
         "SupportsPromptLengths",
         "SupportsRunRecord",

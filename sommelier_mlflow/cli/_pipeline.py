@@ -379,8 +379,10 @@ def replay_precomputed(
     """Score completions produced elsewhere (``example_id`` + ``raw_text`` rows).
 
     They go through the same runner as live generation (a replay backend keyed
-    by each example's stored prompt), so the records, the digests and the
-    resume guarantees are identical. The producer's decoding cannot be read
+    by ``example_id``: two examples may share a prompt and still have rows with
+    different texts), so the records, the digests and the resume guarantees
+    are identical. A row that carries ``prompt_sha256`` must name its
+    example's prompt. The producer's decoding cannot be read
     from the file, so the caller declares it and it is recorded as declared: the
     maximum new tokens, the batch size and, when given, the backend that
     decoded (``hf``, ``server``...), which the gate then compares like a
@@ -389,7 +391,8 @@ def replay_precomputed(
     Raises:
         InputError: A row names an example the split does not have, or an
             example has no completion.
-        InvariantViolationError: A row's language disagrees with its example.
+        InvariantViolationError: A row's language or prompt digest disagrees
+            with its example.
     """
     from sommelier_mlflow.generation import create_backend
 
@@ -409,7 +412,13 @@ def replay_precomputed(
             )
         if example.prompt_text is None:
             raise InputError(f"{split.path} is not formatted: score needs the formatted split")
-        outputs[example.prompt_text] = row.raw_text
+        if row.prompt_sha256 is not None and row.prompt_sha256 != example.prompt_sha256:
+            raise InvariantViolationError(
+                f"{precomputed}: {row.example_id!r} answers the prompt with prompt_sha256 "
+                f"{row.prompt_sha256!r} but the split's prompt has {example.prompt_sha256!r}; "
+                "the outputs were produced for other prompts"
+            )
+        outputs[row.example_id] = row.raw_text
     missing = [example.example_id for example in split.examples if example.example_id not in given]
     if missing:
         raise InputError(
@@ -417,7 +426,7 @@ def replay_precomputed(
             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
             + "; supply one {example_id, raw_text} row for every example of the split"
         )
-    replay = {"outputs": outputs, "name": Path(precomputed).name}
+    replay = {"outputs": outputs, "name": Path(precomputed).name, "keyed_by": "example_id"}
     generator = create_backend("replay", replace(declared.required_request(), options=replay))
     # Replaying is cheap, so it runs in a staging folder: a refused replay
     # leaves the output folder exactly as it was.

@@ -137,7 +137,7 @@ _SPLIT_NAMES: Final = frozenset({"train", "validation", "test"})
 # the last occurrence is always the real separator.
 _FORMATTED_TOOLS_MARKER: Final = "\nAvailable tools:\n"
 _PRECOMPUTED_REQUIRED: Final = frozenset({"example_id", "raw_text"})
-_PRECOMPUTED_OPTIONAL: Final = frozenset({"language"})
+_PRECOMPUTED_OPTIONAL: Final = frozenset({"language", "prompt_sha256"})
 _HEX64: Final = re.compile(r"[0-9a-f]{64}")
 
 
@@ -632,6 +632,8 @@ class PrecomputedGeneration:
             ``example_id`` and should check it against the test split.
         parse_status: This package's parse of ``raw_text``.
         parsed_call: The parsed call when ``parse_status == "ok"``.
+        prompt_sha256: The digest of the prompt the producer answered, if the
+            file gave one; callers check it against the example's prompt.
     """
 
     example_id: str
@@ -639,6 +641,7 @@ class PrecomputedGeneration:
     language: str | None
     parse_status: ParseStatus
     parsed_call: dict[str, Any] | None
+    prompt_sha256: str | None = None
 
 
 def _csv_rows(name: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -701,7 +704,10 @@ def _precomputed_rows(name: str) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def read_precomputed(path: str | os.PathLike[str]) -> list[PrecomputedGeneration]:
-    """Read completions made outside this package: ``{example_id, raw_text[, language]}`` rows.
+    """Read completions made outside this package: ``{example_id, raw_text}`` rows.
+
+    Optional fields: ``language`` and ``prompt_sha256`` (the digest of the
+    prompt the producer answered), which callers check against the split.
 
     Any stored parse in such a file is not trusted (different parsers are
     differently lenient), so only the raw text is accepted and it is parsed
@@ -722,6 +728,7 @@ def read_precomputed(path: str | os.PathLike[str]) -> list[PrecomputedGeneration
         example_id = src.string("example_id")
         raw_text = src.string("raw_text", non_empty=False)
         language = src.language(default=None) if "language" in row else None
+        prompt_sha256 = src.string("prompt_sha256") if "prompt_sha256" in row else None
         first = lines.get(example_id)
         if first is not None:
             raise src.error(f"duplicate example_id {example_id!r} (first at line {first})")
@@ -734,6 +741,7 @@ def read_precomputed(path: str | os.PathLike[str]) -> list[PrecomputedGeneration
                 language=language,
                 parse_status=parsed.status,
                 parsed_call=parsed.call,
+                prompt_sha256=prompt_sha256,
             )
         )
     if not results:

@@ -29,6 +29,7 @@ __all__ = [
     "Completion",
     "GenerationBackend",
     "SupportsCompletionDetails",
+    "SupportsExampleKeys",
     "SupportsFingerprint",
     "SupportsPromptLengths",
     "SupportsRunRecord",
@@ -124,6 +125,23 @@ class SupportsCompletionDetails(Protocol):
 
     def generate_details(self, prompts: Sequence[str], *, max_new_tokens: int) -> list[Completion]:
         """Return one :class:`Completion` per prompt, in the same order."""
+        ...
+
+
+@runtime_checkable
+class SupportsExampleKeys(Protocol):
+    """A generator whose outputs belong to examples rather than to prompt texts.
+
+    Completions produced elsewhere (``score --precomputed``) are rows keyed by
+    ``example_id``, and two examples may share one prompt while their rows hold
+    different texts (sampled outputs, a second attempt). The runner gives such a
+    generator each prompt's ``example_id`` so that no row can answer for another.
+    """
+
+    def generate_for(
+        self, example_ids: Sequence[str], prompts: Sequence[str], *, max_new_tokens: int
+    ) -> list[str]:
+        """Return the completion of each example, in the same order as ``example_ids``."""
         ...
 
 

@@ -1,14 +1,17 @@
-"""The ``replay`` backend: completions produced elsewhere, looked up by prompt.
+"""The ``replay`` backend: completions produced elsewhere, looked up by example or prompt.
 
 This is a real backend, not a test double: it lets outputs produced
 elsewhere (another machine, a hosted API, an earlier run) go through the
-same runner, records and scoring as live generation.
+same runner, records and scoring as live generation. ``score --precomputed``
+keys the outputs by ``example_id``, because two examples may share a prompt
+while their rows hold different texts; keying by prompt text is for callers
+whose outputs are a pure function of the prompt (greedy replays, tests).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from sommelier_mlflow._json import canonical_json, sha256_text
 from sommelier_mlflow.data import ModelIdentity
@@ -18,11 +21,12 @@ from sommelier_mlflow.generation._registry import register_backend
 
 __all__ = ["ReplayGenerator"]
 
-_OPTIONS: Final = frozenset({"outputs", "name"})
+_OPTIONS: Final = frozenset({"outputs", "name", "keyed_by"})
+_KEYS: Final = ("prompt", "example_id")
 
 
 class ReplayGenerator:
-    """Replays precomputed completions keyed by exact prompt text.
+    """Replays precomputed completions keyed by exact prompt text or by ``example_id``.
 
     ``max_new_tokens`` is accepted for interface compatibility and ignored,
     because the outputs were already produced under whatever limit the
@@ -37,25 +41,33 @@ class ReplayGenerator:
         name: str = "replay",
         identity: ModelIdentity | None = None,
         adapter: dict[str, str] | None = None,
+        keyed_by: Literal["prompt", "example_id"] = "prompt",
     ) -> None:
-        """Store a copy of ``prompt -> completion`` and the declared identity.
+        """Store a copy of ``key -> completion`` and the declared identity.
 
         Raises:
-            ConfigError: If a key or value is not a string.
+            ConfigError: If a key or value is not a string, or ``keyed_by`` is
+                neither ``"prompt"`` nor ``"example_id"``.
         """
-        for prompt, completion in outputs.items():
-            if not isinstance(prompt, str) or not isinstance(completion, str):
+        if keyed_by not in _KEYS:
+            raise ConfigError(f"replay keyed_by must be 'prompt' or 'example_id', got {keyed_by!r}")
+        for key, completion in outputs.items():
+            if not isinstance(key, str) or not isinstance(completion, str):
                 raise ConfigError(
-                    "replay outputs must map prompt text (str) to completion text (str); got "
-                    f"{type(prompt).__name__} -> {type(completion).__name__}"
+                    f"replay outputs must map {keyed_by} (str) to completion text (str); got "
+                    f"{type(key).__name__} -> {type(completion).__name__}"
                 )
         self._outputs = dict(outputs)
+        self._keyed_by = keyed_by
         self._name = name
         self._identity = identity
         self._adapter = None if adapter is None else dict(adapter)
 
     def __repr__(self) -> str:
-        return f"ReplayGenerator(name={self._name!r}, prompts={len(self._outputs)})"
+        return (
+            f"ReplayGenerator(name={self._name!r}, keyed_by={self._keyed_by!r}, "
+            f"outputs={len(self._outputs)})"
+        )
 
     @property
     def tokenizer(self) -> None:
@@ -83,9 +95,16 @@ class ReplayGenerator:
         """Look every prompt up; a prompt with no stored output is an input error.
 
         Raises:
+            ConfigError: If the outputs are keyed by ``example_id``: a prompt
+                alone cannot say which example's row answers it.
             InputError: If any prompt has no stored completion; the message
                 gives its SHA-256 so the missing row can be found.
         """
+        if self._keyed_by == "example_id":
+            raise ConfigError(
+                f"replay generator {self._name!r} holds outputs by example_id; generate through "
+                "run_generation, which passes each prompt's example (generate_for)"
+            )
         completions = []
         for prompt in prompts:
             try:
@@ -97,11 +116,30 @@ class ReplayGenerator:
                 ) from None
         return completions
 
+    def generate_for(
+        self, example_ids: Sequence[str], prompts: Sequence[str], *, max_new_tokens: int
+    ) -> list[str]:
+        """Each example's own completion (or its prompt's, when keyed by prompt).
+
+        Raises:
+            InputError: If an example (or prompt) has no stored completion.
+        """
+        if self._keyed_by == "prompt":
+            return self.generate(prompts, max_new_tokens=max_new_tokens)
+        missing = [example_id for example_id in example_ids if example_id not in self._outputs]
+        if missing:
+            raise InputError(
+                f"replay generator {self._name!r} has no output for example_id {missing[0]!r}; "
+                "supply outputs for every example in the split"
+            )
+        return [self._outputs[example_id] for example_id in example_ids]
+
     def fingerprint(self) -> dict[str, Any]:
-        """Identify the replayed outputs by a digest of the whole mapping."""
+        """Identify the replayed outputs by a digest of the whole mapping and its key."""
         return {
             "backend": "replay",
             "name": self._name,
+            "keyed_by": self._keyed_by,
             "outputs_sha256": sha256_text(canonical_json(self._outputs)),
             "model_identity": None if self._identity is None else self._identity.to_dict(),
             "adapter": self.adapter_info(),
@@ -110,7 +148,10 @@ class ReplayGenerator:
 
 @register_backend("replay")
 def replay_backend(request: BackendRequest) -> ReplayGenerator:
-    """Build the replay backend from ``options["outputs"]`` (prompt text -> completion).
+    """Build the replay backend from ``options["outputs"]`` (key -> completion).
+
+    ``options["keyed_by"]`` says what the keys are: ``"prompt"`` (the default)
+    or ``"example_id"``.
 
     Raises:
         ConfigError: No outputs were given, an unknown option, or a local-only
@@ -128,9 +169,11 @@ def replay_backend(request: BackendRequest) -> ReplayGenerator:
     name = request.options.get("name", "replay")
     if not isinstance(name, str):
         raise ConfigError(f"replay option 'name' must be a string, got {name!r}")
+    keyed_by = request.options.get("keyed_by", "prompt")
     return ReplayGenerator(
         outputs,
         name=name,
+        keyed_by=keyed_by,
         identity=request.declared_identity(),
         adapter=request.declared_adapter(),
     )

@@ -50,6 +50,7 @@ from sommelier_mlflow.generation._manifest import MANIFEST_NAME, MANIFEST_SCHEMA
 from sommelier_mlflow.generation._protocol import (
     Completion,
     SupportsCompletionDetails,
+    SupportsExampleKeys,
     SupportsFingerprint,
     SupportsPromptLengths,
     TextGenerator,
@@ -316,11 +317,17 @@ class _SliceWriters:
 
 
 def _generate_batch(
-    generator: TextGenerator, prompts: list[str], max_new_tokens: int
+    generator: TextGenerator, items: list[_Prompted], max_new_tokens: int
 ) -> list[Completion]:
     """One batch through the backend, with details when it offers them, checked."""
     outputs: Any
-    if isinstance(generator, SupportsCompletionDetails):
+    prompts = [item.prompt for item in items]
+    if isinstance(generator, SupportsExampleKeys):
+        ids = [item.example.example_id for item in items]
+        outputs = generator.generate_for(ids, prompts, max_new_tokens=max_new_tokens)
+        expected = "str"
+        valid = isinstance(outputs, list) and all(isinstance(text, str) for text in outputs)
+    elif isinstance(generator, SupportsCompletionDetails):
         outputs = generator.generate_details(prompts, max_new_tokens=max_new_tokens)
         expected = "Completion"
         valid = isinstance(outputs, list) and all(
@@ -442,7 +449,7 @@ def run_generation(
                     continue
                 started = time.perf_counter()
                 completions = _generate_batch(
-                    generator, [prompted[i].prompt for i in batch], decoding.max_new_tokens
+                    generator, [prompted[i] for i in batch], decoding.max_new_tokens
                 )
                 if on_batch is not None:
                     on_batch(completions, time.perf_counter() - started)

@@ -378,3 +378,61 @@ def test_progress_bars_are_quiet_off_a_terminal_unless_asked(
         assert result.returncode == 0, result.stderr[-2000:]
         assert ("log traces" in result.stderr) == bool(flag)
         assert "(8 traces)" in result.stdout
+
+
+def test_precomputed_rows_are_matched_by_example_id_not_prompt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two examples with one prompt each keep their own row's text (issue 23 #1).
+
+    Keyed by prompt text, the second row overwrote the first: both examples were
+    scored with one text, silently, exit 0.
+    """
+    import dataclasses
+
+    from sommelier_mlflow.data import write_test_split
+    from tests.cli.cli_helpers import BASE_OUTPUTS, examples
+
+    originals = examples()
+    shared = {ex.example_id: ex for ex in originals if ex.language == "en"}
+    # Every French example gets its English root's prompt: same prompt, other row.
+    same_prompt = [
+        ex
+        if ex.source_example_id is None
+        else dataclasses.replace(
+            ex,
+            prompt_text=shared[ex.source_example_id].prompt_text,
+            prompt_sha256=shared[ex.source_example_id].prompt_sha256,
+        )
+        for ex in originals
+    ]
+    split = write_test_split(tmp_path / "split.jsonl", same_prompt)
+    rows = _precomputed_rows(BASE_OUTPUTS)
+    for row in rows:
+        if row["example_id"].startswith("fr-"):
+            row["raw_text"] = f"french answer {row['example_id']}"
+    precomputed = tmp_path / "outputs.jsonl"
+    precomputed.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    args = ["score", "--test-split", str(split), "--model-kind", "base", "--model", "tiny/model"]
+    args += ["--max-new-tokens", "32", "--batch-size", "2", "--resamples", "50"]
+    assert main([*args, "--precomputed", str(precomputed), "--out", str(tmp_path / "p")]) == 0
+    written = {
+        record["example_id"]: record["raw_text"]
+        for name in ("en", "fr")
+        for record in map(
+            json.loads,
+            (tmp_path / "p" / "generations" / f"{name}.jsonl").read_text().splitlines(),
+        )
+    }
+    assert written == {row["example_id"]: row["raw_text"] for row in rows}
+    report = json.loads((tmp_path / "p" / "evaluation_report.json").read_text())
+    assert report["slices"]["en"]["metrics"]["full_call_exact_match"]["numerator"] == 1
+    assert report["slices"]["fr"]["metrics"]["valid_json_rate"]["numerator"] == 0
+    # A row that carries its prompt's digest is checked against the example's prompt.
+    rows[1]["prompt_sha256"] = "0" * 64
+    precomputed.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    capsys.readouterr()
+    assert main([*args, "--precomputed", str(precomputed), "--out", str(tmp_path / "q")]) == 5
+    err = capsys.readouterr().err
+    assert "prompt_sha256" in err and rows[1]["example_id"] in err
+    assert not (tmp_path / "q").exists()

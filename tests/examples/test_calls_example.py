@@ -1,4 +1,4 @@
-"""The bundled calls-mode example: reproducible data, its README table, and `mlflow run`."""
+"""The bundled calls-mode example: reproducible data, its published table, and `mlflow run`."""
 
 from __future__ import annotations
 
@@ -93,8 +93,8 @@ def test_the_committed_data_is_what_the_script_writes(tmp_path: Path) -> None:
 def test_the_readme_table_is_the_one_a_fresh_run_prints(tmp_path: Path) -> None:
     paths = _score_arms(tmp_path)
     markdown = (paths["cmp"] / "comparison" / "comparison_report.md").read_text()
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("<!-- calls-example-table -->")[1]
+    page = (REPO / "docs" / "scoring-modes.md").read_text()
+    section = page.split("<!-- calls-example-table -->")[1]
     rows = [line for line in section.splitlines() if line.startswith("| call")]
     rows += [line for line in section.splitlines() if line.startswith("| abstention")]
     rows += [line for line in section.splitlines() if line.startswith("| false_call")]
@@ -157,11 +157,11 @@ def test_the_example_scores_and_compares_through_mlflow_run(tmp_path: Path) -> N
     client = MlflowClient(tracking_uri=uri)
     base = client.get_run(run_ids["base"]).data
     assert base.tags["sommelier.parser_version"] == "sommelier.calls_parser.v1"
-    assert base.metrics["overall/counts/call_set_exact_match.numerator"] == 36
+    assert base.metrics["overall/counts/call_set_exact_match.numerator"] == 42
     assert base.metrics["overall/counts/call_set_exact_match.denominator"] == 80
     assert base.metrics["calls:0/counts/abstention_accuracy.denominator"] == 22
     assert "calls:2.2b/call_f1" in base.metrics and "gap/fr/call_f1" in base.metrics
     compared = client.get_run(compare_id).data.metrics
-    assert compared["delta/overall/call_set_exact_match"] == pytest.approx(70 / 80 - 36 / 80)
+    assert compared["delta/overall/call_set_exact_match"] == pytest.approx(66 / 80 - 42 / 80)
     assert "delta/calls:2.2b/ci95/call_recall.lower" in compared
-    assert 0.0 < compared["mcnemar/overall/p_value"] < 1e-5
+    assert 0.0 < compared["mcnemar/overall/p_value"] < 1e-3

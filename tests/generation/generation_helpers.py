@@ -140,8 +140,9 @@ class RecordingGenerator:
 
     def __getattr__(self, name: str) -> Any:
         # Optional capabilities (prompt_lengths, fingerprint) are the inner backend's,
-        # except generate_details: every batch must go through generate to be recorded.
-        if name == "generate_details":
+        # except generate_details and generate_for: every batch must go through
+        # generate to be recorded.
+        if name in ("generate_details", "generate_for"):
             raise AttributeError(name)
         return getattr(self.inner, name)
 
