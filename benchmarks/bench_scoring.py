@@ -3,6 +3,10 @@
 Run: ``python benchmarks/bench_scoring.py [--n 100000]``. Both implementations
 score the same synthetic generations in the same process; the script checks
 they agree on every numerator and denominator before reporting speed.
+
+A second table (``--formats`` runs only that one) decodes + scores the same
+calls written in every output format, in ``calls`` mode, side by side: target
+at most 1.5x the ``json`` format's time per format, with identical metrics.
 """
 
 from __future__ import annotations
@@ -14,7 +18,19 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from sommelier_mlflow.toolcalls import METRIC_NAMES, compute_metrics, parse_tool_call
+from sommelier_mlflow.toolcalls import (
+    CALLS_METRIC_NAMES,
+    METRIC_NAMES,
+    compute_calls_metrics,
+    compute_metrics,
+    parse_tool_call,
+    parse_tool_calls,
+)
+from sommelier_mlflow.toolcalls._decode_hermes import decode_hermes
+from sommelier_mlflow.toolcalls._decode_llama3 import decode_llama3_json
+from sommelier_mlflow.toolcalls._decode_mistral import decode_mistral
+from sommelier_mlflow.toolcalls._decode_openai import decode_openai
+from sommelier_mlflow.toolcalls._decode_pythonic import decode_pythonic
 
 TOOLS = ["get_weather", "convert_currency", "book_hotel", "search_flights", "create_event"]
 
@@ -195,11 +211,140 @@ def linearity() -> None:
         print(f"{label:<30}{times[0]:>12.4f}{times[1]:>12.4f}{times[1] / times[0]:>8.1f}")
 
 
+# --- the same calls in every output format --------------------------------------------
+
+
+def _python_literal(value: Any) -> str:
+    if isinstance(value, dict):
+        return (
+            "{"
+            + ", ".join(f"{json.dumps(k)}: {_python_literal(v)}" for k, v in value.items())
+            + "}"
+        )
+    if isinstance(value, list):
+        return "[" + ", ".join(_python_literal(item) for item in value) + "]"
+    return repr(value) if isinstance(value, bool) or value is None else json.dumps(value)
+
+
+def _render(fmt: str, calls: list[dict[str, Any]]) -> str:
+    """``calls`` as the model family of ``fmt`` writes them."""
+    if fmt == "json":
+        return json.dumps(calls[0]) if len(calls) == 1 else json.dumps(calls)
+    if fmt == "hermes":
+        return "\n".join(f"<tool_call>\n{json.dumps(c)}\n</tool_call>" for c in calls)
+    if fmt == "llama3_json":
+        objects = (json.dumps({"name": c["name"], "parameters": c["arguments"]}) for c in calls)
+        return "<|python_tag|>" + "; ".join(objects)
+    if fmt == "mistral":
+        return "[TOOL_CALLS] " + json.dumps(calls)
+    if fmt == "mistral (v11 segments)":
+        return "".join(f"[TOOL_CALLS]{c['name']}[ARGS]{json.dumps(c['arguments'])}" for c in calls)
+    if fmt == "pythonic":
+        return (
+            "["
+            + ", ".join(
+                f"{c['name']}("
+                + ", ".join(f"{k}={_python_literal(v)}" for k, v in c["arguments"].items())
+                + ")"
+                for c in calls
+            )
+            + "]"
+        )
+    items = [
+        {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+        }
+        for i, c in enumerate(calls)
+    ]
+    return json.dumps({"tool_calls": items})
+
+
+DECODERS: dict[str, Any] = {
+    "json": parse_tool_calls,
+    "hermes": decode_hermes,
+    "llama3_json": decode_llama3_json,
+    "mistral": decode_mistral,
+    "mistral (v11 segments)": decode_mistral,
+    "pythonic": decode_pythonic,
+    "openai": decode_openai,
+}
+
+
+def format_rows(n: int, seed: int = 7) -> dict[str, list[tuple[str, list[dict[str, Any]]]]]:
+    """The outcome mix of :func:`synthetic`, as the same calls written in every format.
+
+    55% exact calls, 15% a wrong argument, 10% a wrong name, 10% truncated
+    outputs (the last 7 characters cut), 10% prose refusals, with one or two
+    calls per answer so that every format's separator is exercised.
+    """
+    rng = random.Random(seed)
+    base = synthetic(n, seed)
+    rows: dict[str, list[tuple[str, list[dict[str, Any]]]]] = {fmt: [] for fmt in DECODERS}
+    for index in range(n):
+        gold = [base[index][1]] + ([base[(index + 1) % n][1]] if index % 4 == 0 else [])
+        predicted = json.loads(json.dumps(gold))
+        roll = rng.random()
+        if 0.55 <= roll < 0.7:
+            predicted[0]["arguments"]["guests"] += 1
+        elif 0.7 <= roll < 0.8:
+            predicted[0]["name"] = "lookup"
+        for fmt in DECODERS:
+            if roll >= 0.9:
+                text = "I am not able to help with that request."
+            else:
+                text = _render(fmt, predicted)
+                if 0.8 <= roll < 0.9:
+                    text = text[:-7]
+            rows[fmt].append((text, gold))
+    return rows
+
+
+def decode_and_score(
+    decode: Any, rows: list[tuple[str, list[dict[str, Any]]]]
+) -> dict[str, tuple[int, int]]:
+    """``calls`` mode on one format's texts, each decoded as the scorer reaches it."""
+    records = (
+        {"parse_status": result.status, "parsed_calls": result.calls, "gold_calls": gold}
+        for text, gold in rows
+        for result in (decode(text),)
+    )
+    metrics = compute_calls_metrics(records)
+    return {
+        name: (metrics[name].numerator, metrics[name].denominator) for name in CALLS_METRIC_NAMES
+    }
+
+
+def formats(n: int, repeats: int) -> None:
+    """Decode + score the same calls in every format; each format's time against ``json``."""
+    rows = format_rows(n)
+    results: dict[str, tuple[float, Any]] = {}
+    for _ in range(repeats):  # interleaved, so a load change hits every format alike
+        for fmt, decode in DECODERS.items():
+            start = time.process_time()  # CPU time: the machine may be shared
+            metrics = decode_and_score(decode, rows[fmt])
+            seconds = time.process_time() - start
+            best = min(seconds, results.get(fmt, (float("inf"), None))[0])
+            results[fmt] = (best, metrics)
+    json_seconds, json_metrics = results["json"]
+    print(f"records per format: {n:,} (calls mode, decode + score, best of {repeats})")
+    print(f"{'output format':<26}{'CPU s':>10}{'records/s':>14}{'vs json':>10}")
+    for fmt, (seconds, metrics) in results.items():
+        assert metrics == json_metrics, (fmt, metrics, json_metrics)
+        print(f"{fmt:<26}{seconds:>10.3f}{n / seconds:>14,.0f}{seconds / json_seconds:>9.2f}x")
+    print("identical numerators/denominators in every format (target: each <= 1.5x json)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--formats", action="store_true", help="only the per-format table")
     args = parser.parse_args()
+    if args.formats:
+        formats(args.n, args.repeats)
+        return
     rows = synthetic(args.n)
     t_naive, r_naive = _best_of(naive_score, rows, args.repeats)
     t_ours, r_ours = _best_of(ours, rows, args.repeats)
@@ -211,6 +356,8 @@ def main() -> None:
     print(f"speed-up: {t_naive / t_ours:.2f}x (identical numerators/denominators)")
     print()
     linearity()
+    print()
+    formats(args.n, args.repeats)
 
 
 if __name__ == "__main__":

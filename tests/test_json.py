@@ -111,7 +111,6 @@ def test_duplicate_keys_are_rejected_on_request() -> None:
     assert loads('[{"k":1},{"k":2,"j":{"k":3}}]', reject_duplicate_keys=True)[1]["j"] == {"k": 3}
 
 
-
 @pytest.mark.parametrize(
     "text",
     [
@@ -133,6 +132,7 @@ def test_the_hot_loop_loader_rejects_duplicate_keys_on_request(text: str) -> Non
 )
 def test_the_hot_loop_loader_keeps_documents_with_unique_keys(text: str) -> None:
     assert loads_small(text, reject_duplicate_keys=True) == loads(text)
+
 
 @dataclass(frozen=True, slots=True)
 class _Record:

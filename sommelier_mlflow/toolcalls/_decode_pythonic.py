@@ -176,7 +176,7 @@ _UNTERMINATED: Final = re.compile(f"[{_PLAIN}]*[\"'][^\"'\\\\\x01]*")
 _JSON_WORD: Final = re.compile(r"(?<![\w.])(?:true|false|null)(?![\w.(]|[ \t\n\r]*=)", re.ASCII)
 #: A call head ``name(`` or a keyword ``name=``; one preceded by a word character
 #: or a dot would be glued to it and leaves JSON that does not read.
-_NAMED: Final = re.compile(r"([A-Za-z_][\w.]*)[ \t\n\r]*([(=])", re.ASCII)
+_NAMED: Final = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)[ \t\n\r]*([(=])", re.ASCII)
 _CONSTANTS: Final = tuple(
     (word, re.compile(rf"(?<![\w.\x7f]){word}(?!\w)", re.ASCII), json_word)
     for word, json_word in (("True", "true"), ("False", "false"), ("None", "null"))
@@ -185,22 +185,31 @@ _CONSTANTS: Final = tuple(
 _SHALLOW: Final = 100
 
 
-def _is_name(name: str) -> bool:
-    return name.isidentifier() and not iskeyword(name)
-
-
 def _decode_plain(body: str) -> CallsParseResult | None:
     """The result for a plain output, or ``None`` (the ast path decides).
 
     Besides ``ok`` results it settles the common refusals Python would raise a
     syntax error for: a string left open at the end, and unbalanced brackets.
     """
-    if "\x01" in body or '"""' in body or "'''" in body:
+    if "\x01" in body or "\x7f" in body or '"""' in body or "'''" in body:
         return None
-    parts = _STRINGS.split(body)
-    code = "\x01".join(parts[0::2])
-    if _PLAIN_CODE.fullmatch(code) is None:
-        return INVALID_JSON if _UNTERMINATED.fullmatch(code) is not None else None
+    if "'" in body or "\\" in body:
+        parts = _STRINGS.split(body)
+        code = "\x01".join(parts[0::2])
+        if _PLAIN_CODE.fullmatch(code) is None:
+            return INVALID_JSON if _UNTERMINATED.fullmatch(code) is not None else None
+        joiner = ""
+    else:
+        # Double quotes only and no escapes: each quote opens or closes a
+        # string, so a plain split finds them (a control character inside a
+        # string is left to the strict JSON read, which refuses it).
+        parts = body.split('"')
+        code = "\x01".join(parts[0::2])
+        if _PLAIN_CODE.fullmatch(code) is None:
+            return None
+        if len(parts) % 2 == 0:
+            return INVALID_JSON  # the last quote opens a string that never closes
+        joiner = '"'
     opened = code.count("(")
     brackets = code.count("[")
     braces = code.count("{")
@@ -230,7 +239,7 @@ def _decode_plain(body: str) -> CallsParseResult | None:
     parts[0::2] = code.split("\x01")
     if "'" in body:
         parts[1::2] = [s if s[0] == '"' else f'"{s[1:-1]}"' for s in parts[1::2]]
-    value = strict_json("".join(parts))
+    value = strict_json(joiner.join(parts))
     if type(value) is not list or len(value) != heads:
         return None
     calls: list[dict[str, Any]] = []
@@ -240,12 +249,12 @@ def _decode_plain(body: str) -> CallsParseResult | None:
         head, arguments = element[0], element[1]
         if type(head) is not str or head[:1] != _MARK or type(arguments) is not dict:
             return None
-        name = head[1:]
-        if not all(_is_name(part) for part in name.split(".")):
+        name = head[1:]  # dotted identifiers by _NAMED; Python refuses keywords among them
+        if iskeyword(name) or ("." in name and any(map(iskeyword, name.split(".")))):
             return None
         converted: dict[str, Any] = {}
         for key, item in arguments.items():
-            if key[:1] != _MARK or not _is_name(key[1:]):
+            if key[:1] != _MARK or "." in key or iskeyword(key[1:]):
                 return None
             converted[key[1:]] = item
         keywords -= len(converted)

@@ -56,6 +56,15 @@ def test_version() -> None:
         ("[f(a=1, a=2)]", "invalid_json", None),  # a keyword given twice
         ('[f(a={"k": 1, "k": 2})]', "invalid_json", None),  # a key named twice
         ("[f(a=1)] x", "invalid_json", None),
+        ('[f(a="x)]', "invalid_json", None),  # a string that never closes
+        ('[f(a="x"), g(b=")]', "invalid_json", None),
+        ('[f(a="a\nb")]', "invalid_json", None),  # a raw newline inside a string
+        ('[f(a="x")] # "', "ok", ({"name": "f", "arguments": {"a": "x"}},)),  # a comment
+        (
+            "[f(a=1.5e3, b=-0, c=1e-400)]",
+            "ok",
+            ({"name": "f", "arguments": {"a": 1500.0, "b": 0, "c": 0.0}},),
+        ),
         ("f(a=1)", "invalid_shape", None),  # a call, not a list of calls
         ('[f("Paris")]', "invalid_shape", None),  # positional
         ("[f(**{'a': 1})]", "invalid_shape", None),
