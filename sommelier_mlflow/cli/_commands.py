@@ -173,7 +173,7 @@ def _add_backend(parser: argparse.ArgumentParser) -> None:
         type=_nonneg_int,
         default=0,
         help="CPU threads for the hf backend (default 0: this machine's physical cores); "
-        "logged as the num_threads param",
+        "the value used is logged as the num_threads.resolved param",
     )
     served = parser.add_argument_group(
         "server backend (--backend server: an OpenAI-compatible server such as vLLM)"

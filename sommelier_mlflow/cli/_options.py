@@ -302,5 +302,14 @@ class GenerationPlan:
         )
 
     def logged_params(self) -> dict[str, object]:
-        """Params an evaluated arm logs beyond its report's."""
-        return {"max_examples_requested": self.max_examples, "num_threads": self.num_threads}
+        """Params an evaluated arm logs beyond its report's.
+
+        The thread count is the resolved one (``0`` asks for the physical
+        cores), so it goes under ``num_threads.resolved``: ``mlflow run``
+        has already logged the ``num_threads`` it was given, and MLflow
+        refuses a second value for a param.
+        """
+        return {
+            "max_examples_requested": self.max_examples,
+            "num_threads.resolved": self.num_threads,
+        }

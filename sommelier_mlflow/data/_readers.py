@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -648,31 +649,41 @@ def _csv_rows(name: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """CSV rows keyed by the header; line numbers count the header as line 1.
 
     An empty ``language`` cell means "not given" (CSV has no null); every
-    other cell is kept as the exact string, empty ``raw_text`` included.
+    other cell is kept as the exact string, empty ``raw_text`` included. A
+    UTF-8 byte-order mark (spreadsheets write one) is not part of the first
+    column's name; a column named twice is refused, since either cell could be
+    the one meant; a cell is as long as it needs to be, as in JSONL and Parquet.
     """
     import csv
 
     try:
-        handle = open(name, encoding="utf-8", newline="")  # noqa: SIM115 - closed below
+        handle = open(name, encoding="utf-8-sig", newline="")  # noqa: SIM115 - closed below
     except OSError as exc:
         raise DataError(f"cannot read the file: {exc.strerror or exc}", path=name) from exc
-    with handle:
-        try:
-            reader = csv.reader(handle, strict=True)
-            header = next(reader, None)
-            if header is None:
-                return
-            for index, cells in enumerate(reader, start=2):
-                if len(cells) != len(header):
-                    raise DataError(
-                        f"{len(cells)} cells for {len(header)} columns", path=name, line=index
-                    )
-                row: dict[str, Any] = dict(zip(header, cells, strict=True))
-                if row.get("language") == "":
-                    del row["language"]
-                yield index, row
-        except (csv.Error, UnicodeDecodeError) as exc:
-            raise DataError(f"not a readable UTF-8 CSV file: {exc}", path=name) from exc
+    # The csv module's field limit (128 KiB) is process-wide: raised for this read only.
+    limit = csv.field_size_limit(sys.maxsize)
+    try:
+        with handle:
+            lines = list(enumerate(csv.reader(handle, strict=True), start=1))
+    except (csv.Error, UnicodeDecodeError) as exc:
+        raise DataError(f"not a readable UTF-8 CSV file: {exc}", path=name) from exc
+    finally:
+        csv.field_size_limit(limit)
+    if not lines:
+        return
+    header = lines[0][1]
+    for column in header:
+        if header.count(column) > 1:
+            raise DataError(
+                f"column {column!r} appears twice in the header; keep one", path=name, line=1
+            )
+    for index, cells in lines[1:]:
+        if len(cells) != len(header):
+            raise DataError(f"{len(cells)} cells for {len(header)} columns", path=name, line=index)
+        row: dict[str, Any] = dict(zip(header, cells, strict=True))
+        if row.get("language") == "":
+            del row["language"]
+        yield index, row
 
 
 def _parquet_rows(name: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -680,14 +691,14 @@ def _parquet_rows(name: str) -> Iterator[tuple[int, dict[str, Any]]]:
     try:
         import pandas as pd
 
-        frame = pd.read_parquet(name)
+        records = pd.read_parquet(name).to_dict(orient="records")
     except ImportError as exc:
         raise DependencyError(
             f"reading {name} needs pandas with pyarrow: pip install pyarrow"
         ) from exc
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError too: strings that are not UTF-8
         raise DataError(f"not a readable Parquet file: {exc}", path=name) from exc
-    for index, record in enumerate(frame.to_dict(orient="records"), start=1):
+    for index, record in enumerate(records, start=1):
         row = {str(key): value for key, value in record.items()}
         if "language" in row and (row["language"] is None or row["language"] != row["language"]):
             del row["language"]  # None or NaN: the column exists but this row has no value

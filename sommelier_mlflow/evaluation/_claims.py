@@ -417,7 +417,8 @@ def read_claims(path: str | os.PathLike[str]) -> ClaimsSpec:
     later deciding it can be checked byte for byte.
 
     Raises:
-        DataError: Unreadable, not strict JSON, or invalid (exit 2).
+        DataError: Unreadable, not strict JSON (a key named twice included), or
+            invalid (exit 2).
     """
     source = str(path)
     try:
@@ -427,7 +428,8 @@ def read_claims(path: str | os.PathLike[str]) -> ClaimsSpec:
             f"cannot read the claims file ({exc.strerror or exc}); check the path", path=source
         ) from exc
     try:
-        document = loads(data)
+        # A key named twice would be decided at its last value: refused, as the split readers do.
+        document = loads(data, reject_duplicate_keys=True)
     except JSONDecodeError as exc:
         raise _fail(source, f"not strict JSON ({exc})") from exc
     return parse_claims(document, source=source, sha256=hashlib.sha256(data).hexdigest())

@@ -327,3 +327,41 @@ def test_precomputed_parquet_reads_like_jsonl(tmp_path: Path) -> None:
     assert (b.example_id, b.parse_status, b.language) == ("b", "no_json", "fr")
     pd.DataFrame({"example_id": ["a"], "raw_text": [3]}).to_parquet(path)
     expect_error(path, 1, "'raw_text' must be a string", reader=read_precomputed)
+
+
+# ------------------------------------------------------------------- hostile tables (issue 23)
+
+
+def test_precomputed_csv_refuses_a_column_named_twice(tmp_path: Path) -> None:
+    """Before: the last `raw_text` column was scored, silently."""
+    path = tmp_path / "outputs.csv"
+    path.write_text("example_id,raw_text,raw_text\na,first,second\n", encoding="utf-8")
+    expect_error(path, 1, "column 'raw_text' appears twice", reader=read_precomputed)
+
+
+def test_precomputed_csv_takes_long_cells_and_a_bom(tmp_path: Path) -> None:
+    """Before: a cell over 128 KB failed (JSONL took it), and a BOM hid `example_id`."""
+    long_text = "x" * 300_000
+    path = tmp_path / "outputs.csv"
+    path.write_bytes(f"\ufeffexample_id,raw_text\na,{long_text}\n".encode())
+    (row,) = read_precomputed(path)
+    assert (row.example_id, row.raw_text) == ("a", long_text)
+    import csv
+
+    assert csv.field_size_limit() == 131072  # the reader restores the process's limit
+
+
+def test_precomputed_parquet_with_invalid_utf8_is_a_data_error(tmp_path: Path) -> None:
+    """Before: a UnicodeDecodeError traceback from pandas (issue 23 #5)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "outputs.parquet"
+    table = pa.table(
+        {
+            "example_id": pa.array([b"a"], type=pa.binary()).cast(pa.string(), safe=False),
+            "raw_text": pa.array([b"\xff\xfe bad"], type=pa.binary()).cast(pa.string(), safe=False),
+        }
+    )
+    pq.write_table(table, path)
+    expect_error(path, None, "not a readable Parquet file", reader=read_precomputed)

@@ -325,3 +325,14 @@ def test_holm_can_turn_a_marginal_claim_down_that_would_pass_alone() -> None:
 def test_decide_refuses_missing_draws() -> None:
     with pytest.raises(ConfigError, match="slice 'en'"):
         decide_claims(_spec(), {"fr": _draws(1, 50, 0.3, 0.6)})
+
+
+def test_a_key_named_twice_is_refused(tmp_path: Path) -> None:
+    """Before: `"alpha": 0.05, "alpha": 0.5` was decided at the last value (issue 23 #7)."""
+    text = json.dumps(ISSUE_EXAMPLE).replace('"alpha": 0.05', '"alpha": 0.05, "alpha": 0.5')
+    assert text.count('"alpha"') == 2
+    path = tmp_path / "claims.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(DataError, match="duplicate key 'alpha'") as info:
+        read_claims(path)
+    assert info.value.exit_code == 2
