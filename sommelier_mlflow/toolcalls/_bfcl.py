@@ -194,49 +194,71 @@ def _dict_list_ok(value: list[Any], acceptable: Sequence[Any]) -> bool:
     return False
 
 
-def _value_error(value: Any, accepted: _Acceptable, types: tuple[str, ...]) -> str | None:
-    """``type_mismatch``, ``value_mismatch`` or ``None`` for one given parameter value."""
-    bfcl_type = types[0]
-    if bfcl_type == "float" and type(value) is int:
-        value = float(value)  # Python would take an int where a float is asked
-    expected = _PY_TYPE[bfcl_type]
-    inner = _PY_TYPE[types[1]] if len(types) > 1 and bfcl_type in ("array", "tuple") else None
-    variable = accepted.hint is not None and accepted.hint is not expected
-    kind = type(value)  # compared as a name, so the checker keeps `value` as Any
-    if kind is expected:
-        if inner is not None and not any(
-            type(option) is not list or all(_item_type_ok(item, option, inner) for item in value)
-            for option in accepted.values
-        ):
-            return "type_mismatch"
-    elif accepted.hint is not None and kind is accepted.hint:
-        variable = True
-    else:
-        return "type_mismatch"
-    if variable:
-        ok = value in accepted.values
-    elif expected is dict:
-        ok = _dict_ok(value, accepted.values)
-    elif expected is list and inner is dict:
-        ok = _dict_list_ok(value, accepted.values)
-    elif expected is str:
-        ok = _std(value) in accepted.strings
-    elif expected is list:
-        ok = [_std(item) for item in value] in accepted.lists
-    else:
-        ok = value in accepted.values
-    return None if ok else "value_mismatch"
+# How a type-checked value is compared with the acceptable ones.
+_EQUAL, _STRING, _LIST, _DICT, _DICT_LIST = range(5)
 
 
 class _Parameter(_Acceptable):
-    """One answer-key parameter: acceptable values, BFCL type, and whether it is required."""
+    """One answer-key parameter, with its type rule and comparison chosen once.
 
-    __slots__ = ("required", "types")
+    Attributes:
+        types: BFCL's ``(type,)`` or ``(type, item type)``; ``None`` when the
+            schema does not declare the parameter.
+        required: Whether the schema requires it.
+    """
+
+    __slots__ = ("compare", "expected", "inner", "required", "to_float", "types", "variable")
 
     def __init__(self, values: list[Any], types: tuple[str, ...] | None, required: bool) -> None:
         super().__init__(values)
         self.types = types
         self.required = required
+        bfcl_type = types[0] if types else "any"
+        self.to_float = bfcl_type == "float"  # Python would take an int where a float is asked
+        self.expected = expected = _PY_TYPE[bfcl_type]
+        inner = None
+        if types is not None and len(types) > 1 and bfcl_type in ("array", "tuple"):
+            inner = _PY_TYPE[types[1]]
+        self.inner = inner
+        # An answer of another type than the schema's names a variable: compared as it is.
+        self.variable = self.hint is not None and self.hint is not expected
+        if expected is dict:
+            self.compare = _DICT
+        elif expected is list:
+            self.compare = _DICT_LIST if inner is dict else _LIST
+        else:
+            self.compare = _STRING if expected is str else _EQUAL
+
+    def error(self, value: Any) -> str | None:
+        """``type_mismatch``, ``value_mismatch`` or ``None`` for one given value."""
+        if self.to_float and type(value) is int:
+            value = float(value)
+        kind = type(value)  # compared as a name, so the checker keeps `value` as Any
+        if kind is self.expected:
+            variable = self.variable
+            inner = self.inner
+            if inner is not None and not any(
+                type(option) is not list
+                or all(_item_type_ok(item, option, inner) for item in value)
+                for option in self.values
+            ):
+                return "type_mismatch"
+        elif self.hint is not None and kind is self.hint:
+            variable = True
+        else:
+            return "type_mismatch"
+        compare = self.compare
+        if variable or compare == _EQUAL:
+            ok = value in self.values
+        elif compare == _STRING:
+            ok = _std(value) in self.strings
+        elif compare == _LIST:
+            ok = [_std(item) for item in value] in self.lists
+        elif compare == _DICT:
+            ok = _dict_ok(value, self.values)
+        else:
+            ok = _dict_list_ok(value, self.values)
+        return None if ok else "value_mismatch"
 
 
 def _parameter(name: str, param: str, key: object) -> _Parameter:
@@ -264,7 +286,7 @@ def _parameter(name: str, param: str, key: object) -> _Parameter:
 
 
 class _Expected:
-    __slots__ = ("name", "params")
+    __slots__ = ("name", "needed", "params", "required")
 
     def __init__(self, call: object, index: int) -> None:
         if not is_tool_call(call):
@@ -275,27 +297,29 @@ class _Expected:
         self.params = {
             param: _parameter(self.name, param, key) for param, key in call["arguments"].items()
         }
+        self.required = frozenset(p for p, key in self.params.items() if key.required)
+        # Answer parameters that may not be left out: "" is not among their values.
+        self.needed = frozenset(p for p, key in self.params.items() if not key.optional)
 
     def mismatch(self, call: Mapping[str, Any]) -> str | None:
         """Why ``call`` does not match this expected call, or ``None`` when it does."""
         if call["name"] != self.name:
             return "wrong_name"
         arguments: Mapping[str, Any] = call["arguments"]
+        given = arguments.keys()
+        if not self.required <= given:
+            return "missing_required"
         params = self.params
-        for param, key in params.items():
-            if key.required and param not in arguments:
-                return "missing_required"
         for param, value in arguments.items():
-            given = params.get(param)
+            key = params.get(param)
             # Not in the schema (no type), or not in the answer (nothing acceptable).
-            if given is None or given.types is None or not given.values:
+            if key is None or key.types is None or not key.values:
                 return "unexpected_param"
-            error = _value_error(value, given, given.types)
+            error = key.error(value)
             if error is not None:
                 return error
-        for param, key in params.items():
-            if param not in arguments and not key.optional:
-                return "missing_optional"
+        if not self.needed <= given:
+            return "missing_optional"
         return None
 
 
