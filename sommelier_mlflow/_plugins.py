@@ -1,0 +1,175 @@
+"""One registry type for every seam, filled by the package and by installed plugins.
+
+Backends, scoring modes, output formats, prompt formats and metrics are all
+"a name that means one object". Each seam keeps one :class:`Registry` of its
+own; the package registers its built-ins at import, and another installed
+distribution adds its own by declaring an entry point in the seam's group
+(``sommelier_mlflow.output_formats`` and so on). Entry points are loaded
+lazily, on the first lookup, so an installed plugin reaches the command
+line, ``mlflow run``, the evaluator and the scorers without anyone importing
+it, while a plain ``import sommelier_mlflow`` stays cheap.
+
+Loading a plugin runs someone else's code: a plugin that fails to import or
+to register is reported with :func:`warnings.warn` naming it, and the
+registry goes on with what it has. A broken third-party package must not
+take the command line down with it.
+
+The module is part of the core: it imports only the standard library and
+the error tree.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Callable
+from importlib.metadata import EntryPoint, entry_points
+from typing import Final, Generic, TypeVar, overload
+
+from sommelier_mlflow.errors import ConfigError
+
+__all__ = [
+    "BACKENDS_GROUP",
+    "METRICS_GROUP",
+    "OUTPUT_FORMATS_GROUP",
+    "PROMPT_FORMATS_GROUP",
+    "SCORING_MODES_GROUP",
+    "PluginWarning",
+    "Registry",
+]
+
+BACKENDS_GROUP: Final = "sommelier_mlflow.backends"
+SCORING_MODES_GROUP: Final = "sommelier_mlflow.scoring_modes"
+OUTPUT_FORMATS_GROUP: Final = "sommelier_mlflow.output_formats"
+PROMPT_FORMATS_GROUP: Final = "sommelier_mlflow.prompt_formats"
+METRICS_GROUP: Final = "sommelier_mlflow.metrics"
+
+# Names are typed on command lines, recorded in reports and used in MLflow
+# keys, so they stay in an alphabet that needs no escaping anywhere.
+_NAME: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+T = TypeVar("T")
+_Obj = TypeVar("_Obj")
+
+
+class PluginWarning(UserWarning):
+    """An installed plugin could not be loaded; the registry goes on without it."""
+
+
+class Registry(Generic[T]):
+    """Names to objects of one kind, plus the plugins of one entry-point group.
+
+    An entry point's object is loaded and, if it is callable and not yet
+    registered by the import itself, called with no arguments; either way
+    the plugin's module is expected to register what it provides (importing
+    a module that calls :meth:`register` is the usual form). The entry
+    point's own name is only used to name the plugin in warnings.
+
+    Args:
+        kind: What the registry holds, in words ("output format"); used in messages.
+        group: The entry-point group plugins declare, or ``None`` for none.
+    """
+
+    def __init__(self, kind: str, group: str | None = None) -> None:
+        self.kind = kind
+        self.group = group
+        self._items: dict[str, T] = {}
+        self._plugins_loaded = group is None
+
+    @overload
+    def register(self, name: str) -> Callable[[_Obj], _Obj]: ...
+
+    @overload
+    def register(self, name: str, obj: _Obj) -> _Obj: ...
+
+    def register(self, name: str, obj: object = None) -> object:
+        """Register ``obj`` under ``name``; without ``obj``, return a decorator.
+
+        Registering the same object twice is harmless (a module imported by two
+        paths); a different object under a taken name is refused, because a
+        name recorded in a report must mean one thing.
+
+        Raises:
+            ConfigError: A malformed or already taken name.
+        """
+        if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+            raise ConfigError(
+                f"{self.kind} name {name!r} must be lower-case letters, digits and '_', "
+                "starting with a letter (at most 64 characters)"
+            )
+        if obj is None:
+
+            def decorate(target: _Obj) -> _Obj:
+                self._put(name, target)
+                return target
+
+            return decorate
+        self._put(name, obj)
+        return obj
+
+    def _put(self, name: str, obj: object) -> None:
+        existing = self._items.get(name)
+        if existing is not None and existing is not obj:
+            raise ConfigError(f"a {self.kind} named {name!r} is already registered")
+        self._items[name] = obj  # type: ignore[assignment]
+
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` (for tests and plugins that clean up after themselves).
+
+        Raises:
+            ConfigError: Nothing is registered under ``name``.
+        """
+        if self._items.pop(name, None) is None:
+            raise ConfigError(f"no {self.kind} named {name!r} is registered")
+
+    def get(self, name: str) -> T:
+        """The object registered as ``name``, loading plugins first if needed.
+
+        Raises:
+            ConfigError: (exit 2) No such name; the message lists the registered ones.
+        """
+        found = self._items.get(name)
+        if found is None:
+            self.load_plugins()
+            found = self._items.get(name)
+        if found is None:
+            raise ConfigError(
+                f"unknown {self.kind} {name!r}; registered: {', '.join(self.names()) or 'none'}"
+            )
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        self.load_plugins()
+        return name in self._items
+
+    def names(self) -> tuple[str, ...]:
+        """Every registered name, plugins included, sorted."""
+        self.load_plugins()
+        return tuple(sorted(self._items))
+
+    def items(self) -> tuple[tuple[str, T], ...]:
+        """``(name, object)`` pairs, plugins included, sorted by name."""
+        self.load_plugins()
+        return tuple(sorted(self._items.items()))
+
+    def load_plugins(self) -> None:
+        """Load the group's entry points once; each failure is a :class:`PluginWarning`."""
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True  # before loading: a plugin may look names up itself
+        assert self.group is not None
+        for entry in entry_points(group=self.group):
+            self._load(entry)
+
+    def _load(self, entry: EntryPoint) -> None:
+        try:
+            loaded = entry.load()
+            if callable(loaded) and loaded not in self._items.values():
+                loaded()
+        except Exception as exc:  # a plugin's failure is its own, never the CLI's
+            warnings.warn(
+                f"{self.kind} plugin {entry.name!r} ({entry.value}, group {self.group}) "
+                f"could not be loaded and is ignored: {type(exc).__name__}: {exc}",
+                PluginWarning,
+                stacklevel=3,
+            )
