@@ -100,14 +100,24 @@ def _add_stats(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_scoring(parser: argparse.ArgumentParser) -> None:
-    from sommelier_mlflow.toolcalls import DEFAULT_MODE, scoring_modes
+    # No argparse choices: modes and formats may come from installed plugins,
+    # and an unknown name is refused (exit 2, listing them) when the options
+    # are checked.
+    from sommelier_mlflow.toolcalls import DEFAULT_MODE, JSON_FORMAT
 
     parser.add_argument(
         "--scoring",
         default=DEFAULT_MODE,
-        choices=scoring_modes(),
         help="scoring mode, declared never guessed (default single: one gold call per example, "
-        "the five metrics; calls: zero or more calls, the seven calls metrics)",
+        "the five metrics; calls: zero or more calls, the seven calls metrics; or a mode a "
+        "plugin registers)",
+    )
+    parser.add_argument(
+        "--output-format",
+        default=JSON_FORMAT,
+        help="how the model writes its tool calls (default json: the product's own JSON; "
+        "see docs/formats.md for the registered formats); its decoder version is recorded "
+        "in the report's parser_version",
     )
     parser.add_argument(
         "--slice-by",
@@ -155,7 +165,23 @@ def _add_generation(parser: argparse.ArgumentParser, *, batch_size: int) -> None
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--batch-size", type=int, default=batch_size)
     parser.add_argument("--max-examples", type=_nonneg_int, default=0, help="0 = all roots")
+    _add_prompt_format(parser)
     _add_backend(parser)
+
+
+def _add_prompt_format(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--prompt-format",
+        default="sommelier",
+        help="how prompts are rendered (default sommelier: the product's one-JSON-call "
+        "instruction; native: the tokenizer's own tool rendering, apply_chat_template(..., "
+        "tools=...)); recorded in the report and checked by the gate",
+    )
+    parser.add_argument(
+        "--system-prompt",
+        default="",
+        help="system turn for --prompt-format native (empty: none); part of every prompt digest",
+    )
 
 
 def _add_backend(parser: argparse.ArgumentParser) -> None:
@@ -265,6 +291,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", required=True, help="the split to write; its drop summary goes beside it"
     )
     _add_mlflow_flag(bfcl)
+
+    fmt = sub.add_parser(
+        "format", help="render a split's prompts with a tokenizer, no generation (for serving)"
+    )
+    fmt.add_argument("--test-split", required=True, help="the split to render")
+    fmt.add_argument("--tokenizer", required=True, help="tokenizer directory or hub id")
+    fmt.add_argument("--tokenizer-revision", default=None, help="pinned hub revision of it")
+    fmt.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="run code shipped with the tokenizer repository (off unless you ask)",
+    )
+    fmt.add_argument("--out", required=True, help="the formatted split to write (.jsonl)")
+    _add_prompt_format(fmt)
+    _add_mlflow_flag(fmt)
 
     evaluate = sub.add_parser("evaluate", help="generate greedily for one arm and score it")
     evaluate.add_argument("--test-split", required=True)
@@ -403,6 +444,27 @@ def _cmd_import_bfcl(args: argparse.Namespace) -> int:
         root = result.split_path.parent
         with top_run("import-bfcl") as run_id:
             log_artifact_files(written, "sommelier/bfcl", root=root, run_id=run_id)
+    return 0
+
+
+def _cmd_format(args: argparse.Namespace) -> int:
+    from sommelier_mlflow.cli._pipeline import format_split
+    from sommelier_mlflow.data import prompt_format, read_test_split
+    from sommelier_mlflow.generation import load_tokenizer
+
+    prompt_format(args.prompt_format)  # an unknown name fails before the tokenizer loads
+    split = read_test_split(args.test_split)
+    tokenizer = load_tokenizer(
+        args.tokenizer, args.tokenizer_revision or None, trust_remote_code=args.trust_remote_code
+    )
+    path = format_split(split, tokenizer, args.out, args.prompt_format, args.system_prompt)
+    print(f"formatted split ({args.prompt_format}, {len(split.examples)} prompts): {path}")
+    if _wants_mlflow(args):
+        from sommelier_mlflow.cli._runs import top_run
+        from sommelier_mlflow.integration import log_artifact_files
+
+        with top_run("format") as run_id:
+            log_artifact_files([path], "sommelier/formatted", root=path.parent, run_id=run_id)
     return 0
 
 
@@ -601,6 +663,7 @@ def _cmd_main(args: argparse.Namespace) -> int:
 _COMMANDS = {
     "prepare": _cmd_prepare,
     "import-bfcl": _cmd_import_bfcl,
+    "format": _cmd_format,
     "evaluate": _cmd_evaluate,
     "score": _cmd_score,
     "compare": _cmd_compare,

@@ -18,16 +18,17 @@ from typing import TYPE_CHECKING, TypedDict
 
 from sommelier_mlflow._json import canonical_json, sha256_text
 from sommelier_mlflow.data import (
-    CALLS_SLICE_FIELD,
+    DEFAULT_PROMPT_FORMAT,
     Decoding,
     check_model_kind,
     check_scoring_mode,
     check_slice_fields,
+    prompt_format,
     read_test_split,
 )
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.generation import BackendRequest
-from sommelier_mlflow.toolcalls import DEFAULT_MODE, scoring_modes
+from sommelier_mlflow.toolcalls import DEFAULT_MODE, JSON_FORMAT, output_format, scoring_mode
 
 if TYPE_CHECKING:
     from sommelier_mlflow.data import ModelKind, TestSplit
@@ -77,6 +78,10 @@ def generation_job(args: argparse.Namespace) -> dict[str, object]:
     backend = ("backend", "served_model", "served_adapter")
     job: dict[str, object] = {name: getattr(args, name) for name in (*model, *decoding, *backend)}
     job["split"] = Path(args.test_split).resolve()
+    if args.prompt_format != DEFAULT_PROMPT_FORMAT or args.system_prompt:
+        # Other prompts are another job; the default keeps existing folders' names.
+        job["prompt_format"] = args.prompt_format
+        job["system_prompt"] = args.system_prompt
     return job
 
 
@@ -126,15 +131,17 @@ class _RunKeywords(TypedDict):
     scoring: str
     slice_by: Sequence[str]
     progress: bool
+    output_format: str
 
 
 @dataclass(frozen=True)
 class ScoringOptions:
-    """How one command scores its arms: the mode, the slices, the bootstrap, the progress bar.
+    """How one command scores its arms: the mode, the output format, the slices, the bootstrap.
 
     Checked on construction, so a split that needs ``--scoring calls`` (or
-    lacks a declared slice field) fails in a second, not after the model has
-    run. Comma-separated slice fields are split into one field each.
+    lacks a declared slice field, or names an unknown format) fails in a
+    second, not after the model has run. Comma-separated slice fields are
+    split into one field each.
     """
 
     mode: str = DEFAULT_MODE
@@ -142,12 +149,11 @@ class ScoringOptions:
     seed: int = 0
     resamples: int = 2000
     progress: bool = False
+    output_format: str = JSON_FORMAT
 
     def __post_init__(self) -> None:
-        if self.mode not in scoring_modes():
-            raise ConfigError(
-                f"unknown scoring mode {self.mode!r}; choose one of {', '.join(scoring_modes())}"
-            )
+        scoring_mode(self.mode)  # exit 2 listing the registered modes
+        output_format(self.output_format)  # exit 2 listing the registered formats
         fields = tuple(
             part.strip() for item in self.slice_by for part in item.split(",") if part.strip()
         )
@@ -158,15 +164,21 @@ class ScoringOptions:
     def from_args(cls, args: argparse.Namespace) -> ScoringOptions:
         """The options of a command's ``--scoring``, ``--slice-by`` and statistics flags."""
         return cls(
-            args.scoring, tuple(args.slice_by), args.seed, args.resamples, progress_wanted(args)
+            args.scoring,
+            tuple(args.slice_by),
+            args.seed,
+            args.resamples,
+            progress_wanted(args),
+            args.output_format,
         )
 
     def read(self, path: str | os.PathLike[str]) -> TestSplit:
         """Read the split with the declared row fields and check it suits the mode."""
+        derived = scoring_mode(self.mode).derived_slices  # computed from gold, not read
         row_fields = [
             field
             for field in check_slice_fields(self.slice_by, scoring=self.mode)
-            if field != CALLS_SLICE_FIELD
+            if field not in derived
         ]
         split = read_test_split(path, slice_by=row_fields)
         check_scoring_mode(split, self.mode)
@@ -180,6 +192,7 @@ class ScoringOptions:
             "scoring": self.mode,
             "slice_by": self.slice_by,
             "progress": self.progress,
+            "output_format": self.output_format,
         }
 
 
@@ -280,6 +293,11 @@ class GenerationPlan:
     trust_remote_code: bool = False
     num_threads: int | None = None
     backend_options: Mapping[str, object] = field(default_factory=dict)
+    prompt_format: str = DEFAULT_PROMPT_FORMAT
+    system_prompt: str = ""
+
+    def __post_init__(self) -> None:
+        prompt_format(self.prompt_format)  # exit 2 listing the registered formats, before loading
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, kind: str) -> GenerationPlan:
@@ -289,7 +307,16 @@ class GenerationPlan:
         remote_code = bool(getattr(args, "trust_remote_code", False))
         threads = resolve_num_threads(args.num_threads)
         options = backend_options(args, kind)
-        return cls(decoding, args.max_examples, device, remote_code, threads, options)
+        return cls(
+            decoding,
+            args.max_examples,
+            device,
+            remote_code,
+            threads,
+            options,
+            prompt_format=args.prompt_format,
+            system_prompt=args.system_prompt,
+        )
 
     def request(self, declared: DeclaredModel) -> BackendRequest:
         """The declared model's request, run on this plan's machine."""
@@ -307,9 +334,14 @@ class GenerationPlan:
         The thread count is the resolved one (``0`` asks for the physical
         cores), so it goes under ``num_threads.resolved``: ``mlflow run``
         has already logged the ``num_threads`` it was given, and MLflow
-        refuses a second value for a param.
+        refuses a second value for a param. A system prompt is logged as
+        given (the same value ``mlflow run`` logs), since it is part of
+        every prompt.
         """
-        return {
+        params: dict[str, object] = {
             "max_examples_requested": self.max_examples,
             "num_threads.resolved": self.num_threads,
         }
+        if self.system_prompt:
+            params["system_prompt"] = self.system_prompt
+        return params

@@ -26,6 +26,7 @@ from sommelier_mlflow._json import (
 )
 from sommelier_mlflow.data import (
     TestSplit,
+    check_prompt_formats,
     format_examples,
     read_generations,
     read_precomputed,
@@ -38,6 +39,7 @@ from sommelier_mlflow.evaluation import (
     score_run,
     write_evaluation_report,
 )
+from sommelier_mlflow.toolcalls import output_format
 
 if TYPE_CHECKING:
     from sommelier_mlflow.cli._options import DeclaredModel, GenerationPlan, ScoringOptions
@@ -56,6 +58,7 @@ __all__ = [
     "USAGE_NAME",
     "ArmOutput",
     "evaluate_arm",
+    "format_split",
     "replay_precomputed",
     "score_generations",
     "select_examples",
@@ -175,18 +178,48 @@ def evaluate_arm(
     kind = declared.checked_kind(plan.backend_options.get("served_adapter"))
     examples = select_examples(source.examples, plan.max_examples)
     backend = plan.decoding.backend or "hf"
-    generator = create_backend(backend, plan.request(declared))
-    formatted = _formatted(examples, generator.tokenizer, backend, source.path)
+    keep = output_format(scoring.output_format).special_tokens  # e.g. Hermes' <tool_call>
+    generator = create_backend(backend, replace(plan.request(declared), keep_special_tokens=keep))
+    formatted = _formatted(
+        examples, generator.tokenizer, backend, source.path, plan.prompt_format, plan.system_prompt
+    )
     split = TestSplit(path=source.path, sha256=source.sha256, examples=tuple(formatted))
     return _generate_and_score(split, generator, kind, plan.decoding, Path(out_dir), scoring)
 
 
+def format_split(
+    source: TestSplit,
+    tokenizer: Any,
+    out: str | os.PathLike[str],
+    prompt_format: str,
+    system_prompt: str = "",
+) -> Path:
+    """Render every prompt of ``source`` in the plan's prompt format, without generating.
+
+    The result is a formatted split (prompt text and digest per row) that any
+    serving stack can answer; ``score --precomputed`` then checks the answers
+    against exactly these prompts.
+    """
+    formatted = _formatted(
+        source.examples, tokenizer, "format", source.path, prompt_format, system_prompt
+    )
+    return write_test_split(out, formatted)
+
+
 def _formatted(
-    examples: Sequence[TestExample], tokenizer: Any, backend: str, test_split: object
+    examples: Sequence[TestExample],
+    tokenizer: Any,
+    backend: str,
+    test_split: object,
+    prompt_format: str,
+    system_prompt: str,
 ) -> list[TestExample]:
     """Render prompts with the backend's tokenizer, or insist they are already there."""
     if tokenizer is not None:
-        return format_examples(examples, tokenizer)
+        return format_examples(
+            examples, tokenizer, prompt_format=prompt_format, system_prompt=system_prompt or None
+        )
+    check_prompt_formats(examples, prompt_format)
     missing = [example.example_id for example in examples if example.prompt_text is None]
     if missing:
         raise InputError(

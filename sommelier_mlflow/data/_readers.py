@@ -57,6 +57,7 @@ from sommelier_mlflow._json import sha256_text as _sha256_text
 from sommelier_mlflow.data._jsonl import JsonlReader, iter_jsonl_objects
 from sommelier_mlflow.data._provenance import Decoding, check_model_kind
 from sommelier_mlflow.data._schemas import (
+    DEFAULT_PROMPT_FORMAT,
     GENERATION_FIELDS,
     GENERATION_SCHEMA,
     TEST_EXAMPLE_SCHEMA,
@@ -74,12 +75,11 @@ from sommelier_mlflow.errors import (
     InvariantViolationError,
 )
 from sommelier_mlflow.toolcalls import (
-    DEFAULT_MODE,
     PARSE_STATUSES,
     ParseStatus,
     is_tool_call,
     parse_tool_call,
-    scoring_modes,
+    scoring_mode,
 )
 
 __all__ = [
@@ -104,7 +104,15 @@ TEST_SPLIT_SCHEMAS: Final = (
 
 _NATIVE_REQUIRED: Final = frozenset({"schema_version", "example_id", "query", "tools"})
 _NATIVE_OPTIONAL: Final = frozenset(
-    {"language", "source_example_id", "gold_calls", "gold_call", "prompt_text", "prompt_sha256"}
+    {
+        "language",
+        "source_example_id",
+        "gold_calls",
+        "gold_call",
+        "prompt_text",
+        "prompt_sha256",
+        "prompt_format",
+    }
 )
 _PREPARED_V2_FIELDS: Final = (
     "example_id",
@@ -320,6 +328,11 @@ def _native_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExample:
         prompt_text, prompt_sha256 = _checked_prompt(
             src, src.row["prompt_text"], src.row["prompt_sha256"]
         )
+    prompt_format = DEFAULT_PROMPT_FORMAT
+    if "prompt_format" in src.row:
+        if prompt_text is None:
+            raise src.error("'prompt_format' names how 'prompt_text' was rendered; give both")
+        prompt_format = src.string("prompt_format")
     return _build_example(
         src,
         slice_by,
@@ -329,6 +342,7 @@ def _native_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExample:
         gold_calls=gold_calls,
         prompt_text=prompt_text,
         prompt_sha256=prompt_sha256,
+        prompt_format=prompt_format,
     )
 
 
@@ -520,29 +534,20 @@ def check_scoring_mode(split: TestSplit, scoring: str) -> None:
 
     The mode is declared, never guessed from the data: a split that happens
     to hold one multi-call row must not silently switch to other metrics.
-    ``single`` (the spec's five metrics) needs exactly one gold call per
-    example; ``calls`` accepts zero, one or several.
+    The registered mode says which gold-call counts it scores: ``single``
+    (the spec's five metrics) needs exactly one gold call per example;
+    ``calls`` accepts zero, one or several.
 
     Raises:
         ConfigError: If ``scoring`` is not a known mode.
         DataError: Naming the file and line of the first example with zero or
             several gold calls when ``scoring`` is ``single``.
     """
-    modes = scoring_modes()
-    if scoring not in modes:
-        raise ConfigError(f"unknown scoring mode {scoring!r}; choose one of {', '.join(modes)}")
-    if scoring != DEFAULT_MODE:
-        return
+    mode = scoring_mode(scoring)
     for line, example in enumerate(split.examples, start=1):
-        count = len(example.gold_calls)
-        if count != 1:
-            what = "no gold call (an abstention example)" if count == 0 else f"{count} gold calls"
-            raise DataError(
-                f"example {example.example_id!r} has {what}; the five single-call metrics need "
-                "exactly one per example: score this split with --scoring calls",
-                path=split.path,
-                line=line,
-            )
+        problem = mode.gold_problem(len(example.gold_calls))
+        if problem is not None:
+            raise DataError(f"example {example.example_id!r} {problem}", path=split.path, line=line)
 
 
 def _generation(src: _Line) -> GenerationRecord:

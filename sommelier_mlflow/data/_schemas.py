@@ -19,6 +19,7 @@ from sommelier_mlflow.toolcalls import PARSE_STATUSES, is_tool_call
 
 __all__ = [
     "COMPARISON_REPORT_SCHEMA",
+    "DEFAULT_PROMPT_FORMAT",
     "DROP_SUMMARY_SCHEMA",
     "EVALUATION_REPORT_SCHEMA",
     "GENERATION_FIELDS",
@@ -47,6 +48,9 @@ DROP_SUMMARY_SCHEMA: Final = schema_version("drop_summary")
 
 #: The slice of every example; it heads every per-slice section of reports and keys.
 OVERALL: Final = "overall"
+#: The product's own prompt format (``--prompt-format sommelier``): rows that do
+#: not name a format were rendered in it.
+DEFAULT_PROMPT_FORMAT: Final = "sommelier"
 
 #: Top-level MLflow metric-key sections; a language with one of these names
 #: would make keys ambiguous, so it is refused.
@@ -88,7 +92,9 @@ class TestExample:
     ``prompt_text``/``prompt_sha256`` are set once the example is formatted
     (or were supplied already formatted and are replayed byte for byte).
     ``slice_values`` holds the declared slice fields of the row
-    (``--slice-by F``), sorted by field name.
+    (``--slice-by F``), sorted by field name. ``prompt_format`` names the
+    prompt format ``prompt_text`` was rendered in (``sommelier`` unless the
+    row says otherwise).
 
     The constructor takes ``gold_call`` (one call, the original signature
     every single-call caller uses) or ``gold_calls``; given both, ``gold_call``
@@ -106,6 +112,7 @@ class TestExample:
     prompt_text: str | None
     prompt_sha256: str | None
     slice_values: tuple[tuple[str, str], ...]
+    prompt_format: str
 
     def __init__(
         self,
@@ -120,6 +127,7 @@ class TestExample:
         *,
         gold_calls: Sequence[dict[str, Any]] | None = None,
         slice_values: Mapping[str, str] | Sequence[tuple[str, str]] = (),
+        prompt_format: str = DEFAULT_PROMPT_FORMAT,
     ) -> None:
         if gold_call is None and gold_calls is None:
             raise InputError(
@@ -147,6 +155,7 @@ class TestExample:
         assign(self, "prompt_sha256", prompt_sha256)
         pairs = slice_values.items() if isinstance(slice_values, Mapping) else slice_values
         assign(self, "slice_values", tuple(sorted((str(k), v) for k, v in pairs)))
+        assign(self, "prompt_format", prompt_format)
         self._validate()
 
     def _validate(self) -> None:
@@ -162,6 +171,11 @@ class TestExample:
         if (self.prompt_text is None) != (self.prompt_sha256 is None):
             raise InputError(
                 f"example {self.example_id!r}: prompt_text and prompt_sha256 come together"
+            )
+        if not isinstance(self.prompt_format, str) or not self.prompt_format:
+            raise InputError(
+                f"example {self.example_id!r}: prompt_format must be a prompt format's name, "
+                f"got {self.prompt_format!r}"
             )
         for field_name, value in self.slice_values:
             if not isinstance(value, str) or not value:
@@ -200,6 +214,8 @@ class TestExample:
         if self.prompt_text is not None:
             row["prompt_text"] = self.prompt_text
             row["prompt_sha256"] = self.prompt_sha256
+            if self.prompt_format != DEFAULT_PROMPT_FORMAT:  # default rows keep their bytes
+                row["prompt_format"] = self.prompt_format
         return row
 
 

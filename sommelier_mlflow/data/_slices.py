@@ -26,7 +26,12 @@ from typing import Final
 
 from sommelier_mlflow.data._schemas import RESERVED_SLICE_NAMES
 from sommelier_mlflow.errors import ConfigError, InputError
-from sommelier_mlflow.toolcalls import CALLS_MODE
+from sommelier_mlflow.toolcalls import (
+    CALLS_SLICE_FIELD,
+    call_count_value,
+    scoring_mode,
+    scoring_mode_names,
+)
 
 __all__ = [
     "CALLS_SLICE_FIELD",
@@ -41,8 +46,6 @@ __all__ = [
 ]
 
 LANGUAGE_FIELD: Final = "language"
-#: The derived slice of ``calls`` scoring: how many gold calls an example expects.
-CALLS_SLICE_FIELD: Final = "calls"
 #: Longest encoded value kept whole; keeps every key well under MLflow's 250 characters.
 MAX_ENCODED_VALUE: Final = 80
 
@@ -59,6 +62,7 @@ _ROW_FIELDS: Final = frozenset(
         "gold_call",
         "prompt_text",
         "prompt_sha256",
+        "prompt_format",
         "messages",
         "split",
     }
@@ -70,16 +74,18 @@ def check_slice_fields(fields: Iterable[str], *, scoring: str) -> tuple[str, ...
     """Validate declared slice fields; return the slice definition in effect.
 
     ``language`` is always sliced (reports, the gate and the matched-pair gaps
-    rest on it), so naming it adds nothing. In ``calls`` scoring the call-count
-    slice ``calls`` is on by default and comes first.
+    rest on it), so naming it adds nothing. The scoring mode's default slices
+    (``calls`` for the calls mode) are on by default and come first.
 
     Raises:
-        ConfigError: A malformed, reserved or repeated field name, or ``calls``
-            outside ``calls`` scoring.
+        ConfigError: A malformed, reserved or repeated field name, an unknown
+            scoring mode, or a slice another mode derives (``calls`` outside
+            ``calls`` scoring).
     """
     if isinstance(fields, str):
         raise ConfigError("slice fields must be a list of field names, not one string")
-    chosen: list[str] = [CALLS_SLICE_FIELD] if scoring == CALLS_MODE else []
+    mode = scoring_mode(scoring)
+    chosen: list[str] = list(mode.default_slices)
     seen: set[str] = set()
     for field in fields:
         if not isinstance(field, str) or _FIELD.fullmatch(field) is None:
@@ -97,19 +103,18 @@ def check_slice_fields(fields: Iterable[str], *, scoring: str) -> tuple[str, ...
                 f"slice field {field!r} is reserved (an MLflow key section or a row field "
                 "every example has); slice by a field of your own"
             )
-        if field == CALLS_SLICE_FIELD:
-            if scoring != CALLS_MODE:
-                raise ConfigError(
-                    "the 'calls' slice counts gold calls and exists only with --scoring calls"
-                )
+        if field in chosen:
             continue
+        owners = [
+            name for name in scoring_mode_names() if field in scoring_mode(name).derived_slices
+        ]
+        if owners and scoring not in owners:
+            raise ConfigError(
+                f"the {field!r} slice is derived from the gold calls and exists only with "
+                f"--scoring {' or '.join(owners)}"
+            )
         chosen.append(field)
     return tuple(chosen)
-
-
-def call_count_value(count: int) -> str:
-    """The ``calls`` slice value of an example with ``count`` gold calls: ``0``, ``1`` or ``2+``."""
-    return str(count) if count < 2 else "2+"
 
 
 def slice_name(field: str, value: str) -> str:

@@ -73,6 +73,7 @@ GATE_FIELDS: Final[tuple[str, ...]] = (
     "model_identity.base_revision",
     "model_identity.tokenizer",
     "model_identity.tokenizer_revision",
+    "prompt_format",
     "test_split_sha256",
     "scoring",
     "parser_version",
@@ -101,8 +102,9 @@ _HINTS: Final = {
     "adapter": "the base arm must have no adapter and the adapter arm must name one",
     "model_identity": "evaluate both arms with the same base model, tokenizer and revisions",
     "test_split_sha256": "evaluate both arms on the same test-split file",
-    "parser_version": "re-score both arms with the same parser version",
+    "parser_version": "re-score both arms with the same parser version and --output-format",
     "scoring": "score both arms with the same --scoring mode",
+    "prompt_format": "render both arms' prompts with the same --prompt-format",
     "slice_by": "score both arms with the same --slice-by fields",
     "field_slices": "score both arms on the same split so the same field slices exist",
     "decoding": "generate both arms with identical decoding settings, batch size included",
@@ -166,6 +168,9 @@ def _gate(base: EvaluationReport, adapter: EvaluationReport) -> None:
         if not _same(left_model[key], right_model[key]):
             _refuse(f"model_identity.{key}", base, adapter, left_model[key], right_model[key])
     for key, left, right in (
+        # Before the split's digest: a split rendered in another prompt format is
+        # another file, and "another prompt format" says why.
+        ("prompt_format", bi.prompt_format, ai.prompt_format),
         ("test_split_sha256", bi.test_split_sha256, ai.test_split_sha256),
         # The mode before its parser: "scored in another mode" says more than a version.
         ("scoring", bi.scoring, ai.scoring),

@@ -33,6 +33,7 @@ from sommelier_mlflow._json import (
     sha256_text,
 )
 from sommelier_mlflow.data import (
+    DEFAULT_PROMPT_FORMAT,
     EVALUATION_REPORT_SCHEMA,
     Decoding,
     ModelIdentity,
@@ -108,7 +109,7 @@ _IDENTITY_KEYS: Final = frozenset(
 )
 # Written only when not the spec's defaults (``single`` scoring, language slices only),
 # so reports from before scoring modes and slice fields read and rewrite unchanged.
-_OPTIONAL_IDENTITY_KEYS: Final = frozenset({"scoring", "slice_by"})
+_OPTIONAL_IDENTITY_KEYS: Final = frozenset({"scoring", "slice_by", "prompt_format"})
 _SLICE_KEYS: Final = frozenset({"examples", "metrics", "prompt_set_sha256"})
 _ROW_KEYS: Final = frozenset(
     {"example_id", "language", "prompt_sha256", "parse_status", "numerators", "denominators"}
@@ -222,6 +223,8 @@ class ArmIdentity:
         test_split_sha256: Digest of the test-split file.
         scoring: The scoring mode (``single`` unless the report says otherwise).
         slice_by: Slice fields beyond language (the slice definition).
+        prompt_format: The prompt format of every prompt (``sommelier`` unless
+            the report says otherwise).
     """
 
     model_kind: ModelKind
@@ -232,6 +235,7 @@ class ArmIdentity:
     test_split_sha256: str
     scoring: str = DEFAULT_MODE
     slice_by: tuple[str, ...] = ()
+    prompt_format: str = DEFAULT_PROMPT_FORMAT
 
 
 def _frozen(array: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -331,6 +335,7 @@ class EvaluationReport:
                 test_split_sha256=run.test_split_sha256,
                 scoring=run.scored.scoring,
                 slice_by=run.scored.slice_by,
+                prompt_format=run.prompt_format,
             ),
             metric_names=run.metric_names,
             bootstrap=run.bootstrap,
@@ -411,6 +416,8 @@ class EvaluationReport:
             extra["scoring"] = self.identity.scoring
         if self.identity.slice_by:
             extra["slice_by"] = list(self.identity.slice_by)
+        if self.identity.prompt_format != DEFAULT_PROMPT_FORMAT:
+            extra["prompt_format"] = self.identity.prompt_format
         return extra
 
     def _field_slices_json(self) -> dict[str, Any]:
@@ -648,7 +655,17 @@ def _read(document: object, source: str) -> EvaluationReport:
         raw_identity, "identity", _IDENTITY_KEYS | (_OPTIONAL_IDENTITY_KEYS & set(raw_identity))
     )
     scoring, slice_by = _scoring(check, identity_entry)
-    identity = replace(_identity(check, identity_entry), scoring=scoring, slice_by=slice_by)
+    prompt_format = DEFAULT_PROMPT_FORMAT
+    if "prompt_format" in identity_entry:
+        prompt_format = check.text(identity_entry["prompt_format"], "identity.prompt_format")
+        if prompt_format == DEFAULT_PROMPT_FORMAT:
+            check.fail("identity.prompt_format", f"is left out for {DEFAULT_PROMPT_FORMAT!r}")
+    identity = replace(
+        _identity(check, identity_entry),
+        scoring=scoring,
+        slice_by=slice_by,
+        prompt_format=prompt_format,
+    )
     check.mapping(top, "report", _TOP_KEYS | ({"field_slices"} if slice_by else set()))
 
     names_raw = check.array(top["metric_names"], "metric_names")

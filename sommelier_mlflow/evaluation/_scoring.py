@@ -29,14 +29,13 @@ from sommelier_mlflow._gc import paused_gc
 from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow._progress import SCORING_PROGRESS_MIN, progress_bar
 from sommelier_mlflow.data import (
-    CALLS_SLICE_FIELD,
+    DEFAULT_PROMPT_FORMAT,
     Decoding,
     GenerationRecord,
     ModelIdentity,
     ModelKind,
     TestExample,
     TestSplit,
-    call_count_value,
     check_model_kind,
     check_scoring_mode,
     check_slice_fields,
@@ -52,25 +51,23 @@ from sommelier_mlflow.evaluation._stats import (
     paired_bootstrap,
 )
 from sommelier_mlflow.toolcalls import (
-    CALLS_MODE,
-    CALLS_PARSER_VERSION,
     DEFAULT_MODE,
+    JSON_FORMAT,
     PARSER_VERSION,
-    CallComparison,
-    CallsComparison,
     CallsParseResult,
     ExampleScore,
-    GoldCall,
-    GoldCalls,
     MetricValue,
+    OutputFormat,
+    Parsed,
     ParseResult,
     ParseStatus,
     ScoringMetric,
+    ScoringMode,
     parse_tool_call,
-    parse_tool_calls,
     score_components,
-    scoring_metrics,
+    scoring_mode,
 )
+from sommelier_mlflow.toolcalls import output_format as registered_output_format
 
 __all__ = [
     "BootstrapSettings",
@@ -280,10 +277,11 @@ class ScoredExamples:
         metrics: Overall metrics.
         slices: Per-language results, keyed and ordered by language.
         paired_slices: Matched-pair gaps, keyed and ordered by target language.
-        scoring: The scoring mode (``single`` or ``calls``).
+        scoring: The scoring mode (``single``, ``calls`` or a registered one).
         slice_by: Declared slice fields beyond language, in definition order.
         field_slices: Results per field slice, keyed ``F:V``, in ``slice_by``
             then value order (a :class:`SliceResult` whose ``language`` is the name).
+        output_format: The output format the completions were decoded from.
     """
 
     metrics_scored: tuple[ScoringMetric[Any], ...]
@@ -296,11 +294,18 @@ class ScoredExamples:
     scoring: str = DEFAULT_MODE
     slice_by: tuple[str, ...] = ()
     field_slices: dict[str, SliceResult] = field(default_factory=dict)
+    output_format: str = JSON_FORMAT
 
     @property
     def metric_names(self) -> tuple[str, ...]:
         """The scored metrics' names, in column order."""
         return tuple(metric.name for metric in self.metrics_scored)
+
+    @property
+    def parser_version(self) -> str:
+        """The mode's parser version, joined by the output format's decoder version."""
+        mode = scoring_mode(self.scoring)
+        return mode.full_parser_version(registered_output_format(self.output_format))
 
     def table_rows(self) -> list[dict[str, Any]]:
         """The per-example table (one flat dict per example, ``example_id`` order)."""
@@ -320,6 +325,7 @@ class ScoredRun:
         test_split_sha256: Digest of the test-split file.
         bootstrap: Bootstrap settings used for the language gaps.
         scored: Rows, components and every aggregate.
+        prompt_format: The prompt format every prompt was rendered in.
     """
 
     model_kind: ModelKind
@@ -330,6 +336,7 @@ class ScoredRun:
     test_split_sha256: str
     bootstrap: BootstrapSettings
     scored: ScoredExamples
+    prompt_format: str = DEFAULT_PROMPT_FORMAT
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -423,6 +430,22 @@ def _select_examples(split: TestSplit, languages: Sequence[str] | None) -> list[
             "the formatted split the generations were produced from"
         )
     return selected
+
+
+def _prompt_format(selected: Sequence[TestExample]) -> str:
+    """The one prompt format of the arm's prompts; a split mixing two is refused."""
+    formats: dict[str, str] = {}
+    for example in selected:
+        formats.setdefault(example.prompt_format, example.example_id)
+    if len(formats) > 1:
+        seen = ", ".join(
+            f"{name!r} (e.g. {example!r})" for name, example in sorted(formats.items())
+        )
+        raise InputError(
+            f"the split's prompts were rendered in {len(formats)} prompt formats (field "
+            f"prompt_format: {seen}); render every row in one format"
+        )
+    return next(iter(formats))
 
 
 def _join(
@@ -550,46 +573,30 @@ class Completion:
         return () if self.gold_call is None else (self.gold_call,)
 
 
-Parsed = ParseResult | CallsParseResult
-
-
 def _parse_and_compare(
-    completions: Sequence[Completion], scoring: str, bar: Any
+    completions: Sequence[Completion], mode: ScoringMode[Any], fmt: OutputFormat, bar: Any
 ) -> tuple[list[Parsed], list[Any]]:
-    """Parse each completion once with the mode's parser and compare it with its gold.
+    """Parse each completion once the mode's way and compare it with its gold.
 
-    Parsing is the per-example cost of scoring, so ``bar`` (a progress bar,
-    possibly disabled) advances here, once per completion.
+    Each distinct gold is built once and shared (the comparison reuses its
+    canonical forms). Parsing is the per-example cost of scoring, so ``bar``
+    (a progress bar, possibly disabled) advances here, once per completion.
     """
     parses: list[Parsed] = []
     comparisons: list[Any] = []
-    if scoring == CALLS_MODE:
-        gold_sets: dict[str, GoldCalls] = {}
-        for completion in completions:
-            calls = completion.expected_calls
-            key = canonical_json(list(calls))
-            gold_set = gold_sets.get(key)
-            if gold_set is None:
-                gold_set = gold_sets[key] = GoldCalls(calls)
-            parsed_calls = parse_tool_calls(completion.raw_text)
-            parses.append(parsed_calls)
-            comparisons.append(CallsComparison(parsed_calls.status, parsed_calls.calls, gold_set))
-            bar.update(1)
-        return parses, comparisons
-    golds: dict[str, GoldCall] = {}
+    golds: dict[str, Any] = {}
     for completion in completions:
-        if completion.gold_call is None or len(completion.expected_calls) != 1:
-            raise InputError(
-                f"example {completion.example_id!r} expects {len(completion.expected_calls)} "
-                "calls; the five single-call metrics need exactly one: score with --scoring calls"
-            )
-        key = canonical_json(completion.gold_call)
+        calls = completion.expected_calls
+        problem = mode.gold_problem(len(calls))
+        if problem is not None:
+            raise InputError(f"example {completion.example_id!r} {problem}")
+        key = canonical_json(list(calls))
         gold = golds.get(key)
         if gold is None:
-            gold = golds[key] = GoldCall(completion.gold_call)
-        parsed = parse_tool_call(completion.raw_text)  # the one parse of this completion
+            gold = golds[key] = mode.make_gold(calls)
+        parsed = mode.parse(completion.raw_text, fmt)  # the one parse of this completion
         parses.append(parsed)
-        comparisons.append(CallComparison(parsed.status, parsed.call, gold))
+        comparisons.append(mode.compare(parsed, gold))
         bar.update(1)
     return parses, comparisons
 
@@ -746,6 +753,7 @@ def score_completions(
     scoring: str = DEFAULT_MODE,
     slice_by: Sequence[str] = (),
     progress: bool = False,
+    output_format: str = JSON_FORMAT,
 ) -> ScoredExamples:
     """Score completions against their gold calls: rows, slices and matched-pair gaps.
 
@@ -762,15 +770,17 @@ def score_completions(
             (an arm uses its ``model_kind``).
         metrics: Metrics to score, in column order (default: the registry's
             metrics of ``scoring``).
-        scoring: The scoring mode: ``single`` (one gold call per example,
-            ``sommelier.parser.v1``) or ``calls`` (zero or more,
-            ``sommelier.calls_parser.v1``).
+        scoring: The registered scoring mode: ``single`` (one gold call per
+            example, ``sommelier.parser.v1``), ``calls`` (zero or more,
+            ``sommelier.calls_parser.v1``) or another registered one.
         slice_by: Slice fields beyond language; each completion must carry
-            a value for each in ``slice_values``. In ``calls`` scoring the
-            call-count slice (``calls:0``, ``calls:1``, ``calls:2+``) is added.
+            a value for each in ``slice_values``. The mode's default slices
+            come first (``calls`` adds ``calls:0``, ``calls:1``, ``calls:2+``).
         progress: Allow a progress bar (examples/s, ETA) on stderr. It shows
             only for more than :data:`SCORING_PROGRESS_MIN` completions, where
             scoring takes long enough to be worth watching.
+        output_format: The registered output format the completions are
+            written in (default ``json``: the mode's own parser).
 
     Returns:
         The scored rows in ``example_id`` order and every aggregate.
@@ -780,8 +790,10 @@ def score_completions(
             translated rows none of whose roots is among the completions.
         InvariantViolationError: A matched pair whose gold calls differ.
     """
+    mode = scoring_mode(scoring)
+    fmt = registered_output_format(output_format)
     fields = check_slice_fields(slice_by, scoring=scoring)
-    chosen = scoring_metrics(scoring) if metrics is None else tuple(metrics)
+    chosen = mode.metrics() if metrics is None else tuple(metrics)
     names = tuple(metric.name for metric in chosen)
     rows = sorted(completions, key=lambda completion: completion.example_id)
     if not rows:
@@ -801,9 +813,9 @@ def score_completions(
     with progress_bar(
         len(rows), "score", enabled=progress and len(rows) > SCORING_PROGRESS_MIN
     ) as bar:
-        parses, comparisons = _parse_and_compare(rows, scoring, bar)
+        parses, comparisons = _parse_and_compare(rows, mode, fmt, bar)
     numerators, denominators = _component_arrays(comparisons, chosen)
-    values = [_slice_values(completion, fields) for completion in rows]
+    values = [_slice_values(completion, fields, mode) for completion in rows]
     results = tuple(
         _result_row(completion, parsed, ExampleScore(names, tuple(top), tuple(bottom)), row_values)
         for completion, parsed, top, bottom, row_values in zip(
@@ -845,16 +857,24 @@ def score_completions(
         scoring=scoring,
         slice_by=fields,
         field_slices=_field_slices(rows, values, fields, numerators, denominators, names),
+        output_format=fmt.name,
     )
 
 
-def _slice_values(completion: Completion, fields: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """The example's value of each slice field, sorted by field (the call count is derived)."""
+def _slice_values(
+    completion: Completion, fields: tuple[str, ...], mode: ScoringMode[Any]
+) -> tuple[tuple[str, str], ...]:
+    """The example's value of each slice field, sorted by field.
+
+    A field the mode derives from the gold calls (``calls`` mode's call count)
+    is computed; any other is read from the row.
+    """
     given = dict(completion.slice_values)
     out: list[tuple[str, str]] = []
     for name in fields:
-        if name == CALLS_SLICE_FIELD:
-            out.append((name, call_count_value(len(completion.expected_calls))))
+        derive = mode.derived_slices.get(name)
+        if derive is not None:
+            out.append((name, derive(completion.expected_calls)))
         elif name in given:
             out.append((name, given[name]))
         else:
@@ -899,12 +919,11 @@ def _field_slices(
     return result
 
 
-def _audit_stored_parse(record: GenerationRecord, result: ExampleResult) -> None:
-    # Generation records always store the single-call parse; in calls scoring the
-    # row was parsed with the calls parser, so the audit re-derives the stored one.
-    fresh: ParseResult | ExampleResult = (
-        result if result.parsed_calls is None else parse_tool_call(record.raw_text)
-    )
+def _audit_stored_parse(record: GenerationRecord, result: ExampleResult, same: bool) -> None:
+    # Generation records always store the single-call JSON parse (the record
+    # schema's audit copy). When the run scored with exactly that parse
+    # (``same``) the row's own result is reused; otherwise it is re-derived.
+    fresh: ParseResult | ExampleResult = result if same else parse_tool_call(record.raw_text)
     fresh_status = fresh.parse_status if isinstance(fresh, ExampleResult) else fresh.status
     fresh_parsed = fresh.parsed_call if isinstance(fresh, ExampleResult) else fresh.call
     stored_call = None if record.parsed_call is None else canonical_json(record.parsed_call)
@@ -933,6 +952,7 @@ def score_run(
     scoring: str = DEFAULT_MODE,
     slice_by: Sequence[str] = (),
     progress: bool = False,
+    output_format: str = JSON_FORMAT,
 ) -> ScoredRun:
     """Score one arm's generations against the test split.
 
@@ -959,6 +979,8 @@ def score_run(
         slice_by: Slice fields beyond language, read from each example's
             ``slice_values`` (see :func:`score_completions`).
         progress: Allow the scoring progress bar (see :func:`score_completions`).
+        output_format: The registered output format of the completions
+            (default ``json``); its decoder version joins ``parser_version``.
 
     Returns:
         The scored run; ``EvaluationReport.from_run`` gives its report.
@@ -978,10 +1000,12 @@ def score_run(
             f"model_identity must be a ModelIdentity, got {type(model_identity).__name__}"
         )
     adapter_info = _check_adapter(model_kind, adapter)
+    registered_output_format(output_format)  # an unknown format is a configuration error first
     settings = BootstrapSettings(seed=seed, resamples=resamples, confidence=confidence)
     check_slice_fields(slice_by, scoring=scoring)  # configuration first, then the data
     check_scoring_mode(split, scoring)
     selected = _select_examples(split, languages)
+    prompt_format = _prompt_format(selected)
     records = _join(split, selected, generations)
     for example, record in zip(selected, records, strict=True):
         _check_record(example, record, model_kind)
@@ -1005,17 +1029,20 @@ def score_run(
         scoring=scoring,
         slice_by=slice_by,
         progress=progress,
+        output_format=output_format,
     )
     # selected is in example_id order, as are the scored rows.
+    same = scoring == DEFAULT_MODE and output_format == JSON_FORMAT
     for record, result in zip(records, scored.examples, strict=True):
-        _audit_stored_parse(record, result)
+        _audit_stored_parse(record, result, same)
     return ScoredRun(
         model_kind=model_kind,
         model_identity=model_identity,
         adapter=adapter_info,
-        parser_version=CALLS_PARSER_VERSION if scoring == CALLS_MODE else PARSER_VERSION,
+        parser_version=scored.parser_version,
         decoding=run_decoding,
         test_split_sha256=split.sha256,
         bootstrap=settings,
         scored=scored,
+        prompt_format=prompt_format,
     )

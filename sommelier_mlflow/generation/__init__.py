@@ -13,6 +13,7 @@ from sommelier_mlflow.generation._identity import (
     adapter_digest,
     declared_adapter,
     declared_identity,
+    load_tokenizer,
 )
 from sommelier_mlflow.generation._manifest import (
     MANIFEST_NAME,
@@ -66,6 +67,7 @@ __all__ = [
     "declared_adapter",
     "declared_identity",
     "find_recorded_identity",
+    "load_tokenizer",
     "physical_cores",
     "register_backend",
     "run_generation",

@@ -144,6 +144,7 @@ class HFGenerator(LocalSources):
         trust_remote_code: bool = False,
         hf_token: str | None = None,
         num_threads: int | None = None,
+        keep_special_tokens: bool = False,
     ) -> None:
         """Load tokenizer, model and adapter.
 
@@ -166,6 +167,8 @@ class HFGenerator(LocalSources):
                 never stored in identities, fingerprints, reprs or errors.
             num_threads: If given, ``torch.set_num_threads`` (process-wide);
                 small models on few CPU cores are often faster single-threaded.
+            keep_special_tokens: Decode completions keeping special tokens (the
+                output format's tags), still cut before end-of-sequence.
 
         Raises:
             ConfigError: Bad dtype, device, thread count or unpinned Hub revision.
@@ -203,6 +206,7 @@ class HFGenerator(LocalSources):
         self._device, self._dtype_name = self._choose_device(device, dtype)
         self._torch_dtype = getattr(torch, self._dtype_name)
         self._trust_remote_code = trust_remote_code
+        self._keep_special_tokens = keep_special_tokens
         # The token is passed down, never kept: nothing reachable from self holds it.
         self._tokenizer = self._load_tokenizer(hf_token)
         self._model, resolved_revision = self._load_model(model_local, hf_token)
@@ -357,6 +361,8 @@ class HFGenerator(LocalSources):
             "model_identity": self.model_identity().to_dict(),
             "adapter": self.adapter_info(),
             "runtime": self.runtime_info(),
+            # Only when on: fingerprints of runs that drop them keep their bytes.
+            **({"special_tokens": "kept"} if self._keep_special_tokens else {}),
         }
 
     @property
@@ -431,15 +437,28 @@ class HFGenerator(LocalSources):
             kept = row if cut is None else row[:cut]
             completions.append(
                 Completion(
-                    text=self._tokenizer.decode(
-                        kept, skip_special_tokens=True, clean_up_tokenization_spaces=False
-                    ),
+                    text=decode_completion(self._tokenizer, kept, self._keep_special_tokens),
                     finish_reason="length" if cut is None else "stop",
                     prompt_tokens=used,
                     completion_tokens=len(kept),
                 )
             )
         return completions
+
+
+def decode_completion(tokenizer: Any, token_ids: Sequence[int], keep_special_tokens: bool) -> str:
+    """The text of a completion's tokens, cut before its end-of-sequence token already.
+
+    Special tokens are dropped unless the output format needs them: Hermes
+    and Qwen write ``<tool_call>`` as a special token, and dropping it would
+    turn every call into bare JSON the format refuses.
+    """
+    text: str = tokenizer.decode(
+        list(token_ids),
+        skip_special_tokens=not keep_special_tokens,
+        clean_up_tokenization_spaces=False,
+    )
+    return text
 
 
 def _linux_physical_cores() -> int | None:
@@ -495,4 +514,5 @@ def hf_backend(request: BackendRequest) -> HFGenerator:
         trust_remote_code=request.trust_remote_code,
         hf_token=os.environ.get("HF_TOKEN") or None,
         num_threads=request.num_threads,
+        keep_special_tokens=request.keep_special_tokens,
     )

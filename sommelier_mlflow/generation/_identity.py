@@ -25,6 +25,7 @@ __all__ = [
     "declared_adapter",
     "declared_identity",
     "load_pretrained",
+    "load_tokenizer",
 ]
 
 _CHUNK: Final = 1 << 20
@@ -137,6 +138,28 @@ def load_pretrained(
             f"could not load the {what} {source!r} (revision {revision!r}){context}: "
             f"{redact(str(exc), secrets=[token])}; {hint}"
         ) from exc
+
+
+def load_tokenizer(source: str, revision: str | None, *, trust_remote_code: bool = False) -> Any:
+    """Load a tokenizer alone, to render prompts without a model (``format``).
+
+    The Hub token comes from ``HF_TOKEN`` when set, as for the ``hf`` backend.
+
+    Raises:
+        DependencyError: If the tokenizer cannot be loaded.
+    """
+    from transformers import AutoTokenizer
+
+    return load_pretrained(
+        AutoTokenizer.from_pretrained,
+        "tokenizer",
+        source,
+        revision,
+        os.environ.get("HF_TOKEN") or None,
+        "",
+        "pass a tokenizer directory or hub id (and --tokenizer-revision) that exists",
+        trust_remote_code=trust_remote_code,
+    )
 
 
 def declared_identity(

@@ -225,6 +225,10 @@ class BackendRequest:
         trust_remote_code: Whether code shipped with the model may run.
         num_threads: CPU threads for a local backend; ``None`` leaves the default.
         options: Backend-specific settings.
+        keep_special_tokens: Decode completions without dropping special
+            tokens (the end-of-sequence text is still cut), because the output
+            format's tags are special tokens of some tokenizers (Hermes'
+            ``<tool_call>``).
     """
 
     model: str
@@ -236,6 +240,7 @@ class BackendRequest:
     trust_remote_code: bool = False
     num_threads: int | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    keep_special_tokens: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():

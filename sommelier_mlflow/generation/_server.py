@@ -182,6 +182,7 @@ class ServerGenerator(LocalSources):
         max_retries: int = DEFAULT_MAX_RETRIES,
         trust_remote_code: bool = False,
         usage_log: str | os.PathLike[str] | None = None,
+        keep_special_tokens: bool = False,
     ) -> None:
         """Connect, verify what the server serves, and load the local tokenizer.
 
@@ -206,6 +207,9 @@ class ServerGenerator(LocalSources):
             trust_remote_code: Passed to the tokenizer loader.
             usage_log: A JSONL file to which every completed request's
                 per-prompt ``finish_reason`` and token usage are appended.
+            keep_special_tokens: Ask the server not to drop special tokens from
+                completions (``skip_special_tokens: false``), for output formats
+                whose tags are special tokens.
 
         Raises:
             ConfigError: Bad options, or the server disagrees with the declared base.
@@ -268,6 +272,10 @@ class ServerGenerator(LocalSources):
         self.stats = ServerStats()
         self._stats_lock = threading.Lock()
         self._usage_log = None if usage_log is None else Path(usage_log)
+        # The server then sends the output format's special-token tags back too.
+        self._extra_body: dict[str, Any] = {"add_special_tokens": False}
+        if keep_special_tokens:
+            self._extra_body["skip_special_tokens"] = False
 
         served = self._list_models()
         self._base = self._find(served, served_model, "served_model")
@@ -472,6 +480,7 @@ class ServerGenerator(LocalSources):
             "model_identity": self.model_identity().to_dict(),
             "adapter": self.adapter_info(),
             "server": info,
+            **({"special_tokens": "kept"} if "skip_special_tokens" in self._extra_body else {}),
         }
 
     @property
@@ -518,7 +527,7 @@ class ServerGenerator(LocalSources):
                 n=1,
                 # The prompt is already rendered by the chat template, which adds
                 # BOS where the model wants one; a second BOS changes the outputs.
-                extra_body={"add_special_tokens": False},
+                extra_body=self._extra_body,
             )
 
         started = time.perf_counter()
@@ -679,4 +688,5 @@ def server_backend(request: BackendRequest) -> ServerGenerator:
         request_timeout=_number(options, "request_timeout", DEFAULT_REQUEST_TIMEOUT, float),
         api_key_env=str(options.get("api_key_env") or DEFAULT_API_KEY_ENV),
         trust_remote_code=request.trust_remote_code,
+        keep_special_tokens=request.keep_special_tokens,
     )

@@ -36,6 +36,10 @@ evaluator its own dict either way):
     when no tool applies) with the seven calls-mode metrics and parser
     ``sommelier.calls_parser.v1``, sliced by call count (``calls:0``,
     ``calls:1``, ``calls:2+``).
+``output_format`` (default ``"json"``)
+    The registered output format the outputs are written in (``hermes``,
+    ``pythonic``, ... or a plugin's); its decoder version joins the report's
+    ``parser_version``.
 ``slice_columns`` (default none)
     Feature columns to slice by besides language (string values); logged as
     ``<column>:<encoded value>/<metric>``.
@@ -75,7 +79,12 @@ from sommelier_mlflow.integration._primitives import (
     set_sommelier_tags,
 )
 from sommelier_mlflow.metrics import MetricSpec
-from sommelier_mlflow.toolcalls import DEFAULT_MODE, scoring_modes
+from sommelier_mlflow.toolcalls import (
+    DEFAULT_MODE,
+    JSON_FORMAT,
+    output_format_names,
+    scoring_mode_names,
+)
 
 __all__ = [
     "EVALUATOR_REPORT_ARTIFACT",
@@ -101,6 +110,7 @@ _KNOWN_KEYS: Final = frozenset(
         "col_mapping",
         "scoring",
         "slice_columns",
+        "output_format",
     }
 )
 
@@ -128,6 +138,7 @@ class _Config:
     log_table: bool
     scoring: str = DEFAULT_MODE
     slice_columns: tuple[str, ...] = ()
+    output_format: str = JSON_FORMAT
 
 
 def _parse_config(raw: object) -> _Config:
@@ -172,9 +183,14 @@ def _parse_config(raw: object) -> _Config:
     if not isinstance(log_table, bool):
         raise EvaluatorConfigError(f"log_table must be true or false, got {log_table!r}")
     scoring = config.get("scoring", DEFAULT_MODE)
-    if scoring not in scoring_modes():
+    if not isinstance(scoring, str) or scoring not in scoring_mode_names():
         raise EvaluatorConfigError(
-            f"scoring must be one of {list(scoring_modes())}, got {scoring!r}"
+            f"scoring must be one of {list(scoring_mode_names())}, got {scoring!r}"
+        )
+    output_format = config.get("output_format", JSON_FORMAT)
+    if not isinstance(output_format, str) or output_format not in output_format_names():
+        raise EvaluatorConfigError(
+            f"output_format must be one of {list(output_format_names())}, got {output_format!r}"
         )
     slice_columns = config.get("slice_columns", ())
     if isinstance(slice_columns, str) or not isinstance(slice_columns, Sequence):
@@ -195,6 +211,7 @@ def _parse_config(raw: object) -> _Config:
         log_table=log_table,
         scoring=scoring,
         slice_columns=tuple(name for name in slice_columns if name != "language"),
+        output_format=output_format,
     )
 
 
@@ -361,6 +378,7 @@ class SommelierEvaluator(ModelEvaluator):
             metrics=config.metrics,
             scoring=config.scoring,
             slice_columns={name: _slice_column(features, name) for name in config.slice_columns},
+            output_format=config.output_format,
         )
 
     @staticmethod

@@ -46,17 +46,15 @@ from sommelier_mlflow.evaluation._report import (
 from sommelier_mlflow.integration._keys import evaluation_metric_keys
 from sommelier_mlflow.metrics import BaseMetric, MetricSpec
 from sommelier_mlflow.toolcalls import (
-    CALLS_MODE,
-    CALLS_PARSER_VERSION,
     DEFAULT_MODE,
-    PARSER_VERSION,
+    JSON_FORMAT,
     ScoringMetric,
     completion_text,
-    gold_call_of,
-    gold_calls_of,
     is_missing,
     scoring_metrics,
+    scoring_mode,
 )
+from sommelier_mlflow.toolcalls import output_format as registered_output_format
 
 __all__ = [
     "EVALUATOR_REPORT_SCHEMA",
@@ -249,6 +247,7 @@ def score_predictions(
     metrics: Sequence[MetricSpec | Mapping[str, Any]] = (),
     scoring: str = DEFAULT_MODE,
     slice_columns: Mapping[str, Sequence[object]] | None = None,
+    output_format: str = JSON_FORMAT,
 ) -> PredictionScores:
     """Score outputs against gold calls, with slices, gaps and optional catalog metrics.
 
@@ -265,10 +264,13 @@ def score_predictions(
         resamples: Bootstrap resamples per gap.
         metrics: Catalog metrics (``MetricSpec`` or its mapping) scored on
             every output; the row's gold call is passed as ``reference``.
-        scoring: ``single`` (one gold call per row) or ``calls`` (each gold is a
-            list of zero or more calls; the seven calls-mode metrics).
+        scoring: A registered scoring mode: ``single`` (one gold call per row),
+            ``calls`` (each gold is a list of zero or more calls; the seven
+            calls-mode metrics) or a plugin's.
         slice_columns: Extra slice fields, field name to one string per row
             (logged as ``F:<encoded V>/<metric>``, see ``--slice-by``).
+        output_format: The registered output format the outputs are written
+            in (default ``json``); its decoder version joins ``parser_version``.
 
     Returns:
         The evaluator report, the per-example table rows and every metric key.
@@ -295,20 +297,11 @@ def score_predictions(
     texts = [
         completion_text(value, where=f"row {row}: output") for row, value in enumerate(outputs)
     ]
-    if scoring == CALLS_MODE:
-        gold_sets = [
-            gold_calls_of(value, where=f"row {row}: gold calls")
-            for row, value in enumerate(gold_calls)
-        ]
-        golds: list[dict[str, Any] | None] = [
-            calls[0] if len(calls) == 1 else None for calls in gold_sets
-        ]
-    else:
-        golds = [
-            gold_call_of(value, where=f"row {row}: gold call")
-            for row, value in enumerate(gold_calls)
-        ]
-        gold_sets = [[gold] for gold in golds if gold is not None]
+    mode = scoring_mode(scoring)
+    registered_output_format(output_format)  # an unknown format: exit 2 before any scoring
+    gold_sets = [
+        mode.gold_calls(value, f"row {row}: gold calls") for row, value in enumerate(gold_calls)
+    ]
     row_values = _slice_rows(extra_fields, count)
     ids = _ids(example_ids, count)
     langs = _languages(languages, count, default_language)
@@ -321,9 +314,9 @@ def score_predictions(
                 example_id=ids[row],
                 language=langs[row],
                 source_example_id=roots[row],
-                gold_call=golds[row],
+                gold_call=None,
                 raw_text=texts[row],
-                gold_calls=tuple(gold_sets[row]),
+                gold_calls=gold_sets[row],
                 slice_values=row_values[row],
             )
             for row in range(count)
@@ -332,6 +325,7 @@ def score_predictions(
         gap_scope=_GAP_SCOPE,
         scoring=scoring,
         slice_by=list(extra_fields),
+        output_format=output_format,
     )
 
     position = {example_id: row for row, example_id in enumerate(ids)}
@@ -343,7 +337,7 @@ def score_predictions(
     for row_index, table_row in enumerate(rows if catalog else ()):
         merged: dict[str, object] = {}
         for metric in catalog:
-            reference = golds[row_index] if scoring != CALLS_MODE else gold_sets[row_index]
+            reference = mode.catalog_reference(gold_sets[row_index])
             for key, value in metric.score(texts[row_index], reference=reference).items():
                 _flatten_result(key, value, merged)
         for key, value in merged.items():
@@ -387,6 +381,8 @@ def _evaluator_report(
     extra: dict[str, Any] = {}
     if scored.scoring != DEFAULT_MODE:
         extra["scoring"] = scored.scoring
+    if scored.output_format != JSON_FORMAT:
+        extra["output_format"] = scored.output_format
     if scored.slice_by:
         extra["slice_by"] = list(scored.slice_by)
         extra["field_slices"] = {
@@ -395,7 +391,7 @@ def _evaluator_report(
         }
     return {
         "schema_version": EVALUATOR_REPORT_SCHEMA,
-        "parser_version": CALLS_PARSER_VERSION if scored.scoring == CALLS_MODE else PARSER_VERSION,
+        "parser_version": scored.parser_version,
         **extra,
         "metric_names": list(scored.metric_names),
         "examples": len(scored.examples),

@@ -49,21 +49,16 @@ from mlflow.genai.scorers import Scorer, scorer
 from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads
 from sommelier_mlflow.errors import ConfigError, DataError
 from sommelier_mlflow.toolcalls import (
-    CALLS_MODE,
     DEFAULT_MODE,
+    JSON_FORMAT,
     ExampleScore,
-    GoldCall,
     ScoringMetric,
     completion_text,
-    gold_call_of,
-    gold_calls_of,
-    parse_tool_call,
-    parse_tool_calls,
-    score_calls_example,
-    score_example,
+    one_example_score,
     scoring_metric_names,
-    scoring_metrics,
+    scoring_mode,
 )
+from sommelier_mlflow.toolcalls import output_format as registered_output_format
 
 # The public surface is listed once, in :mod:`sommelier_mlflow.scorers`.
 
@@ -84,62 +79,40 @@ def _decoded(expectations: object) -> object:
         raise DataError(f"expectations is a string but not valid JSON ({exc})") from exc
 
 
-def _gold_of(expectations: object) -> dict[str, Any]:
-    """Unwrap genai ``expectations`` to the gold call; the call itself follows the one rule."""
+def _gold_of(expectations: object) -> object:
+    """Unwrap genai ``expectations`` to the gold value; the scoring mode then reads it."""
     expectations = _decoded(expectations)
     if isinstance(expectations, Mapping):
         for key in _GOLD_KEYS:
             if key in expectations:
-                return gold_call_of(expectations[key], where=f"expectations[{key!r}]")
+                return expectations[key]
         if "name" in expectations and "arguments" in expectations:
-            return gold_call_of(expectations, where="expectations")
+            return expectations
     raise DataError(
-        "expectations must hold the gold call: {'gold_call': {'name': ..., 'arguments': {...}}}, "
-        "{'gold_calls': [call]} or the call itself; got "
-        f"{type(expectations).__name__} {expectations!r:.200}"
+        "expectations must hold the gold call(s): {'gold_call': {'name': ..., 'arguments': "
+        "{...}}}, {'gold_calls': [call, ...]} ([] when no tool applies) or the call itself; "
+        f"got {type(expectations).__name__} {expectations!r:.200}"
     )
 
 
 @functools.lru_cache(maxsize=4096)
-def _score_texts(text: str, gold_json: str, metric_names: tuple[str, ...]) -> ExampleScore:
-    # Seven scorers score the same row: parse and compare it once. The metric
+def _score_texts(
+    text: str, gold_json: str, mode_name: str, format_name: str, metric_names: tuple[str, ...]
+) -> ExampleScore:
+    # Several scorers score the same row: parse and compare it once. The metric
     # names are part of the key so a newly registered metric is never missed.
     del metric_names
-    gold = GoldCall(loads(gold_json))
-    parsed = parse_tool_call(text)
-    return score_example(parsed.status, parsed.call, gold)
+    mode = scoring_mode(mode_name)
+    gold = mode.make_gold(loads(gold_json))
+    parsed = mode.parse(text, registered_output_format(format_name))
+    return one_example_score(mode.compare(parsed, gold), mode_name)
 
 
-def _gold_set_of(expectations: object) -> list[dict[str, Any]]:
-    """``calls`` mode: the gold calls of a row (``[]`` when no tool applies)."""
-    expectations = _decoded(expectations)
-    if isinstance(expectations, Mapping):
-        for key in _GOLD_KEYS:
-            if key in expectations:
-                return gold_calls_of(expectations[key], where=f"expectations[{key!r}]")
-    raise DataError(
-        "expectations must hold the gold calls: {'gold_calls': [call, ...]} ([] when no tool "
-        f"applies) or {{'gold_call': call}}; got {type(expectations).__name__} "
-        f"{expectations!r:.200}"
+def _score(outputs: object, expectations: object, mode: str, fmt: str) -> ExampleScore:
+    calls = scoring_mode(mode).gold_calls(_gold_of(expectations), "expectations")
+    return _score_texts(
+        completion_text(outputs), canonical_json(list(calls)), mode, fmt, scoring_metric_names(mode)
     )
-
-
-@functools.lru_cache(maxsize=4096)
-def _score_calls_texts(text: str, gold_json: str, metric_names: tuple[str, ...]) -> ExampleScore:
-    del metric_names  # part of the cache key only, as in _score_texts
-    parsed = parse_tool_calls(text)
-    return score_calls_example(parsed.status, parsed.calls, loads(gold_json))
-
-
-def _score(outputs: object, expectations: object, mode: str = DEFAULT_MODE) -> ExampleScore:
-    if mode == CALLS_MODE:
-        return _score_calls_texts(
-            completion_text(outputs),
-            canonical_json(_gold_set_of(expectations)),
-            scoring_metric_names(CALLS_MODE),
-        )
-    gold = _gold_of(expectations)
-    return _score_texts(completion_text(outputs), canonical_json(gold), scoring_metric_names())
 
 
 def _sum(values: list[float]) -> float:
@@ -150,7 +123,7 @@ def _sum(values: list[float]) -> float:
 _sum.__name__ = "sum"
 
 
-def _metric_scorers(metric: ScoringMetric[Any], mode: str) -> tuple[Scorer, ...]:
+def _metric_scorers(metric: ScoringMetric[Any], mode: str, fmt: str) -> tuple[Scorer, ...]:
     """The scorers of one registry metric.
 
     A binary metric is one yes/no scorer, whose mean is the exact metric. Any
@@ -161,19 +134,19 @@ def _metric_scorers(metric: ScoringMetric[Any], mode: str) -> tuple[Scorer, ...]
     if metric.binary:
 
         def outcome(outputs: Any, expectations: Any) -> bool:
-            return _score(outputs, expectations, mode).correct(name)
+            return _score(outputs, expectations, mode, fmt).correct(name)
 
         return (scorer(outcome, name=name, description=metric.description),)
 
     def ratio(outputs: Any, expectations: Any) -> float:
-        numerator, denominator = _score(outputs, expectations, mode).component(name)
+        numerator, denominator = _score(outputs, expectations, mode, fmt).component(name)
         return numerator / denominator if denominator else 0.0
 
     def numerator(outputs: Any, expectations: Any) -> int:
-        return _score(outputs, expectations, mode).component(name)[0]
+        return _score(outputs, expectations, mode, fmt).component(name)[0]
 
     def denominator(outputs: Any, expectations: Any) -> int:
-        return _score(outputs, expectations, mode).component(name)[1]
+        return _score(outputs, expectations, mode, fmt).component(name)[1]
 
     return (
         scorer(
@@ -199,18 +172,20 @@ def _metric_scorers(metric: ScoringMetric[Any], mode: str) -> tuple[Scorer, ...]
     )
 
 
-# Built once per definition: MLflow identifies scorers by object as well as name.
-_BUILT: dict[int, tuple[ScoringMetric[Any], tuple[Scorer, ...]]] = {}
+# Built once per definition and format: MLflow identifies scorers by object as well as name.
+_BUILT: dict[tuple[int, str], tuple[ScoringMetric[Any], tuple[Scorer, ...]]] = {}
 
 
-def _scorers_of(metric: ScoringMetric[Any], mode: str = DEFAULT_MODE) -> tuple[Scorer, ...]:
-    built = _BUILT.get(id(metric))
+def _scorers_of(metric: ScoringMetric[Any], mode: str, fmt: str) -> tuple[Scorer, ...]:
+    built = _BUILT.get((id(metric), fmt))
     if built is None or built[0] is not metric:
-        built = _BUILT[id(metric)] = (metric, _metric_scorers(metric, mode))
+        built = _BUILT[(id(metric), fmt)] = (metric, _metric_scorers(metric, mode, fmt))
     return built[1]
 
 
-def sommelier_scorers(scoring: str = DEFAULT_MODE) -> list[Scorer]:
+def sommelier_scorers(
+    scoring: str = DEFAULT_MODE, output_format: str = JSON_FORMAT
+) -> list[Scorer]:
     """One scorer per registered binary metric and three per other metric, in registry order.
 
     For the spec's five that is seven scorers: four yes/no metrics plus
@@ -220,11 +195,18 @@ def sommelier_scorers(scoring: str = DEFAULT_MODE) -> list[Scorer]:
     ``call_set_exact_match`` as a yes/no scorer and every other metric as its
     per-row ratio plus two summed count scorers (the ratio of the sums is the
     exact corpus value; ``abstention_accuracy`` and ``false_call_rate`` count
-    only abstention rows).
+    only abstention rows). Any other registered mode works the same way.
+
+    ``output_format`` names the registered format the outputs are written in
+    (default ``json``); e.g. ``"hermes"`` reads ``<tool_call>`` blocks.
+
+    Raises:
+        ConfigError: An unknown scoring mode or output format (the message
+            lists the registered names).
     """
-    if scoring not in (DEFAULT_MODE, CALLS_MODE):
-        raise ConfigError(f"scoring must be {DEFAULT_MODE!r} or {CALLS_MODE!r}, got {scoring!r}")
-    return [built for metric in scoring_metrics(scoring) for built in _scorers_of(metric, scoring)]
+    mode = scoring_mode(scoring)
+    fmt = registered_output_format(output_format).name
+    return [built for metric in mode.metrics() for built in _scorers_of(metric, scoring, fmt)]
 
 
 _DEFAULT: Final = {built.name: built for built in sommelier_scorers()}

@@ -1,4 +1,4 @@
-"""Tool-call parsing and flattening, the metric registry, the five metrics, the calls mode.
+"""Tool-call parsing and flattening, the metric registry, scoring modes and output formats.
 
 This is the scoring core: it depends only on the standard library, orjson
 and (for the optimal call assignment of ``calls`` mode, imported lazily)
@@ -15,13 +15,29 @@ from sommelier_mlflow.toolcalls._calls_parse import (
 from sommelier_mlflow.toolcalls._calls_score import (
     CALLS_METRIC_NAMES,
     CALLS_MODE,
+    CALLS_SLICE_FIELD,
     CallsComparison,
     GoldCalls,
+    call_count_value,
     compute_calls_metrics,
     matched_argument_pairs,
     score_calls_example,
 )
 from sommelier_mlflow.toolcalls._flatten import ROOT_PATH, flatten_arguments
+from sommelier_mlflow.toolcalls._modes import (
+    JSON_FORMAT,
+    OutputFormat,
+    Parsed,
+    ScoringMode,
+    output_format,
+    output_format_names,
+    register_output_format,
+    register_scoring_mode,
+    scoring_mode,
+    scoring_mode_names,
+    single_call,
+    unregister_output_format,
+)
 from sommelier_mlflow.toolcalls._normalise import (
     completion_text,
     gold_call_of,
@@ -41,7 +57,6 @@ from sommelier_mlflow.toolcalls._registry import (
     ScoringMetric,
     mcnemar_metric,
     register_scoring_metric,
-    register_scoring_mode,
     scoring_metric_names,
     scoring_metrics,
     scoring_modes,
@@ -55,6 +70,7 @@ from sommelier_mlflow.toolcalls._score import (
     MetricValue,
     compute_metrics,
     metrics_from_scores,
+    one_example_score,
     score_components,
     score_example,
     score_records,
@@ -64,6 +80,7 @@ __all__ = [
     "CALLS_METRIC_NAMES",
     "CALLS_MODE",
     "CALLS_PARSER_VERSION",
+    "CALLS_SLICE_FIELD",
     "CallComparison",
     "CallsComparison",
     "CallsParseResult",
@@ -71,14 +88,19 @@ __all__ = [
     "ExampleScore",
     "GoldCall",
     "GoldCalls",
+    "JSON_FORMAT",
     "METRIC_NAMES",
     "MetricValue",
+    "OutputFormat",
     "PARSER_VERSION",
     "PARSE_STATUSES",
     "ParseResult",
     "ParseStatus",
+    "Parsed",
     "ROOT_PATH",
     "ScoringMetric",
+    "ScoringMode",
+    "call_count_value",
     "completion_text",
     "compute_calls_metrics",
     "compute_metrics",
@@ -90,8 +112,12 @@ __all__ = [
     "matched_argument_pairs",
     "mcnemar_metric",
     "metrics_from_scores",
+    "one_example_score",
+    "output_format",
+    "output_format_names",
     "parse_tool_call",
     "parse_tool_calls",
+    "register_output_format",
     "register_scoring_metric",
     "register_scoring_mode",
     "score_calls_example",
@@ -100,6 +126,10 @@ __all__ = [
     "score_records",
     "scoring_metric_names",
     "scoring_metrics",
+    "scoring_mode",
+    "scoring_mode_names",
     "scoring_modes",
+    "single_call",
+    "unregister_output_format",
     "unregister_scoring_metric",
 ]

@@ -25,12 +25,18 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from sommelier_mlflow.errors import InputError
+from sommelier_mlflow.toolcalls._calls_parse import (
+    CALLS_PARSER_VERSION,
+    CallsParseResult,
+    parse_tool_calls,
+)
 from sommelier_mlflow.toolcalls._flatten import count_pairs, flatten_arguments
+from sommelier_mlflow.toolcalls._modes import Parsed, ScoringMode, register_scoring_mode
+from sommelier_mlflow.toolcalls._normalise import gold_calls_of
 from sommelier_mlflow.toolcalls._parse import PARSE_STATUSES, is_tool_call
 from sommelier_mlflow.toolcalls._registry import (
     ScoringMetric,
     register_scoring_metric,
-    register_scoring_mode,
     scoring_metric_names,
     scoring_metrics,
 )
@@ -47,8 +53,10 @@ from sommelier_mlflow.toolcalls._score import (
 __all__ = [
     "CALLS_METRIC_NAMES",
     "CALLS_MODE",
+    "CALLS_SLICE_FIELD",
     "CallsComparison",
     "GoldCalls",
+    "call_count_value",
     "compute_calls_metrics",
     "matched_argument_pairs",
     "score_calls_example",
@@ -56,6 +64,8 @@ __all__ = [
 
 #: The scoring mode of splits whose examples expect zero, one or several calls.
 CALLS_MODE: Final = "calls"
+#: The slice the calls mode adds by default: how many gold calls an example expects.
+CALLS_SLICE_FIELD: Final = "calls"
 
 #: A call's identity for set matching: its name and canonical arguments.
 CallKey = tuple[str, bytes]
@@ -357,7 +367,47 @@ def _false_call(c: CallsComparison) -> tuple[int, int]:
     return (int(bool(c.calls)), 1) if not c.gold.keys else (0, 0)
 
 
-register_scoring_mode(CALLS_MODE)
+def _compare_calls(parsed: Parsed, gold: GoldCalls) -> CallsComparison:
+    calls = parsed.calls if isinstance(parsed, CallsParseResult) else None
+    return CallsComparison(parsed.status, calls, gold)
+
+
+def _any_count(count: int) -> None:
+    del count  # every number of gold calls, zero included, is a calls-mode example
+
+
+def _accept_calls(decoded: CallsParseResult) -> CallsParseResult:
+    return decoded  # the calls mode takes every decoded list as it is
+
+
+def _read_gold_calls(value: object, where: str) -> tuple[dict[str, Any], ...]:
+    return tuple(gold_calls_of(value, where=where))
+
+
+def call_count_value(count: int) -> str:
+    """The ``calls`` slice value of an example with ``count`` gold calls: ``0``, ``1`` or ``2+``."""
+    return str(count) if count < 2 else "2+"
+
+
+def _call_count(calls: Sequence[Mapping[str, Any]]) -> str:
+    return call_count_value(len(calls))
+
+
+register_scoring_mode(
+    ScoringMode(
+        name=CALLS_MODE,
+        description="Zero, one or several gold calls per example, matched as a multiset.",
+        parser_version=CALLS_PARSER_VERSION,
+        parse_json=parse_tool_calls,
+        accept_calls=_accept_calls,
+        read_gold=_read_gold_calls,
+        gold_problem=_any_count,
+        make_gold=GoldCalls,
+        compare=_compare_calls,
+        default_slices=(CALLS_SLICE_FIELD,),
+        derived_slices={CALLS_SLICE_FIELD: _call_count},
+    )
+)
 for _metric in (
     ScoringMetric(
         "call_set_exact_match",

@@ -27,10 +27,10 @@ from sommelier_mlflow.errors import ConfigError, UnknownMetricError
 __all__ = [
     "DEFAULT_MODE",
     "ScoringMetric",
+    "add_metric_set",
     "is_builtin_metric",
     "mcnemar_metric",
     "register_scoring_metric",
-    "register_scoring_mode",
     "scoring_metric_names",
     "scoring_metrics",
     "scoring_modes",
@@ -131,17 +131,19 @@ def _mode(mode: str) -> dict[str, ScoringMetric[Any]]:
         ) from None
 
 
-def register_scoring_mode(mode: str) -> None:
-    """Create an empty scoring mode, to be filled with :func:`register_scoring_metric`.
+def add_metric_set(mode: str) -> None:
+    """Open the (empty) metric set of a scoring mode; :func:`register_scoring_mode` calls it.
+
+    The mode object itself lives in :mod:`~sommelier_mlflow.toolcalls._modes`;
+    this registry only holds each mode's metrics. Opening an existing set is a
+    no-op, so re-registering the same mode object keeps its metrics.
 
     Raises:
-        ConfigError: If the name is malformed or already registered.
+        ConfigError: If the name is malformed.
     """
     if not isinstance(mode, str) or _NAME.fullmatch(mode) is None:
         raise ConfigError(f"scoring mode name {mode!r} must match [a-z][a-z0-9_]*")
-    if mode in _MODES:
-        raise ConfigError(f"scoring mode {mode!r} is already registered")
-    _MODES[mode] = {}
+    _MODES.setdefault(mode, {})
 
 
 def scoring_modes() -> tuple[str, ...]:

@@ -26,7 +26,20 @@ from sommelier_mlflow.toolcalls._flatten import (
     count_pairs,
     flatten_arguments,
 )
-from sommelier_mlflow.toolcalls._parse import PARSE_STATUSES, is_tool_call
+from sommelier_mlflow.toolcalls._modes import (
+    Parsed,
+    ScoringMode,
+    register_scoring_mode,
+    single_call,
+)
+from sommelier_mlflow.toolcalls._normalise import gold_call_of
+from sommelier_mlflow.toolcalls._parse import (
+    PARSE_STATUSES,
+    PARSER_VERSION,
+    ParseResult,
+    is_tool_call,
+    parse_tool_call,
+)
 from sommelier_mlflow.toolcalls._registry import (
     DEFAULT_MODE,
     ScoringMetric,
@@ -44,6 +57,7 @@ __all__ = [
     "MetricValue",
     "compute_metrics",
     "metrics_from_scores",
+    "one_example_score",
     "score_components",
     "sum_components",
     "score_example",
@@ -248,6 +262,48 @@ def _argument_f1(comparison: CallComparison) -> tuple[int, int]:
 def _full_call(comparison: CallComparison) -> tuple[int, int]:
     return int(comparison.name_correct and comparison.arguments_correct), 1
 
+
+def _read_gold_call(value: object, where: str) -> tuple[dict[str, Any], ...]:
+    return (gold_call_of(value, where=where),)
+
+
+def _one_gold_call(count: int) -> str | None:
+    if count == 1:
+        return None
+    what = "no gold call (an abstention example)" if count == 0 else f"{count} gold calls"
+    return (
+        f"has {what}; the five single-call metrics need exactly one per example: "
+        "score this split with --scoring calls"
+    )
+
+
+def _make_gold_call(calls: Sequence[Mapping[str, Any]]) -> GoldCall:
+    return GoldCall(calls[0])
+
+
+def _first_call(calls: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    return calls[0]  # catalog metrics of the single mode receive the one gold call
+
+
+def _compare_call(parsed: Parsed, gold: GoldCall) -> CallComparison:
+    call = parsed.call if isinstance(parsed, ParseResult) else None
+    return CallComparison(parsed.status, call, gold)
+
+
+register_scoring_mode(
+    ScoringMode(
+        name=DEFAULT_MODE,
+        description="Exactly one gold call per example, compared call to call.",
+        parser_version=PARSER_VERSION,
+        parse_json=parse_tool_call,
+        accept_calls=single_call,
+        read_gold=_read_gold_call,
+        gold_problem=_one_gold_call,
+        make_gold=_make_gold_call,
+        compare=_compare_call,
+        catalog_reference=_first_call,
+    )
+)
 
 # The spec's five, in the spec's order: registration order is report column order.
 for _metric in (

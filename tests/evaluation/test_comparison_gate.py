@@ -104,6 +104,16 @@ CASES = {
         "test_split_sha256",
         lambda kit, base: (base, _adapter_report(kit, kit.golden_split(sha="6" * 64))),
     ),
+    "prompt_format": (
+        "prompt_format",
+        lambda kit, base: (
+            base,
+            {
+                **(a := _adapter_report(kit)),
+                "identity": {**a["identity"], "prompt_format": "native"},
+            },
+        ),
+    ),
     "parser_version": (
         "parser_version",
         lambda kit, base: (

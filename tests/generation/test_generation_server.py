@@ -133,6 +133,21 @@ def test_a_batch_is_spread_over_concurrent_requests_in_prompt_order(
     assert all(line["finish_reason"] == "stop" for line in lines)
 
 
+def test_special_tokens_are_kept_only_when_the_output_format_needs_them(
+    tiny: TinyModels,
+) -> None:
+    with running_stub(_models(str(tiny.model_dir))) as stub:
+        plain = _generator(stub.url, tiny)
+        plain.generate(["a prompt"], max_new_tokens=4)
+        keeping = _generator(stub.url, tiny, keep_special_tokens=True)
+        keeping.generate(["a prompt"], max_new_tokens=4)
+    first, second = stub.requests
+    assert "skip_special_tokens" not in first and second["skip_special_tokens"] is False
+    assert second["add_special_tokens"] is False
+    assert "special_tokens" not in plain.fingerprint()  # default fingerprints keep their bytes
+    assert keeping.fingerprint()["special_tokens"] == "kept"
+
+
 def test_overload_is_retried_with_backoff_then_succeeds(tiny: TinyModels) -> None:
     calls = {"n": 0}
 

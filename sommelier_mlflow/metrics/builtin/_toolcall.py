@@ -16,13 +16,15 @@ from typing import Any, ClassVar, cast
 from sommelier_mlflow.metrics._base import BaseMetric
 from sommelier_mlflow.metrics._catalog import register_metric
 from sommelier_mlflow.toolcalls import (
+    DEFAULT_MODE,
+    JSON_FORMAT,
     METRIC_NAMES,
     MetricValue,
     ScoringMetric,
-    gold_call_of,
-    parse_tool_call,
-    score_example,
+    one_example_score,
+    output_format,
     scoring_metrics,
+    scoring_mode,
 )
 
 __all__ = ["ToolCallMetric"]
@@ -31,14 +33,16 @@ RowValue = dict[str, int | float]
 
 
 class ToolCallMetric(BaseMetric[RowValue], abstract=True):
-    """Shared machinery: parse the text, score it on the registry, pick this metric by name."""
+    """Shared machinery: score the text the ``single`` mode's way, pick this metric by name."""
 
     scoring_metric: ClassVar[str]
 
     def evaluate(self, text: str, *, reference: Any = None) -> dict[str, RowValue]:
         """Score one completion against its gold call (``reference``)."""
-        parsed = parse_tool_call(text)
-        score = score_example(parsed.status, parsed.call, gold_call_of(reference))
+        mode = scoring_mode(DEFAULT_MODE)
+        gold = mode.make_gold(mode.gold_calls(reference, "gold call"))
+        parsed = mode.parse(text, output_format(JSON_FORMAT))
+        score = one_example_score(mode.compare(parsed, gold), DEFAULT_MODE)
         return self.result(MetricValue(*score.component(self.scoring_metric)).to_dict())
 
     @staticmethod

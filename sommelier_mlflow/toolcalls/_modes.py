@@ -1,0 +1,255 @@
+"""Scoring modes and output formats: the two registries every scoring path goes through.
+
+A *scoring mode* is everything that makes one kind of scoring what it is:
+how gold calls are read and checked, how an output becomes the parse the
+mode compares (its own strict JSON parser, or the strict check it applies to
+calls decoded by an output format), the per-example comparison, the metric
+set (registered in :mod:`~sommelier_mlflow.toolcalls._registry` under the
+mode's name), the slices it adds by default and its parser version. ``single``
+(:mod:`~sommelier_mlflow.toolcalls._score`) and ``calls``
+(:mod:`~sommelier_mlflow.toolcalls._calls_score`) are two registrations; a
+third mode is one module that builds its comparison and registers a
+:class:`ScoringMode` and its metrics. Nothing else branches on a mode's name.
+
+An *output format* is a decoder in front of the mode's strict checks: it
+turns a model's native tool-call syntax (``<tool_call>`` blocks, pythonic
+lists, ...) into zero or more ``{"name", "arguments"}`` calls, repairing
+nothing. The default, ``json``, has no decoder: the mode's own JSON parser
+reads the text, exactly as before formats existed. A decoder's version joins
+the report's ``parser_version`` (``sommelier.calls_parser.v1+hermes.v1``), so
+the comparison gate refuses to compare arms decoded differently.
+
+Both registries also load installed plugins from their entry-point groups
+(see :mod:`sommelier_mlflow._plugins`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, TypeVar
+
+from sommelier_mlflow._plugins import OUTPUT_FORMATS_GROUP, SCORING_MODES_GROUP, Registry
+from sommelier_mlflow.errors import ConfigError, DataError
+from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
+from sommelier_mlflow.toolcalls._parse import ParseResult
+from sommelier_mlflow.toolcalls._registry import (
+    ScoringMetric,
+    add_metric_set,
+    scoring_metrics,
+)
+
+__all__ = [
+    "JSON_FORMAT",
+    "OutputFormat",
+    "Parsed",
+    "ScoringMode",
+    "output_format",
+    "output_format_names",
+    "register_output_format",
+    "register_scoring_mode",
+    "scoring_mode",
+    "scoring_mode_names",
+    "single_call",
+]
+
+#: What a mode's parse of one output is: one call (``single``) or a list of calls.
+Parsed = ParseResult | CallsParseResult
+
+JSON_FORMAT: Final = "json"
+
+GoldT = TypeVar("GoldT")
+
+
+@dataclass(frozen=True, slots=True)
+class OutputFormat:
+    """A registered output format: a decoder from a model's native syntax to calls.
+
+    Attributes:
+        name: The ``--output-format`` name.
+        description: What the format accepts, in one sentence.
+        decode: Pure function from the raw output to a
+            :class:`~sommelier_mlflow.toolcalls.CallsParseResult`: ``no_json``
+            when the text makes no call in this format, ``ok`` with ``()`` for
+            an explicit empty list, ``invalid_json``/``invalid_shape`` for a
+            malformed one. It must never raise for any ``str``. ``None`` only
+            for ``json``: the scoring mode's own parser reads the text.
+        version: The decoder's version string, joined to the mode's parser
+            version in reports (``None`` only for ``json``, which adds nothing).
+        special_tokens: The format's tags may be special tokens of the
+            model's tokenizer (Hermes' ``<tool_call>``), so generation must
+            decode without dropping them.
+    """
+
+    name: str
+    description: str
+    decode: Callable[[str], CallsParseResult] | None
+    version: str | None = None
+    special_tokens: bool = False
+
+    def __post_init__(self) -> None:
+        if (self.decode is None) != (self.version is None):
+            raise ConfigError(
+                f"output format {self.name!r}: a decoder needs a version string (recorded in "
+                "reports) and a version needs a decoder"
+            )
+        if self.decode is not None and not callable(self.decode):
+            raise ConfigError(f"output format {self.name!r}: decode must be callable")
+        if self.version is not None and (not self.version or "+" in self.version):
+            raise ConfigError(
+                f"output format {self.name!r}: version {self.version!r} must be a non-empty "
+                "string without '+' (it is joined to the parser version with '+')"
+            )
+
+
+@dataclass(frozen=True)
+class ScoringMode(Generic[GoldT]):
+    """One registered scoring mode (see the module docstring).
+
+    Attributes:
+        name: The ``--scoring`` name; also the name of its metric set.
+        description: What the mode scores, in one sentence.
+        parser_version: The version of its own strict parser, recorded in reports.
+        parse_json: The mode's own parser of raw text (the ``json`` output format).
+        accept_calls: The mode's strict check of calls another format decoded
+            (e.g. ``single`` accepts exactly one call).
+        read_gold: Reads a user-supplied gold value (a call, a list, their
+            JSON) into the gold calls; ``where`` names it in errors (DataError).
+        gold_problem: Why an example with this many gold calls cannot be
+            scored in this mode, or ``None``: a phrase that follows
+            "example 'x' " (``"has 2 gold calls; ..."``) and says what to do.
+        make_gold: Builds the comparison's gold object from an example's
+            calls (called once per distinct gold; the result is reused).
+        compare: The per-example comparison every metric of the mode reads.
+        default_slices: Slice fields the mode adds in front of the declared ones.
+        derived_slices: For each slice field computed from the gold calls
+            rather than read from the row, the function giving its value.
+        catalog_reference: What catalog metrics receive as ``reference`` for
+            a row with these gold calls (default: the list of calls).
+    """
+
+    name: str
+    description: str
+    parser_version: str
+    parse_json: Callable[[str], Parsed]
+    accept_calls: Callable[[CallsParseResult], Parsed]
+    read_gold: Callable[[object, str], tuple[dict[str, Any], ...]]
+    gold_problem: Callable[[int], str | None]
+    make_gold: Callable[[Sequence[Mapping[str, Any]]], GoldT]
+    compare: Callable[[Parsed, GoldT], Any]
+    default_slices: tuple[str, ...] = ()
+    derived_slices: Mapping[str, Callable[[Sequence[Mapping[str, Any]]], str]] = field(
+        default_factory=dict
+    )
+    catalog_reference: Callable[[Sequence[Mapping[str, Any]]], object] = list
+
+    def parse(self, text: str, output_format: OutputFormat) -> Parsed:
+        """The mode's parse of one raw output read in ``output_format``."""
+        if output_format.decode is None:
+            return self.parse_json(text)
+        return self.accept_calls(output_format.decode(text))
+
+    def full_parser_version(self, output_format: OutputFormat) -> str:
+        """The report's ``parser_version``: the mode's, plus the decoder's when not ``json``."""
+        if output_format.version is None:
+            return self.parser_version
+        return f"{self.parser_version}+{output_format.version}"
+
+    def gold_calls(self, value: object, where: str) -> tuple[dict[str, Any], ...]:
+        """Read and check one user-supplied gold value (DataError, exit 2, when unusable)."""
+        calls = self.read_gold(value, where)
+        problem = self.gold_problem(len(calls))
+        if problem is not None:
+            raise DataError(f"{where} {problem}")
+        return calls
+
+    def metrics(self) -> tuple[ScoringMetric[Any], ...]:
+        """The mode's registered metrics, in column order."""
+        return scoring_metrics(self.name)
+
+    def mcnemar_metric(self) -> str | None:
+        """The metric McNemar's test uses in this mode, if one is flagged."""
+        return next((metric.name for metric in self.metrics() if metric.mcnemar), None)
+
+
+_MODES: Final[Registry[ScoringMode[Any]]] = Registry("scoring mode", SCORING_MODES_GROUP)
+_FORMATS: Final[Registry[OutputFormat]] = Registry("output format", OUTPUT_FORMATS_GROUP)
+
+
+def register_scoring_mode(mode: ScoringMode[Any]) -> ScoringMode[Any]:
+    """Register a scoring mode and open its (empty) metric set.
+
+    Register the mode before its metrics (:func:`register_scoring_metric`
+    with ``mode=mode.name``).
+
+    Raises:
+        ConfigError: A malformed name, or a different mode under the same name.
+    """
+    if not isinstance(mode, ScoringMode):
+        raise ConfigError(f"expected a ScoringMode, got {type(mode).__name__}")
+    _MODES.register(mode.name, mode)
+    add_metric_set(mode.name)
+    return mode
+
+
+def scoring_mode(name: str) -> ScoringMode[Any]:
+    """The registered mode ``name`` (ConfigError, exit 2, listing the names, if unknown)."""
+    return _MODES.get(name)
+
+
+def scoring_mode_names() -> tuple[str, ...]:
+    """Every registered scoring mode, plugins included, sorted."""
+    return _MODES.names()
+
+
+def register_output_format(output_format: OutputFormat) -> OutputFormat:
+    """Register an output format under its name (usable by every command at once).
+
+    Raises:
+        ConfigError: A malformed name, or a different format under the same name.
+    """
+    if not isinstance(output_format, OutputFormat):
+        raise ConfigError(f"expected an OutputFormat, got {type(output_format).__name__}")
+    return _FORMATS.register(output_format.name, output_format)
+
+
+def unregister_output_format(name: str) -> None:
+    """Remove a format a test or plugin registered (``json`` cannot be removed)."""
+    if name == JSON_FORMAT:
+        raise ConfigError("the json output format is built in and cannot be removed")
+    _FORMATS.unregister(name)
+
+
+def output_format(name: str) -> OutputFormat:
+    """The registered format ``name`` (ConfigError, exit 2, listing the names, if unknown)."""
+    return _FORMATS.get(name)
+
+
+def output_format_names() -> tuple[str, ...]:
+    """Every registered output format, plugins included, sorted."""
+    return _FORMATS.names()
+
+
+def single_call(decoded: CallsParseResult) -> ParseResult:
+    """The ``single`` mode's check of decoded calls: exactly one call, whatever the format.
+
+    Zero calls is ``no_json`` (the output made no call in the format); an
+    explicit empty list or several calls are ``invalid_shape``, the status
+    the JSON parser gives to a list.
+    """
+    if decoded.status != "ok":
+        return ParseResult(decoded.status)
+    calls = decoded.calls or ()
+    if len(calls) != 1:
+        return ParseResult("invalid_shape")
+    return ParseResult("ok", calls[0])
+
+
+register_output_format(
+    OutputFormat(
+        JSON_FORMAT,
+        "The product's own format: a JSON call object, or a JSON array of them in calls "
+        "mode; the first balanced {...} or [...] span is read, nothing is repaired.",
+        decode=None,
+    )
+)

@@ -1,0 +1,115 @@
+"""`sommelier-mlflow format`: prompts rendered without a model, answered elsewhere, scored."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sommelier_mlflow.cli import main
+from sommelier_mlflow.data import TestExample, read_test_split, write_test_split
+from sommelier_mlflow.errors import ComparisonRefusedError
+from sommelier_mlflow.evaluation import EvaluationReport, compare_reports
+from tests.cli.cli_helpers import ADAPTER_OUTPUTS, BASE_OUTPUTS, examples
+
+HERMES_TEMPLATE = (
+    "{% if tools %}<|system|>\n<tools>{% for t in tools %}{{ t | tojson }}{% endfor %}</tools>"
+    "<|end|>\n{% endif %}"
+    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+
+def _tokenizer(directory: Path, template: str) -> Path:
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    core.train_from_iterator(
+        ["weather in Paris"], trainers.WordLevelTrainer(special_tokens=["[UNK]"])
+    )
+    fast: Any = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]")
+    fast.chat_template = template
+    fast.save_pretrained(directory)
+    return directory
+
+
+def _unformatted(root: Path) -> Path:
+    rows = [
+        TestExample(
+            example.example_id,
+            example.language,
+            example.query,
+            example.tools,
+            gold_calls=list(example.gold_calls),
+            source_example_id=example.source_example_id,
+        )
+        for example in examples()
+    ]
+    return write_test_split(root / "raw.jsonl", rows)
+
+
+def _score(split: Path, outputs: dict[int, str], kind: str, out: Path, root: Path) -> int:
+    rows = [
+        {"example_id": ex.example_id, "raw_text": outputs[int(ex.example_id.split("-")[1])]}
+        for ex in examples()
+    ]
+    precomputed = root / f"{kind}-{out.name}.jsonl"
+    precomputed.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    args = ["score", "--test-split", str(split), "--precomputed", str(precomputed)]
+    args += ["--model-kind", kind, "--model", "tiny/model", "--revision", "abc"]
+    args += ["--max-new-tokens", "32", "--batch-size", "2", "--out", str(out)]
+    if kind == "adapter":
+        args += ["--adapter", "served-lora"]
+    return main(args)
+
+
+def test_format_renders_native_prompts_that_score_and_gate(tmp_path: Path) -> None:
+    hermes = _tokenizer(tmp_path / "hermes", HERMES_TEMPLATE)
+    raw = _unformatted(tmp_path)
+    native = tmp_path / "native.jsonl"
+    args = ["format", "--test-split", str(raw), "--tokenizer", str(hermes)]
+    assert main([*args, "--prompt-format", "native", "--out", str(native)]) == 0
+    split = read_test_split(native)
+    assert {example.prompt_format for example in split.examples} == {"native"}
+    assert all("<tools>" in (example.prompt_text or "") for example in split.examples)
+    sommelier = tmp_path / "sommelier.jsonl"
+    assert main([*args, "--out", str(sommelier)]) == 0
+    assert "exactly one" in (read_test_split(sommelier).examples[0].prompt_text or "")
+
+    assert _score(native, BASE_OUTPUTS, "base", tmp_path / "nb", tmp_path) == 0
+    assert _score(native, ADAPTER_OUTPUTS, "adapter", tmp_path / "na", tmp_path) == 0
+    assert _score(sommelier, ADAPTER_OUTPUTS, "adapter", tmp_path / "sa", tmp_path) == 0
+    reports = {
+        name: EvaluationReport.from_json(
+            json.loads((tmp_path / name / "evaluation_report.json").read_text())
+        )
+        for name in ("nb", "na", "sa")
+    }
+    assert reports["nb"].identity.prompt_format == "native"
+    assert reports["sa"].identity.prompt_format == "sommelier"
+    compare_reports(reports["nb"], reports["na"])  # same prompts: compared
+    with pytest.raises(ComparisonRefusedError) as refused:
+        compare_reports(reports["nb"], reports["sa"])
+    assert refused.value.field == "prompt_format"
+
+
+def test_format_refuses_a_template_that_ignores_tools_and_a_split_of_another_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = _tokenizer(tmp_path / "plain", "{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    raw = _unformatted(tmp_path)
+    args = ["format", "--test-split", str(raw), "--tokenizer", str(plain)]
+    assert main([*args, "--prompt-format", "native", "--out", str(tmp_path / "n.jsonl")]) == 2
+    assert "ignores `tools`" in capsys.readouterr().err
+    formatted = tmp_path / "s.jsonl"
+    assert main([*args, "--out", str(formatted)]) == 0
+    again = ["format", "--test-split", str(formatted), "--tokenizer", str(plain)]
+    code = main([*again, "--prompt-format", "native", "--out", str(tmp_path / "x.jsonl")])
+    assert code == 2
+    assert "prompt_format 'sommelier', not 'native'" in capsys.readouterr().err
+    assert main([*args, "--prompt-format", "nope", "--out", str(tmp_path / "y.jsonl")]) == 2
+    assert "unknown prompt format 'nope'" in capsys.readouterr().err

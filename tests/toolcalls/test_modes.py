@@ -1,0 +1,87 @@
+"""Scoring modes and output formats as registered objects."""
+
+from __future__ import annotations
+
+import pytest
+
+from sommelier_mlflow.errors import ConfigError, DataError
+from sommelier_mlflow.toolcalls import (
+    CALLS_PARSER_VERSION,
+    JSON_FORMAT,
+    PARSER_VERSION,
+    CallsParseResult,
+    OutputFormat,
+    ParseResult,
+    output_format,
+    output_format_names,
+    scoring_mode,
+    scoring_mode_names,
+    single_call,
+)
+
+W = {"name": "get_weather", "arguments": {"city": "Paris"}}
+
+
+def _fixed(result: CallsParseResult) -> OutputFormat:
+    return OutputFormat("fixed", "always the same", decode=lambda _text: result, version="fixed.v1")
+
+
+def test_single_and_calls_are_two_registrations() -> None:
+    assert {"calls", "single"} <= set(scoring_mode_names())
+    single, calls = scoring_mode("single"), scoring_mode("calls")
+    assert (single.parser_version, calls.parser_version) == (PARSER_VERSION, CALLS_PARSER_VERSION)
+    assert single.mcnemar_metric() == "full_call_exact_match"
+    assert calls.mcnemar_metric() == "call_set_exact_match"
+    assert (single.default_slices, calls.default_slices) == ((), ("calls",))
+    assert calls.derived_slices["calls"]([W, W, W]) == "2+"
+
+
+def test_json_adds_nothing_to_the_parser_version_and_a_decoder_joins_it() -> None:
+    json_format = output_format(JSON_FORMAT)
+    assert scoring_mode("calls").full_parser_version(json_format) == CALLS_PARSER_VERSION
+    fixed = _fixed(CallsParseResult("no_json"))
+    assert scoring_mode("calls").full_parser_version(fixed) == f"{CALLS_PARSER_VERSION}+fixed.v1"
+
+
+@pytest.mark.parametrize(
+    ("decoded", "expected"),
+    [
+        (CallsParseResult("ok", (W,)), ParseResult("ok", W)),
+        (CallsParseResult("no_json"), ParseResult("no_json")),
+        (CallsParseResult("ok", ()), ParseResult("invalid_shape")),
+        (CallsParseResult("ok", (W, W)), ParseResult("invalid_shape")),
+        (CallsParseResult("invalid_json"), ParseResult("invalid_json")),
+    ],
+)
+def test_single_mode_accepts_exactly_one_call_from_any_format(
+    decoded: CallsParseResult, expected: ParseResult
+) -> None:
+    assert single_call(decoded) == expected
+    assert scoring_mode("single").parse("ignored", _fixed(decoded)) == expected
+    # The calls mode takes what the decoder found as it is.
+    assert scoring_mode("calls").parse("ignored", _fixed(decoded)) == decoded
+
+
+def test_unknown_names_are_exit_2_listing_the_registered_ones() -> None:
+    with pytest.raises(ConfigError, match=r"unknown output format 'hermes2'; registered: .*json"):
+        output_format("hermes2")
+    with pytest.raises(ConfigError, match=r"unknown scoring mode 'multi'; registered: calls"):
+        scoring_mode("multi")
+    assert JSON_FORMAT in output_format_names()
+
+
+def test_a_decoder_needs_a_version_and_json_has_neither() -> None:
+    with pytest.raises(ConfigError, match="needs a version"):
+        OutputFormat("bad", "no version", decode=lambda _text: CallsParseResult("no_json"))
+    with pytest.raises(ConfigError, match="without '\\+'"):
+        OutputFormat("bad", "d", decode=lambda _t: CallsParseResult("no_json"), version="a+b")
+    assert output_format(JSON_FORMAT).decode is None
+
+
+def test_each_mode_reads_and_checks_its_gold() -> None:
+    assert scoring_mode("single").gold_calls([W], "gold") == (W,)
+    with pytest.raises(DataError, match="list must hold exactly one call"):
+        scoring_mode("single").gold_calls([W, W], "gold")
+    assert scoring_mode("calls").gold_calls("[]", "gold") == ()
+    assert scoring_mode("single").gold_problem(0) is not None
+    assert scoring_mode("calls").gold_problem(0) is None
