@@ -51,7 +51,7 @@ from sommelier_mlflow.evaluation._stats import (
     PairedBootstrapResult,
     mcnemar_exact,
 )
-from sommelier_mlflow.toolcalls import DEFAULT_MODE, MetricValue, scoring_modes
+from sommelier_mlflow.toolcalls import DEFAULT_MODE, MetricValue, scoring_mode_names
 
 __all__ = [
     "ARM_KINDS",
@@ -519,7 +519,7 @@ class _Reader:
             optional |= {"slice_by", "field_slices"}
         entry = check.mapping(raw, "identity", _IDENTITY | optional)
         scoring = entry.get("scoring", DEFAULT_MODE)
-        if "scoring" in entry and (scoring == DEFAULT_MODE or scoring not in scoring_modes()):
+        if "scoring" in entry and (scoring == DEFAULT_MODE or scoring not in scoring_mode_names()):
             check.fail("identity.scoring", f"is not a registered non-default mode: {scoring!r}")
         slice_by = tuple(
             check.text(name, "identity.slice_by")

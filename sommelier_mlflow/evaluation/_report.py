@@ -62,7 +62,7 @@ from sommelier_mlflow.toolcalls import (
     PARSE_STATUSES,
     MetricValue,
     ParseStatus,
-    scoring_modes,
+    scoring_mode_names,
 )
 
 __all__ = [
@@ -748,7 +748,7 @@ def _read(document: object, source: str) -> EvaluationReport:
 
 def _scoring(check: ReportChecker, identity: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
     scoring = identity.get("scoring", DEFAULT_MODE)
-    if "scoring" in identity and (scoring == DEFAULT_MODE or scoring not in scoring_modes()):
+    if "scoring" in identity and (scoring == DEFAULT_MODE or scoring not in scoring_mode_names()):
         check.fail(
             "identity.scoring",
             f"must be a registered non-default scoring mode (left out for {DEFAULT_MODE!r}), "

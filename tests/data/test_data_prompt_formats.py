@@ -6,8 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from data_helpers import SCHEMA_TOOL, WEATHER_CALL, WEATHER_TOOL
-from test_data_format import TEMPLATE, build_tokenizer
 
 from sommelier_mlflow._json import dumps_line, loads, sha256_text
 from sommelier_mlflow.data import (
@@ -20,6 +18,8 @@ from sommelier_mlflow.data import (
     write_test_split,
 )
 from sommelier_mlflow.errors import ConfigError, DataError
+from tests.data.data_helpers import SCHEMA_TOOL, WEATHER_CALL, WEATHER_TOOL
+from tests.data.test_data_format import TEMPLATE, build_tokenizer
 
 # Hermes-style: the tools as JSON inside <tools> in the system turn.
 HERMES_TEMPLATE = (

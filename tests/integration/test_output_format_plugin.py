@@ -14,7 +14,6 @@ from typing import Any
 import mlflow
 import pandas as pd
 import pytest
-from integration_helpers import Store
 
 from sommelier_mlflow._json import JSONDecodeError, loads
 from sommelier_mlflow.cli import main
@@ -29,6 +28,7 @@ from sommelier_mlflow.toolcalls import (
     unregister_output_format,
 )
 from tests.cli.cli_helpers import CITIES, gold, score_args, write_arm, write_fixture
+from tests.integration.integration_helpers import Store
 
 NAME = "callline"
 
