@@ -56,8 +56,8 @@ from sommelier_mlflow.evaluation._report import (
     write_evaluation_report,
 )
 from sommelier_mlflow.evaluation._scoring import (
+    AnsweredExample,
     BootstrapSettings,
-    Completion,
     ExampleResult,
     PairCoverage,
     PairedSlice,
@@ -85,6 +85,7 @@ from sommelier_mlflow.evaluation._stats import (
 
 __all__ = [
     "AdapterIdentity",
+    "AnsweredExample",
     "ArmIdentity",
     "BOOTSTRAP_METHOD",
     "BootstrapDraws",
@@ -98,7 +99,6 @@ __all__ = [
     "ComparisonArtifacts",
     "ComparisonIdentity",
     "ComparisonReport",
-    "Completion",
     "EVALUATION_REPORT_FILENAME",
     "EvaluationReport",
     "ExampleResult",

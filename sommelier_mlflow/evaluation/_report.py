@@ -837,7 +837,7 @@ def _slice(
     if entry["prompt_set_sha256"] != digest:
         check.broken(f"{where}.prompt_set_sha256", "does not match the rows' prompt digests")
     return SliceResult(
-        language=key,
+        slice=key,
         examples=int(rows.size),
         metrics=MappingProxyType(slice_metrics),
         prompt_set_sha256=digest,

@@ -70,8 +70,8 @@ from sommelier_mlflow.toolcalls import (
 from sommelier_mlflow.toolcalls import output_format as registered_output_format
 
 __all__ = [
+    "AnsweredExample",
     "BootstrapSettings",
-    "Completion",
     "ExampleResult",
     "PairCoverage",
     "PairedSlice",
@@ -212,9 +212,16 @@ class ExampleResult:
 
 @dataclass(frozen=True, slots=True)
 class SliceResult:
-    """Metrics of one language slice; its prompt-set digest is ``None`` without prompts."""
+    """Metrics of one slice; its prompt-set digest is ``None`` without prompts.
 
-    language: str
+    Attributes:
+        slice: The slice's name: a language (``en``) or a field slice (``F:V``).
+        examples: Rows in the slice.
+        metrics: Their exact metrics.
+        prompt_set_sha256: Digest of their prompts, ``None`` without prompts.
+    """
+
+    slice: str
     examples: int
     metrics: Mapping[str, MetricValue]
     prompt_set_sha256: str | None
@@ -280,7 +287,7 @@ class ScoredExamples:
         scoring: The scoring mode (``single``, ``calls`` or a registered one).
         slice_by: Declared slice fields beyond language, in definition order.
         field_slices: Results per field slice, keyed ``F:V``, in ``slice_by``
-            then value order (a :class:`SliceResult` whose ``language`` is the name).
+            then value order (a :class:`SliceResult` whose ``slice`` is the name).
         output_format: The output format the completions were decoded from.
     """
 
@@ -540,7 +547,7 @@ def _check_record(example: TestExample, record: GenerationRecord, model_kind: st
 
 
 @dataclass(frozen=True, slots=True)
-class Completion:
+class AnsweredExample:
     """One example and its completion: everything scoring needs, and nothing about provenance.
 
     Attributes:
@@ -574,7 +581,7 @@ class Completion:
 
 
 def _parse_and_compare(
-    completions: Sequence[Completion], mode: ScoringMode[Any], fmt: OutputFormat, bar: Any
+    completions: Sequence[AnsweredExample], mode: ScoringMode[Any], fmt: OutputFormat, bar: Any
 ) -> tuple[list[Parsed], list[Any]]:
     """Parse each completion once the mode's way and compare it with its gold.
 
@@ -602,7 +609,7 @@ def _parse_and_compare(
 
 
 def _result_row(
-    completion: Completion,
+    completion: AnsweredExample,
     parsed: Parsed,
     score: ExampleScore,
     slice_values: tuple[tuple[str, str], ...],
@@ -633,7 +640,7 @@ def _component_arrays(
 
 
 def _paired_slices(
-    completions: Sequence[Completion],
+    completions: Sequence[AnsweredExample],
     numerators: NDArray[np.int64],
     denominators: NDArray[np.int64],
     metric_names: tuple[str, ...],
@@ -745,7 +752,7 @@ def _paired_slices(
 
 @paused_gc()  # parsing builds objects per example; see sommelier_mlflow._gc
 def score_completions(
-    completions: Iterable[Completion],
+    completions: Iterable[AnsweredExample],
     *,
     bootstrap: BootstrapSettings,
     gap_scope: str,
@@ -823,20 +830,17 @@ def score_completions(
         )
     )
     languages_of = np.array([completion.language for completion in rows])
-    slices: dict[str, SliceResult] = {}
-    for language in sorted(set(languages_of.tolist())):
-        members = np.flatnonzero(languages_of == language)
-        prompts = [rows[row].prompt_sha256 for row in members]
-        slices[language] = SliceResult(
-            language=language,
-            examples=len(members),
-            metrics=metrics_from_components(numerators[members], denominators[members], names),
-            prompt_set_sha256=(
-                prompt_set_digest([prompt or "" for prompt in prompts])
-                if all(prompt is not None for prompt in prompts)
-                else None
-            ),
+    slices = {
+        language: _slice_result(
+            language,
+            np.flatnonzero(languages_of == language),
+            rows,
+            numerators,
+            denominators,
+            names,
         )
+        for language in sorted(set(languages_of.tolist()))
+    }
     paired = _paired_slices(
         rows,
         numerators,
@@ -862,7 +866,7 @@ def score_completions(
 
 
 def _slice_values(
-    completion: Completion, fields: tuple[str, ...], mode: ScoringMode[Any]
+    completion: AnsweredExample, fields: tuple[str, ...], mode: ScoringMode[Any]
 ) -> tuple[tuple[str, str], ...]:
     """The example's value of each slice field, sorted by field.
 
@@ -886,7 +890,7 @@ def _slice_values(
 
 
 def _field_slices(
-    rows: Sequence[Completion],
+    rows: Sequence[AnsweredExample],
     values: Sequence[tuple[tuple[str, str], ...]],
     fields: tuple[str, ...],
     numerators: NDArray[np.int64],
@@ -900,23 +904,34 @@ def _field_slices(
             members[slice_name(name, value)].append(row)
     ordered = sorted(members, key=lambda key: (fields.index(key.split(":", 1)[0]), key))
     slice_sections(ordered)  # refuses two slices that would share MLflow keys (exit 2)
-    result: dict[str, SliceResult] = {}
-    for key in ordered:
-        chosen_rows = np.array(members[key], dtype=np.int64)
-        prompts = [rows[row].prompt_sha256 for row in members[key]]
-        result[key] = SliceResult(
-            language=key,
-            examples=len(chosen_rows),
-            metrics=metrics_from_components(
-                numerators[chosen_rows], denominators[chosen_rows], names
-            ),
-            prompt_set_sha256=(
-                prompt_set_digest([prompt or "" for prompt in prompts])
-                if all(prompt is not None for prompt in prompts)
-                else None
-            ),
+    return {
+        key: _slice_result(
+            key, np.array(members[key], dtype=np.int64), rows, numerators, denominators, names
         )
-    return result
+        for key in ordered
+    }
+
+
+def _slice_result(
+    name: str,
+    members: NDArray[np.int64],
+    rows: Sequence[AnsweredExample],
+    numerators: NDArray[np.int64],
+    denominators: NDArray[np.int64],
+    names: tuple[str, ...],
+) -> SliceResult:
+    """One slice's result, language or ``F:V`` alike: its rows' sums and prompt-set digest."""
+    prompts = [rows[row].prompt_sha256 for row in members]
+    return SliceResult(
+        slice=name,
+        examples=len(members),
+        metrics=metrics_from_components(numerators[members], denominators[members], names),
+        prompt_set_sha256=(
+            prompt_set_digest([prompt or "" for prompt in prompts])
+            if all(prompt is not None for prompt in prompts)
+            else None
+        ),
+    )
 
 
 def _audit_stored_parse(record: GenerationRecord, result: ExampleResult, same: bool) -> None:
@@ -1012,7 +1027,7 @@ def score_run(
     run_decoding = _run_decoding(records, decoding)
     scored = score_completions(
         [
-            Completion(
+            AnsweredExample(
                 example_id=example.example_id,
                 language=example.language,
                 source_example_id=example.source_example_id,

@@ -31,8 +31,8 @@ from pydantic import ValidationError
 from sommelier_mlflow.data import OVERALL, schema_version, validate_language
 from sommelier_mlflow.errors import ConfigError, InputError
 from sommelier_mlflow.evaluation import (
+    AnsweredExample,
     BootstrapSettings,
-    Completion,
     ScoredExamples,
     score_completions,
 )
@@ -310,7 +310,7 @@ def score_predictions(
     settings = BootstrapSettings(seed=seed, resamples=resamples, confidence=0.95)
     scored = score_completions(
         [
-            Completion(
+            AnsweredExample(
                 example_id=ids[row],
                 language=langs[row],
                 source_example_id=roots[row],

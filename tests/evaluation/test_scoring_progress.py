@@ -7,18 +7,18 @@ import json
 import pytest
 
 from sommelier_mlflow._progress import SCORING_PROGRESS_MIN
-from sommelier_mlflow.evaluation import BootstrapSettings, Completion, score_completions
+from sommelier_mlflow.evaluation import AnsweredExample, BootstrapSettings, score_completions
 
 _SETTINGS = BootstrapSettings(seed=7, resamples=20, confidence=0.95)
 
 
-def _completions(n: int) -> list[Completion]:
+def _completions(n: int) -> list[AnsweredExample]:
     rows = []
     for index in range(n):
         gold = {"name": "get_weather", "arguments": {"city": f"c{index % 50}"}}
         said = gold if index % 4 else {"name": "get_time", "arguments": {}}
         rows.append(
-            Completion(
+            AnsweredExample(
                 example_id=f"ex-{index:06d}",
                 language="en" if index % 2 else "fr",
                 source_example_id=None,
@@ -30,12 +30,12 @@ def _completions(n: int) -> list[Completion]:
 
 
 @pytest.fixture(scope="module")
-def many() -> list[Completion]:
+def many() -> list[AnsweredExample]:
     return _completions(SCORING_PROGRESS_MIN + 1)
 
 
 def test_long_scoring_draws_a_bar_with_rate_when_progress_is_on(
-    many: list[Completion], capsys: pytest.CaptureFixture[str]
+    many: list[AnsweredExample], capsys: pytest.CaptureFixture[str]
 ) -> None:
     scored = score_completions(many, bootstrap=_SETTINGS, gap_scope="base", progress=True)
     err = capsys.readouterr().err
@@ -46,7 +46,7 @@ def test_long_scoring_draws_a_bar_with_rate_when_progress_is_on(
 
 
 def test_scoring_is_silent_without_progress_off_a_terminal(
-    many: list[Completion], capsys: pytest.CaptureFixture[str]
+    many: list[AnsweredExample], capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Under pytest stderr is captured, not a terminal: the CLI's rule passes
     # progress=False there unless --progress is given.
