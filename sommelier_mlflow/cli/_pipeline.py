@@ -65,6 +65,9 @@ __all__ = [
 ]
 
 FORMATTED_SPLIT_NAME = "test_split.formatted.jsonl"
+#: The throughput of the last process that generated into an arm's folder.
+THROUGHPUT_NAME = "generation_throughput.json"
+THROUGHPUT_SCHEMA = "sommelier_mlflow.generation_throughput.v1"
 #: Per-example ``finish_reason`` and token usage of a served arm, in split order.
 USAGE_NAME = "generation_usage.jsonl"
 
@@ -262,10 +265,36 @@ def _generate_and_score(
     source = _ArmSource(kind, generator.model_identity(), generator.adapter_info(), decoding)
     written = [*paths.values(), *(path for path in (manifest, usage) if path.is_file())]
     arm = _finish_arm(target, split, generations, source, scoring, written, final_dir)
-    if recorder is None:
-        return replace(arm, throughput=meter.metrics())
     # A served backend times its own requests and counts tokens from the server's usage.
-    return replace(arm, throughput=recorder.run_metrics(), backend_params=recorder.run_params())
+    measured = meter.metrics() if recorder is None else recorder.run_metrics()
+    throughput = _kept_throughput(target / THROUGHPUT_NAME, measured)
+    if recorder is None:
+        return replace(arm, throughput=throughput)
+    return replace(arm, throughput=throughput, backend_params=recorder.run_params())
+
+
+def _kept_throughput(path: Path, measured: Mapping[str, float]) -> dict[str, float]:
+    """This process's throughput, or the one recorded by the process that generated.
+
+    A run that finds every generation on disk (a rerun, or ``mlflow run``,
+    which always resumes from the project's ``sommelier_out/``) generates
+    nothing; it logs the throughput recorded next to the generations, so every
+    run of an arm carries the same ``generation/*`` metrics whichever way it ran.
+    """
+    if measured:
+        atomic_write_bytes(path, dumps_line({"schema_version": THROUGHPUT_SCHEMA, **measured}))
+        return dict(measured)
+    if not path.is_file():
+        return {}
+    try:
+        document = loads(path.read_bytes())
+    except JSONDecodeError as exc:
+        raise DataError(f"not valid JSON ({exc}); delete it to drop it", path=str(path)) from exc
+    if not isinstance(document, dict) or document.pop("schema_version", None) != THROUGHPUT_SCHEMA:
+        raise DataError(f"not a {THROUGHPUT_SCHEMA} file; delete it to drop it", path=str(path))
+    if not all(type(value) in (int, float) for value in document.values()):
+        raise DataError("throughput values must be numbers; delete it to drop it", path=str(path))
+    return {str(name): float(value) for name, value in document.items()}
 
 
 class _BatchMeter:

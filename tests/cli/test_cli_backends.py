@@ -119,3 +119,40 @@ def test_an_unregistered_backend_is_refused_by_the_parser(
     with pytest.raises(SystemExit) as exit_info:
         _evaluate(files, tmp_path / "arm", "nope")
     assert exit_info.value.code == 2
+
+
+def test_a_resumed_arm_logs_the_throughput_and_the_resolved_threads(
+    files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23 #3: an arm whose generations were all on disk logged no `generation/*`.
+
+    `mlflow run` always resumes from the project's `sommelier_out/`, so a second
+    run (e.g. the retry after a failure) lost the throughput metrics; and the
+    resolved thread count was logged over the `num_threads` that `mlflow run` logs.
+    """
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    out = tmp_path / "arm"
+    runs = []
+    for _ in range(2):
+        argv = ["evaluate", "--test-split", str(files["split"]), "--model", "tiny/model"]
+        argv += ["--revision", "abc123", "--model-kind", "base", "--max-new-tokens", "32"]
+        argv += ["--batch-size", "2", "--backend", "cli_fixture", "--num-threads", "1"]
+        argv += ["--resamples", "50", "--log-traces", "false", "--out", str(out), "--mlflow"]
+        assert main(argv) == 0
+        client = MlflowClient(tracking_uri=uri)
+        found = client.search_runs([e.experiment_id for e in client.search_experiments()])
+        (new,) = {run.info.run_id for run in found} - set(runs)
+        runs.append(new)
+    first, second = (MlflowClient(tracking_uri=uri).get_run(run_id).data for run_id in runs)
+    throughput = {key for key in first.metrics if key.startswith("generation/")}
+    assert {"generation/prompts_per_s", "generation/prompts"} <= throughput
+    assert {key: second.metrics[key] for key in throughput if key in second.metrics} == {
+        key: first.metrics[key] for key in throughput
+    }
+    for data in (first, second):
+        assert data.params["num_threads.resolved"] == "1"
+        assert "num_threads" not in data.params  # the name `mlflow run` logs the asked value under
