@@ -304,6 +304,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="run code shipped with the tokenizer repository (off unless you ask)",
     )
     fmt.add_argument("--out", required=True, help="the formatted split to write (.jsonl)")
+    fmt.add_argument(
+        "--slice-by",
+        action="append",
+        default=[],
+        metavar="FIELD",
+        help="row fields to keep for slicing later (repeatable or comma-separated), e.g. "
+        "category for a split from import-bfcl",
+    )
     _add_prompt_format(fmt)
     _add_mlflow_flag(fmt)
 
@@ -453,7 +461,8 @@ def _cmd_format(args: argparse.Namespace) -> int:
     from sommelier_mlflow.generation import load_tokenizer
 
     prompt_format(args.prompt_format)  # an unknown name fails before the tokenizer loads
-    split = read_test_split(args.test_split)
+    kept = [part.strip() for item in args.slice_by for part in item.split(",") if part.strip()]
+    split = read_test_split(args.test_split, slice_by=kept)
     tokenizer = load_tokenizer(
         args.tokenizer, args.tokenizer_revision or None, trust_remote_code=args.trust_remote_code
     )
@@ -483,10 +492,19 @@ def _log_arm_run(
 
 
 def _print_arm(arm: Any) -> None:
+    from sommelier_mlflow.toolcalls import BFCL_MODE, bfcl_aggregate, category_counts
+
     report = arm.report
     print(f"{report.identity.model_kind} arm: {arm.report_path}")
     for name, value in report.metrics.items():
         print(f"  {name:<24} {value.value:.4f} ({value.numerator}/{value.denominator})")
+    if report.identity.scoring == BFCL_MODE:
+        # The leaderboard's own way of summing up, beside this product's per-example counts.
+        for metric in ("bfcl_ast_accuracy", "bfcl_leaderboard_accuracy"):
+            counts = category_counts(report.field_slices, metric)
+            if counts:
+                for line in bfcl_aggregate(counts).lines(metric):
+                    print(f"  {line}")
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:

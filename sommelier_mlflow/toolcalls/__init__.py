@@ -7,6 +7,22 @@ scipy, so it can score millions of records without MLflow or torch loaded.
 
 from __future__ import annotations
 
+from sommelier_mlflow.toolcalls._bfcl import (
+    BFCL_REASONS,
+    BfclGold,
+    BfclVerdict,
+    check_bfcl,
+    standardize_bfcl_string,
+)
+from sommelier_mlflow.toolcalls._bfcl_mode import (
+    BFCL_CATEGORY_FIELD,
+    BFCL_METRIC_NAMES,
+    BFCL_MODE,
+    BfclAggregate,
+    BfclComparison,
+    bfcl_aggregate,
+    category_counts,
+)
 from sommelier_mlflow.toolcalls._calls_parse import (
     CALLS_PARSER_VERSION,
     CallsParseResult,
@@ -77,6 +93,14 @@ from sommelier_mlflow.toolcalls._score import (
 )
 
 __all__ = [
+    "BFCL_CATEGORY_FIELD",
+    "BFCL_METRIC_NAMES",
+    "BFCL_MODE",
+    "BFCL_REASONS",
+    "BfclAggregate",
+    "BfclComparison",
+    "BfclGold",
+    "BfclVerdict",
     "CALLS_METRIC_NAMES",
     "CALLS_MODE",
     "CALLS_PARSER_VERSION",
@@ -100,7 +124,10 @@ __all__ = [
     "ROOT_PATH",
     "ScoringMetric",
     "ScoringMode",
+    "bfcl_aggregate",
     "call_count_value",
+    "category_counts",
+    "check_bfcl",
     "completion_text",
     "compute_calls_metrics",
     "compute_metrics",
@@ -130,6 +157,7 @@ __all__ = [
     "scoring_mode_names",
     "scoring_modes",
     "single_call",
+    "standardize_bfcl_string",
     "unregister_output_format",
     "unregister_scoring_metric",
 ]

@@ -1,0 +1,213 @@
+"""The ``bfcl`` scoring mode: a split from ``import-bfcl``, judged by BFCL's AST rules.
+
+The output is decoded by the chosen ``--output-format`` (the default ``json``
+reads it with ``sommelier.calls_parser.v1``) into zero or more calls; each
+example then passes or fails by :func:`~sommelier_mlflow.toolcalls._bfcl.check_bfcl`
+against its answer key (the gold calls ``import-bfcl`` writes). An output
+that fails to decode (``invalid_json``/``invalid_shape``) fails, also on
+``irrelevance``; prose without a call (``no_json``) is zero calls.
+
+Metrics, each a per-example 0/1 with exact counts:
+
+- ``bfcl_ast_accuracy``: passed by this mode's rules (McNemar's outcome);
+- ``bfcl_decode_rate``: the output decoded (zero calls included);
+- ``bfcl_leaderboard_accuracy``: what BFCL's own checker concludes on the same
+  decoded calls (an undecodable ``irrelevance`` output counts as correct, and
+  parallel calls are paired greedily), so the examples where this mode
+  deliberately differs from the leaderboard are counted, per slice, as the
+  difference of the two numerators.
+
+The ``category`` slice (BFCL's category, a field of every imported row) is on
+by default. :func:`bfcl_aggregate` gives BFCL's own aggregation of the
+per-category results: the unweighted mean over the call categories, with
+irrelevance on its own line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Final
+
+from sommelier_mlflow.errors import DataError, InputError
+from sommelier_mlflow.toolcalls._bfcl import BfclGold, BfclVerdict, check_bfcl
+from sommelier_mlflow.toolcalls._calls_parse import (
+    CALLS_PARSER_VERSION,
+    CallsParseResult,
+    parse_tool_calls,
+)
+from sommelier_mlflow.toolcalls._modes import Parsed, ScoringMode, register_scoring_mode
+from sommelier_mlflow.toolcalls._normalise import gold_calls_of
+from sommelier_mlflow.toolcalls._registry import ScoringMetric, register_scoring_metric
+
+__all__ = [
+    "BFCL_CATEGORY_FIELD",
+    "BFCL_METRIC_NAMES",
+    "BFCL_MODE",
+    "BfclAggregate",
+    "BfclComparison",
+    "bfcl_aggregate",
+    "category_counts",
+]
+
+BFCL_MODE: Final = "bfcl"
+#: The row field (and default slice) naming an imported question's BFCL category.
+BFCL_CATEGORY_FIELD: Final = "category"
+_FAILED: Final = frozenset({"invalid_json", "invalid_shape"})
+
+
+class BfclComparison:
+    """One output decoded and judged against its question's answer key.
+
+    Attributes:
+        decoded: The output decoded (to zero or more calls).
+        verdict: The AST rules' verdict, with BFCL's own conclusion beside it.
+    """
+
+    __slots__ = ("decoded", "verdict")
+
+    def __init__(self, parsed: Parsed, gold: BfclGold) -> None:
+        calls = parsed.predicted_calls if isinstance(parsed, CallsParseResult) else None
+        self.decoded = parsed.status not in _FAILED
+        self.verdict: BfclVerdict = check_bfcl(calls if self.decoded else None, gold)
+
+
+def _accuracy(c: BfclComparison) -> tuple[int, int]:
+    return int(c.verdict.passed), 1
+
+
+def _decoded(c: BfclComparison) -> tuple[int, int]:
+    return int(c.decoded), 1
+
+
+def _leaderboard(c: BfclComparison) -> tuple[int, int]:
+    return int(c.verdict.bfcl_passed), 1
+
+
+def _accept_calls(decoded: CallsParseResult) -> CallsParseResult:
+    return decoded  # every decoded list is judged as it is
+
+
+def _any_count(count: int) -> None:
+    del count  # irrelevance questions expect none, parallel ones several
+
+
+def _read_gold(value: object, where: str) -> tuple[dict[str, Any], ...]:
+    calls = tuple(gold_calls_of(value, where=where))
+    try:
+        BfclGold(calls)
+    except InputError as exc:
+        raise DataError(f"{where}: {exc}; --scoring bfcl reads splits from import-bfcl") from exc
+    return calls
+
+
+register_scoring_mode(
+    ScoringMode(
+        name=BFCL_MODE,
+        description="BFCL's AST rules against the possible answers of a split from import-bfcl.",
+        parser_version=CALLS_PARSER_VERSION,
+        parse_json=parse_tool_calls,
+        accept_calls=_accept_calls,
+        read_gold=_read_gold,
+        gold_problem=_any_count,
+        make_gold=BfclGold,
+        compare=BfclComparison,
+        default_slices=(BFCL_CATEGORY_FIELD,),
+    )
+)
+for _metric in (
+    ScoringMetric(
+        "bfcl_ast_accuracy",
+        "Examples passing BFCL's AST rules (possible-answer matching; an undecodable "
+        "output fails, parallel calls may pair in any complete one-to-one way).",
+        _accuracy,
+        binary=True,
+        mcnemar=True,
+        table_column="bfcl_passed",
+    ),
+    ScoringMetric(
+        "bfcl_decode_rate",
+        "Outputs the output format decoded into zero or more calls.",
+        _decoded,
+        binary=True,
+        table_column="bfcl_decoded",
+    ),
+    ScoringMetric(
+        "bfcl_leaderboard_accuracy",
+        "Examples BFCL's own checker passes: as bfcl_ast_accuracy, except that an "
+        "undecodable irrelevance output counts as correct and parallel calls pair greedily.",
+        _leaderboard,
+        binary=True,
+        table_column="bfcl_leaderboard_passed",
+    ),
+):
+    register_scoring_metric(_metric, mode=BFCL_MODE, builtin=True)
+
+#: The ``bfcl``-mode metric names, in report order.
+BFCL_METRIC_NAMES: Final = ("bfcl_ast_accuracy", "bfcl_decode_rate", "bfcl_leaderboard_accuracy")
+
+
+@dataclass(frozen=True, slots=True)
+class BfclAggregate:
+    """BFCL's own aggregation of per-category results (exact counts kept).
+
+    Attributes:
+        categories: ``(passed, total)`` per category, in the order given.
+        call_categories: The categories that expect calls (no ``irrelevance`` in the name).
+        overall: Unweighted mean of the call categories' accuracies, as BFCL
+            averages them (each category counts once, whatever its size);
+            ``None`` without call categories.
+        irrelevance: ``(passed, total)`` per irrelevance category, reported
+            on its own line as BFCL does.
+    """
+
+    categories: Mapping[str, tuple[int, int]]
+    call_categories: tuple[str, ...]
+    overall: Fraction | None
+    irrelevance: Mapping[str, tuple[int, int]]
+
+    def lines(self, metric: str) -> list[str]:
+        """Plain-text lines, labelled as BFCL's aggregation of ``metric``."""
+        out = [f"BFCL's aggregation of {metric} (unweighted mean over call categories):"]
+        if self.overall is not None:
+            names = ", ".join(self.call_categories)
+            out.append(f"  overall AST accuracy  {float(self.overall):.4f}  (mean of {names})")
+        for name, (passed, total) in self.categories.items():
+            out.append(f"  {name:<22} {passed / total:.4f}  ({passed}/{total})")
+        for name, (passed, total) in self.irrelevance.items():
+            out.append(f"  {name} (own line)  {passed / total:.4f}  ({passed}/{total})")
+        return out
+
+
+def bfcl_aggregate(counts: Mapping[str, tuple[int, int]]) -> BfclAggregate:
+    """BFCL's aggregation of ``{category: (passed, total)}`` (categories with examples only).
+
+    Raises:
+        ValueError: A category with no example (a total of zero).
+    """
+    calls: dict[str, tuple[int, int]] = {}
+    irrelevance: dict[str, tuple[int, int]] = {}
+    for name, (passed, total) in counts.items():
+        if total <= 0:
+            raise ValueError(f"category {name!r} has no example")
+        (irrelevance if "irrelevance" in name else calls)[name] = (passed, total)
+    overall = (
+        sum((Fraction(p, t) for p, t in calls.values()), Fraction(0)) / len(calls)
+        if calls
+        else None
+    )
+    return BfclAggregate(
+        categories=calls, call_categories=tuple(calls), overall=overall, irrelevance=irrelevance
+    )
+
+
+def category_counts(field_slices: Mapping[str, Any], metric: str) -> dict[str, tuple[int, int]]:
+    """``{category: (numerator, denominator)}`` of ``metric`` from ``category:`` slices."""
+    prefix = f"{BFCL_CATEGORY_FIELD}:"
+    out: dict[str, tuple[int, int]] = {}
+    for name, entry in field_slices.items():
+        if name.startswith(prefix) and metric in entry.metrics:
+            value = entry.metrics[metric]
+            out[name[len(prefix) :]] = (value.numerator, value.denominator)
+    return out

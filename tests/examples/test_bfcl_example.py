@@ -1,0 +1,114 @@
+"""The bundled BFCL example: reproducible from BFCL's data, scored end to end by `mlflow run`."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.bfcl_reference import bfcl_package_root
+from tests.support.scripts import load_script
+from tests.support.tiny_models import build_tokenizer
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "bfcl"
+MLFLOW = str(Path(sys.executable).with_name("mlflow"))
+FILES = (
+    "outputs_base.jsonl",
+    "outputs_adapter.jsonl",
+    "data/NOTICE",
+    "data/BFCL_v4_simple_python.json",
+    "data/BFCL_v4_irrelevance.json",
+    "data/possible_answer/BFCL_v4_parallel_multiple.json",
+)
+
+
+def test_the_committed_example_is_what_the_script_writes_from_bfcls_data(tmp_path: Path) -> None:
+    data = bfcl_package_root() / "bfcl_eval" / "data"
+    load_script("examples/bfcl/make_example.py").main([str(data), "--out", str(tmp_path)])
+    for name in FILES:
+        assert (tmp_path / name).read_bytes() == (EXAMPLE / name).read_bytes(), name
+
+
+def _mlflow_run(uri: str, cwd: Path, entry: str, **params: str) -> str:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    env.pop("MLFLOW_RUN_ID", None)
+    command = [MLFLOW, "run", str(REPO), "-e", entry, "--env-manager", "local"]
+    for key, value in params.items():
+        command += ["-P", f"{key}={value}"]
+    result = subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    match = re.search(r"Run \(ID '([0-9a-f]+)'\) succeeded", output)
+    assert match, output[-2000:]
+    return match.group(1)
+
+
+@pytest.mark.slow
+def test_the_example_imports_scores_and_compares_through_mlflow_run(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    # Any chat template renders the prompts: the outputs are precomputed.
+    tokenizer = tmp_path / "tokenizer"
+    build_tokenizer(tokenizer, ["Find the area of a triangle.", "What is the weather in Paris?"])
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    split = tmp_path / "bfcl" / "test.jsonl"
+    _mlflow_run(uri, tmp_path, "import_bfcl", data_dir=str(EXAMPLE / "data"), out=str(split))
+    assert (tmp_path / "bfcl" / "test.drop_summary.json").is_file()
+    formatted = tmp_path / "bfcl" / "test.formatted.jsonl"
+    _mlflow_run(
+        uri,
+        tmp_path,
+        "format",
+        test_split=str(split),
+        tokenizer=str(tokenizer),
+        slice_by="category",
+        out=str(formatted),
+    )
+    run_ids = {
+        kind: _mlflow_run(
+            uri,
+            tmp_path,
+            "score",
+            test_split=str(formatted),
+            precomputed=str(EXAMPLE / f"outputs_{kind}.jsonl"),
+            model_kind=kind,
+            model="example/precomputed-model",
+            max_new_tokens="256",
+            batch_size="1",
+            scoring="bfcl",
+            resamples="200",
+            **({"adapter": "bfcl-example-adapter"} if kind == "adapter" else {}),
+        )
+        for kind in ("base", "adapter")
+    }
+    compare_id = _mlflow_run(
+        uri,
+        tmp_path,
+        "compare",
+        base_run_id=run_ids["base"],
+        adapter_run_id=run_ids["adapter"],
+        resamples="200",
+    )
+    client = MlflowClient(tracking_uri=uri)
+    base = client.get_run(run_ids["base"]).data.metrics
+    adapter = client.get_run(run_ids["adapter"]).data.metrics
+    assert base["overall/counts/bfcl_ast_accuracy.denominator"] == 30
+    assert base["overall/counts/bfcl_ast_accuracy.numerator"] == 19
+    assert adapter["overall/counts/bfcl_ast_accuracy.numerator"] == 29
+    assert base["overall/counts/bfcl_decode_rate.numerator"] == 28
+    # The base arm's broken output on an irrelevance question: BFCL would count it.
+    assert base["category:irrelevance/counts/bfcl_ast_accuracy.numerator"] == 3
+    assert base["category:irrelevance/counts/bfcl_leaderboard_accuracy.numerator"] == 4
+    assert base["category:parallel/counts/bfcl_ast_accuracy.denominator"] == 6
+    compared = client.get_run(compare_id).data.metrics
+    assert compared["delta/overall/bfcl_ast_accuracy"] == pytest.approx((29 - 19) / 30)
+    assert "delta/category:parallel_multiple/ci95/bfcl_ast_accuracy.lower" in compared
+    assert 0.0 < compared["mcnemar/overall/p_value"] <= 1.0
