@@ -68,11 +68,13 @@ class Registry(Generic[T]):
     Args:
         kind: What the registry holds, in words ("output format"); used in messages.
         group: The entry-point group plugins declare, or ``None`` for none.
+        item_type: When given, :meth:`register` refuses objects of another type.
     """
 
-    def __init__(self, kind: str, group: str | None = None) -> None:
+    def __init__(self, kind: str, group: str | None = None, item_type: type | None = None) -> None:
         self.kind = kind
         self.group = group
+        self.item_type = item_type
         self._items: dict[str, T] = {}
         self._plugins_loaded = group is None
 
@@ -90,8 +92,11 @@ class Registry(Generic[T]):
         name recorded in a report must mean one thing.
 
         Raises:
-            ConfigError: A malformed or already taken name.
+            ConfigError: A malformed or already taken name, or an object of
+                another type than the registry's ``item_type``.
         """
+        if obj is not None:
+            self._check_type(obj)  # first: a wrong object has no meaningful name
         if not isinstance(name, str) or _NAME.fullmatch(name) is None:
             raise ConfigError(
                 f"{self.kind} name {name!r} must be lower-case letters, digits and '_', "
@@ -107,7 +112,14 @@ class Registry(Generic[T]):
         self._put(name, obj)
         return obj
 
+    def _check_type(self, obj: object) -> None:
+        if self.item_type is not None and not isinstance(obj, self.item_type):
+            raise ConfigError(
+                f"a {self.kind} must be a {self.item_type.__name__}, got {type(obj).__name__}"
+            )
+
     def _put(self, name: str, obj: object) -> None:
+        self._check_type(obj)
         existing = self._items.get(name)
         if existing is not None and existing is not obj:
             raise ConfigError(f"a {self.kind} named {name!r} is already registered")

@@ -38,6 +38,13 @@ def test_unknown_name_is_a_config_error_listing_the_names() -> None:
     assert info.value.exit_code == 2
 
 
+def test_a_typed_registry_refuses_other_objects_before_their_name() -> None:
+    registry: Registry[int] = Registry("number", item_type=int)
+    with pytest.raises(ConfigError, match="a number must be a int, got str"):
+        registry.register("", "one")
+    assert registry.register("one", 1) == 1
+
+
 def test_taken_and_malformed_names_are_refused() -> None:
     registry: Registry[object] = Registry("toy")
     registry.register("one", 1)

@@ -169,6 +169,14 @@ def _add_generation(parser: argparse.ArgumentParser, *, batch_size: int) -> None
     _add_backend(parser)
 
 
+def _add_trust_remote_code(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help=f"run code shipped with the {what} repository (off unless you ask)",
+    )
+
+
 def _add_prompt_format(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prompt-format",
@@ -298,11 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--test-split", required=True, help="the split to render")
     fmt.add_argument("--tokenizer", required=True, help="tokenizer directory or hub id")
     fmt.add_argument("--tokenizer-revision", default=None, help="pinned hub revision of it")
-    fmt.add_argument(
-        "--trust-remote-code",
-        action="store_true",
-        help="run code shipped with the tokenizer repository (off unless you ask)",
-    )
+    _add_trust_remote_code(fmt, "tokenizer")
     fmt.add_argument("--out", required=True, help="the formatted split to write (.jsonl)")
     fmt.add_argument(
         "--slice-by",
@@ -321,11 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--model-kind", required=True, choices=["base", "adapter"])
     evaluate.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: auto)")
     _add_generation(evaluate, batch_size=8)
-    evaluate.add_argument(
-        "--trust-remote-code",
-        action="store_true",
-        help="run code shipped with the model repository (off unless you ask)",
-    )
+    _add_trust_remote_code(evaluate, "model")
     evaluate.add_argument("--out", default=None, help="output folder (default: derived, resumable)")
     _add_experience(evaluate)
     _add_stats(evaluate)

@@ -100,7 +100,9 @@ class PromptFormat:
     takes_system_prompt: bool = False
 
 
-_PROMPT_FORMATS: Final[Registry[PromptFormat]] = Registry("prompt format", PROMPT_FORMATS_GROUP)
+_PROMPT_FORMATS: Final[Registry[PromptFormat]] = Registry(
+    "prompt format", PROMPT_FORMATS_GROUP, PromptFormat
+)
 
 
 def register_prompt_format(prompt: PromptFormat) -> PromptFormat:
@@ -109,9 +111,7 @@ def register_prompt_format(prompt: PromptFormat) -> PromptFormat:
     Raises:
         ConfigError: A malformed name, or a different format under the same name.
     """
-    if not isinstance(prompt, PromptFormat):
-        raise ConfigError(f"expected a PromptFormat, got {type(prompt).__name__}")
-    return _PROMPT_FORMATS.register(prompt.name, prompt)
+    return _PROMPT_FORMATS.register(getattr(prompt, "name", ""), prompt)
 
 
 def prompt_format(name: str) -> PromptFormat:

@@ -172,8 +172,12 @@ class ScoringMode(Generic[GoldT]):
         return next((metric.name for metric in self.metrics() if metric.mcnemar), None)
 
 
-_MODES: Final[Registry[ScoringMode[Any]]] = Registry("scoring mode", SCORING_MODES_GROUP)
-_FORMATS: Final[Registry[OutputFormat]] = Registry("output format", OUTPUT_FORMATS_GROUP)
+_MODES: Final[Registry[ScoringMode[Any]]] = Registry(
+    "scoring mode", SCORING_MODES_GROUP, ScoringMode
+)
+_FORMATS: Final[Registry[OutputFormat]] = Registry(
+    "output format", OUTPUT_FORMATS_GROUP, OutputFormat
+)
 
 
 def register_scoring_mode(mode: ScoringMode[Any]) -> ScoringMode[Any]:
@@ -185,9 +189,7 @@ def register_scoring_mode(mode: ScoringMode[Any]) -> ScoringMode[Any]:
     Raises:
         ConfigError: A malformed name, or a different mode under the same name.
     """
-    if not isinstance(mode, ScoringMode):
-        raise ConfigError(f"expected a ScoringMode, got {type(mode).__name__}")
-    _MODES.register(mode.name, mode)
+    _MODES.register(getattr(mode, "name", ""), mode)
     add_metric_set(mode.name)
     return mode
 
@@ -208,9 +210,7 @@ def register_output_format(output_format: OutputFormat) -> OutputFormat:
     Raises:
         ConfigError: A malformed name, or a different format under the same name.
     """
-    if not isinstance(output_format, OutputFormat):
-        raise ConfigError(f"expected an OutputFormat, got {type(output_format).__name__}")
-    return _FORMATS.register(output_format.name, output_format)
+    return _FORMATS.register(getattr(output_format, "name", ""), output_format)
 
 
 def unregister_output_format(name: str) -> None:
