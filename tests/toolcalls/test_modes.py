@@ -65,7 +65,9 @@ def test_single_mode_accepts_exactly_one_call_from_any_format(
 def test_unknown_names_are_exit_2_listing_the_registered_ones() -> None:
     with pytest.raises(ConfigError, match=r"unknown output format 'hermes2'; registered: .*json"):
         output_format("hermes2")
-    with pytest.raises(ConfigError, match=r"unknown scoring mode 'multi'; registered: calls"):
+    with pytest.raises(
+        ConfigError, match=r"unknown scoring mode 'multi'; registered: .*calls, single"
+    ):
         scoring_mode("multi")
     assert JSON_FORMAT in output_format_names()
 
