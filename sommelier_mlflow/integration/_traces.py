@@ -13,9 +13,12 @@ the same entities in bulk instead:
   sent from a few threads so a remote server's latency overlaps (MLflow 3.17
   has no request that creates several traces or assessments at once);
 * then the spans of many traces in one ``log_spans`` request per 500
-  examples. This order matters: a ``start_trace`` for a trace that
-  ``log_spans`` already created is a conflict MLflow resolves by rollback and
-  merge, which doubled the time per trace.
+  examples: each trace's root span (request and output) and one ``TOOL`` span
+  per decoded call, which with the ``expected_tool_calls`` expectation lets
+  MLflow's own ``ToolCallCorrectness`` scorer judge the same traces. This
+  order matters: a ``start_trace`` for a trace that ``log_spans`` already
+  created is a conflict MLflow resolves by rollback and merge, which doubled
+  the time per trace.
 
 Trace ids are derived from the run id and the example id, so logging the same
 run again updates its traces instead of duplicating them. The run is tagged
@@ -69,6 +72,7 @@ _SOURCE_RUN: Final = "mlflow.sourceRun"
 _ASSESSMENT_SOURCE_RUN: Final = "mlflow.assessment.sourceRunId"
 _SPANS_PER_REQUEST: Final = 500
 _PREVIEW_CHARS: Final = 1000
+_SPAN_NAME_CHARS: Final = 250
 _LINKS_PER_REQUEST: Final = 100
 _TRACE_NAME: Final = "sommelier.example"
 #: Run tags that let a rerun recognise the run of a command killed while it
@@ -115,6 +119,10 @@ class ExampleTrace:
         expected_call: The gold call (an expectation).
         components: Per metric, the example's exact ``(numerator, denominator)``.
         model_kind: ``base`` or ``adapter``.
+        parsed_call: The call decoded in ``single`` scoring (``None`` otherwise).
+        decoded_calls: Every call decoded from the output, in output order:
+            one ``TOOL`` span each.
+        gold_calls: The gold calls, logged also as MLflow's ``expected_tool_calls``.
     """
 
     example_id: str
@@ -126,6 +134,8 @@ class ExampleTrace:
     components: Mapping[str, tuple[int, int]]
     model_kind: str
     parsed_call: Mapping[str, Any] | None = field(default=None)
+    decoded_calls: tuple[Mapping[str, Any], ...] = ()
+    gold_calls: tuple[Mapping[str, Any], ...] = ()
 
 
 def arm_example_traces(
@@ -168,9 +178,71 @@ def arm_example_traces(
                 components=components,
                 model_kind=report.identity.model_kind,
                 parsed_call=example.parsed_call,
+                decoded_calls=_decoded(example.parsed_call, example.parsed_calls),
+                gold_calls=tuple(gold),
             )
         )
     return traces
+
+
+def _decoded(
+    parsed_call: Mapping[str, Any] | None, parsed_calls: Sequence[Mapping[str, Any]] | None
+) -> tuple[Mapping[str, Any], ...]:
+    """The calls an output decoded to, whichever scoring mode decoded them."""
+    if parsed_calls is not None:
+        return tuple(parsed_calls)
+    return () if parsed_call is None else (parsed_call,)
+
+
+def _tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
+    """A call in MLflow's shape for ``expected_tool_calls``: ``{name, arguments}``."""
+    return {"name": call.get("name"), "arguments": call.get("arguments")}
+
+
+def _tool_span(
+    call: Mapping[str, Any],
+    index: int,
+    otel_trace: str,
+    parent: str,
+    seed: bytes,
+    start_ns: int,
+    common: Mapping[str, str],
+) -> Any:
+    """One ``TOOL`` span per decoded call: the tool's name, its arguments as inputs.
+
+    MLflow's ``ToolCallCorrectness`` reads a trace's calls from exactly these
+    spans (name from the span name, arguments from its inputs, order from the
+    start times, which follow the output's order).
+    """
+    from mlflow.entities.span import Span
+
+    span_id = hashlib.sha256(seed + index.to_bytes(4, "big")).digest()[:8]
+    arguments = call.get("arguments")
+    text = json.dumps(arguments, ensure_ascii=False)
+    # Inputs stay a JSON object (never a bare string MLflow would decode again),
+    # and as long as any other text a trace carries.
+    if isinstance(arguments, dict) and len(text) <= TRACE_TEXT_LIMIT:
+        inputs: Any = arguments
+    else:
+        inputs = {"arguments": text[:TRACE_TEXT_LIMIT], "characters": len(text)}
+    return Span.from_dict(
+        {
+            "trace_id": otel_trace,
+            "span_id": base64.b64encode(span_id).decode("ascii"),
+            "parent_span_id": parent,
+            "name": str(call.get("name"))[:_SPAN_NAME_CHARS],
+            "start_time_unix_nano": start_ns + index + 1,
+            "end_time_unix_nano": start_ns + index + 1,
+            "events": [],
+            "status": {"code": "STATUS_CODE_OK", "message": ""},
+            "attributes": {
+                **common,
+                "mlflow.spanType": json.dumps("TOOL"),
+                "mlflow.spanInputs": json.dumps(inputs, ensure_ascii=False),
+            },
+            "links": [],
+        }
+    )
 
 
 def _ids(run_id: str, example_id: str) -> tuple[str, str, str]:
@@ -213,7 +285,7 @@ def _length_note(shown: str, characters: int) -> str | None:
 @dataclass(frozen=True)
 class _Prepared:
     trace_id: str
-    span: Any
+    spans: list[Any]
     info: Any
 
 
@@ -236,6 +308,8 @@ def _prepare(
             "query": example.query,
             "output": example.raw_output,
             "expected": dict(example.expected_call),
+            "expected_tool_calls": [_tool_call(call) for call in example.gold_calls],
+            "decoded": [dict(call) for call in example.decoded_calls],
         }
     )
     query, query_chars = _capped(scrubbed["query"])
@@ -259,6 +333,10 @@ def _prepare(
     inputs_json = json.dumps(inputs, ensure_ascii=False)
     output_json = json.dumps(outputs, ensure_ascii=False)
     start_ns = now_ms * 1_000_000
+    common = {
+        "mlflow.traceRequestId": json.dumps(trace_id),
+        "mlflow.experimentId": json.dumps(experiment_id),
+    }
     span = Span.from_dict(
         {
             "trace_id": otel_trace,
@@ -270,8 +348,7 @@ def _prepare(
             "events": [],
             "status": {"code": "STATUS_CODE_OK", "message": ""},
             "attributes": {
-                "mlflow.traceRequestId": json.dumps(trace_id),
-                "mlflow.experimentId": json.dumps(experiment_id),
+                **common,
                 "mlflow.spanType": json.dumps("LLM"),
                 "mlflow.spanInputs": inputs_json,
                 "mlflow.spanOutputs": output_json,
@@ -279,12 +356,23 @@ def _prepare(
             "links": [],
         }
     )
+    seed = f"{run_id}\x00{example.example_id}\x00tool".encode()
+    spans = [span] + [
+        _tool_span(call, index, otel_trace, span_id, seed, start_ns, common)
+        for index, call in enumerate(scrubbed["decoded"])
+    ]
     source = AssessmentSource(source_type="CODE", source_id=source_id)
     provenance = {_ASSESSMENT_SOURCE_RUN: run_id}
     assessments: list[Any] = [
         Expectation(
             name="expected_call",
             value=scrubbed["expected"],
+            source=source,
+            metadata=provenance,
+        ),
+        Expectation(
+            name="expected_tool_calls",
+            value=scrubbed["expected_tool_calls"],
             source=source,
             metadata=provenance,
         ),
@@ -344,7 +432,7 @@ def _prepare(
         },
         assessments=assessments,
     )
-    return _Prepared(trace_id, span, info)
+    return _Prepared(trace_id, spans, info)
 
 
 def log_example_traces(
@@ -417,10 +505,10 @@ def log_example_traces(
         try:
             for start in range(0, len(prepared), _SPANS_PER_REQUEST):
                 batch = prepared[start : start + _SPANS_PER_REQUEST]
-                tracing.log_spans(experiment_id, [item.span for item in batch])
+                tracing.log_spans(experiment_id, [span for item in batch for span in item.spans])
         except NotImplementedError:  # an older server: spans go to the artifact store
             for info, item in zip(returned, prepared, strict=True):
-                tracing._upload_trace_data(info, TraceData(spans=[item.span]))
+                tracing._upload_trace_data(info, TraceData(spans=item.spans))
     with tracking_errors("link traces to the run", uri):
         ids = [item.trace_id for item in prepared]
         for start in range(0, len(ids), _LINKS_PER_REQUEST):
