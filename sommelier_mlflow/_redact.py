@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -29,7 +30,9 @@ __all__ = [
     "contains_secret",
     "is_secret_key",
     "redact",
+    "redact_registered",
     "redact_value",
+    "register_secret",
 ]
 
 REDACTED: Final = "**********"
@@ -87,6 +90,57 @@ def is_secret_key(name: str) -> bool:
     return lowered.endswith("token") or any(hint in lowered for hint in _SECRET_HINTS)
 
 
+#: Values known to be secret by where they came from, whatever their variable is
+#: called (the API key a served backend read from ``$api_key_env``).
+_REGISTERED: set[str] = set()
+_REGISTERED_LOCK: Final = threading.Lock()
+
+
+def register_secret(value: str | None) -> None:
+    """Treat ``value`` as a secret in every redaction this process makes from now on.
+
+    A served backend's key sits in a variable the user names (``VLLM_KEY``), so
+    the name-based rule cannot know it; a server that echoes the key (in
+    ``/version``, in a completion) would otherwise carry it into params, traces,
+    artifacts and local files. Values shorter than 6 characters are placeholders
+    (vLLM's ``EMPTY``), not secrets, and are ignored: replacing them everywhere
+    would rewrite ordinary text, model outputs included.
+    """
+    if value and len(value) >= _MIN_SECRET_LENGTH:
+        with _REGISTERED_LOCK:
+            _REGISTERED.add(value)
+
+
+def redact_registered(value: Any) -> Any:
+    """Replace only the registered secrets (exact values) in a string or JSON-like value.
+
+    For text that must otherwise stay byte-for-byte what it was, such as a
+    model's completion that will be scored: the pattern rules of :func:`redact`
+    (``token=...``, ``sk-...``) would rewrite legitimate output, an exact known
+    secret never is. Mappings and sequences come back as dicts and lists.
+    """
+    secrets = sorted(_REGISTERED, key=len, reverse=True)
+    if not secrets:
+        return value
+    return _replace_exact(value, secrets)
+
+
+def _replace_exact(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        for secret in secrets:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, Mapping):
+        return {
+            _replace_exact(key, secrets): _replace_exact(item, secrets)
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [_replace_exact(item, secrets) for item in value]
+    return value
+
+
 def _environment_secrets() -> tuple[str, ...]:
     # Read at call time: a token exported after import must still be caught.
     values = {
@@ -107,6 +161,7 @@ class _Redactor:
 
     def __init__(self, extra: Iterable[str | None] = ()) -> None:
         found = set(_environment_secrets())
+        found.update(_REGISTERED)
         found.update(value for value in extra if value)
         # Longest first, so a secret that contains another leaves no partial leftover.
         self._secrets = tuple(sorted(found, key=len, reverse=True))

@@ -9,7 +9,9 @@ from sommelier_mlflow._redact import (
     contains_secret,
     is_secret_key,
     redact,
+    redact_registered,
     redact_value,
+    register_secret,
 )
 from sommelier_mlflow.metrics import MetricSpec
 
@@ -85,3 +87,17 @@ def test_explicit_secrets_are_scrubbed_even_if_not_exported() -> None:
 def test_environment_secret_values_are_scrubbed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_SERVICE_CREDENTIAL", "from-the-environment-99")
     assert redact("using from-the-environment-99 now") == f"using {REDACTED} now"
+
+
+def test_a_registered_secret_is_redacted_everywhere_whatever_its_name() -> None:
+    key = "plain-looking-value-4e1f0c"  # no secret-looking name or shape
+    assert redact(f"version {key}") == f"version {key}"
+    register_secret(key)
+    register_secret("EMPTY")  # a placeholder, too short to be a key: ignored
+    assert redact(f"version {key}") == f"version {REDACTED}"
+    assert redact_value({"server.server_version": key}) == {"server.server_version": REDACTED}
+    # Exact replacement only: completions keep everything else byte for byte.
+    answer = {"choices": [{"text": f'{{"token=1": "{key}", "v": "EMPTY"}}'}]}
+    assert redact_registered(answer) == {
+        "choices": [{"text": f'{{"token=1": "{REDACTED}", "v": "EMPTY"}}'}]
+    }

@@ -1,8 +1,9 @@
 """A scripted OpenAI-compatible HTTP server on 127.0.0.1 for protocol edge cases.
 
 The real server in the tests is vLLM; this one exists for what a healthy vLLM
-never does (a wrong number of choices, a missing text, 503s on demand), so the
-``server`` backend's handling of them can be proven. It speaks real HTTP: the
+never does (a wrong number of choices, a missing text, 503s on demand, a body
+that is not JSON, an answer trickled one byte at a time, a key echoed back),
+so the ``server`` backend's handling of them can be proven. It speaks real HTTP: the
 backend under test runs unchanged, through the real OpenAI client.
 """
 
@@ -11,18 +12,22 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["StubServer", "running_stub"]
+__all__ = ["StubServer", "finishes_within", "running_stub"]
 
-#: Turns one /v1/completions request body into (status, JSON body).
-Responder = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
+_R = TypeVar("_R")
+
+#: Turns one /v1/completions request body into (status, body): a JSON object,
+#: or raw bytes sent as they are (an empty or non-JSON answer).
+Responder = Callable[[dict[str, Any]], tuple[int, "dict[str, Any] | bytes"]]
 
 
-def echo_responder(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+def echo_responder(body: dict[str, Any]) -> tuple[int, dict[str, Any] | bytes]:
     """One choice per prompt: the prompt's last 8 characters, reversed."""
     prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
     choices = [
@@ -51,6 +56,11 @@ class StubServer:
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     version: str | None = "0.0-stub"
+    #: Paths (``/version``, ``/v1/models``, ``/v1/completions``) whose answers are
+    #: sent one byte every :attr:`trickle_s` seconds instead of at once.
+    trickle: frozenset[str] = frozenset()
+    trickle_s: float = 2.0
+    stopping: threading.Event = field(default_factory=threading.Event)
 
 
 def _handler(state: StubServer) -> type[BaseHTTPRequestHandler]:
@@ -58,13 +68,23 @@ def _handler(state: StubServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             return
 
-        def _send(self, status: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
+        def _send(self, status: int, body: dict[str, Any] | bytes) -> None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data)
+            if self.path not in state.trickle:
+                self.wfile.write(data)
+                return
+            try:
+                for byte in data:
+                    if state.stopping.wait(state.trickle_s):
+                        return
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+            except OSError:
+                return  # the client gave up: what a deadline is for
 
         def do_GET(self) -> None:
             state.headers.append((self.path, dict(self.headers)))
@@ -99,6 +119,20 @@ def running_stub(
     try:
         yield state
     finally:
+        state.stopping.set()
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=10)
+
+
+def finishes_within(seconds: float, work: Callable[[], _R]) -> _R:
+    """``work()``'s result; a ``TimeoutError`` instead of a hung suite if it runs past ``seconds``.
+
+    A client without a total deadline never returns from a trickling stub; the
+    test must fail, not wait for the CI job's own timeout.
+    """
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(work).result(timeout=seconds)
+    finally:
+        pool.shutdown(wait=False)
