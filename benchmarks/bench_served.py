@@ -51,6 +51,7 @@ from sommelier_mlflow.data import (  # noqa: E402
 from sommelier_mlflow.generation import (  # noqa: E402
     HFGenerator,
     ServerGenerator,
+    ServerTransport,
     TextGenerator,
     run_generation,
 )
@@ -129,7 +130,7 @@ def main() -> None:
 
         def served_generator() -> ServerGenerator:
             return ServerGenerator(
-                url,
+                ServerTransport(url),
                 served_model=BASE_NAME,
                 served_adapter=ADAPTER_NAME if adapter else None,
                 adapter=adapter,

@@ -193,12 +193,13 @@ def _add_prompt_format(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_backend(parser: argparse.ArgumentParser) -> None:
+    from sommelier_mlflow.cli._options import OPTION_ALIASES
     from sommelier_mlflow.generation import backend_names
 
     parser.add_argument(
         "--backend",
         default="hf",
-        choices=backend_names(),
+        choices=backend_names(listed_only=True),
         help="generation backend (default hf: transformers, plus peft for the adapter); "
         "recorded in the decoding, so both arms of a comparison must use the same one",
     )
@@ -209,49 +210,38 @@ def _add_backend(parser: argparse.ArgumentParser) -> None:
         help="CPU threads for the hf backend (default 0: this machine's physical cores); "
         "the value used is logged as the num_threads.resolved param",
     )
-    served = parser.add_argument_group(
-        "server backend (--backend server: an OpenAI-compatible server such as vLLM)"
+    parser.add_argument(
+        "--backend-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the chosen backend (repeatable, or comma-separated k=v,k=v); "
+        f"`sommelier-mlflow backends` explains each. {_options_help()}",
     )
-    served.add_argument(
-        "--base-url",
-        default="",
-        help="API root as the OpenAI client takes it, e.g. http://127.0.0.1:8000/v1",
+    aliases = parser.add_argument_group(
+        "server backend flags (aliases of --backend-option KEY=VALUE, kept for one release)"
     )
-    served.add_argument("--served-model", default="", help="the base model's name on the server")
-    served.add_argument(
-        "--served-adapter",
-        default="",
-        help="the adapter's name on the server (vLLM --lora-modules NAME=DIR); adapter arm only",
-    )
-    served.add_argument(
-        "--concurrency", type=_positive_int, default=16, help="requests in flight (default 16)"
-    )
-    served.add_argument(
-        "--request-timeout",
-        type=_positive_seconds,
-        default=300.0,
-        help="seconds one request may take before it is retried (default 300)",
-    )
-    served.add_argument(
-        "--api-key-env",
-        default="OPENAI_API_KEY",
-        help="name of the environment variable holding the API key (default OPENAI_API_KEY); "
-        "the key itself is never an option and never logged",
-    )
+    for option in OPTION_ALIASES:
+        aliases.add_argument(
+            f"--{option.replace('_', '-')}",
+            dest=option,
+            default=None,
+            metavar=option.upper(),
+            help=f"same as --backend-option {option}=...",
+        )
 
 
-def _positive_int(text: str) -> int:
-    value = int(float(text))
-    if value <= 0 or value != float(text):
-        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text}")
-    return value
+def _options_help() -> str:
+    """Each listed backend's options as ``name (type, default)``, for ``--help``."""
+    from sommelier_mlflow.generation import backend_names, backend_spec
 
-
-def _positive_seconds(text: str) -> float:
-    value = float(text)
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
+    parts = []
+    for name in backend_names(listed_only=True):
+        described = backend_spec(name).describe()
+        listed = ", ".join(f"{o.name} ({o.type}, {o.default})" for o in described) or "none"
+        parts.append(f"{name}: {listed}")
+    # argparse formats help with %-interpolation.
+    return "; ".join(parts).replace("%", "%%") + "."
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -403,6 +393,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--tracking-uri", default=None, help="tracking store (default: MLFLOW_TRACKING_URI)"
     )
     show.set_defaults(mlflow=False)  # reads only; probes the store it is pointed at itself
+
+    backends = sub.add_parser(
+        "backends", help="list the generation backends and each one's options (--backend-option)"
+    )
+    backends.set_defaults(mlflow=False)
     return parser
 
 
@@ -678,6 +673,22 @@ def _cmd_main(args: argparse.Namespace) -> int:
     return run_main(args)
 
 
+def _cmd_backends(args: argparse.Namespace) -> int:
+    from sommelier_mlflow.generation import backend_names, backend_spec
+
+    lines = []
+    for name in backend_names(listed_only=True):
+        spec = backend_spec(name)
+        lines.append(f"{name}: {spec.summary}")
+        described = spec.describe()
+        if not described:
+            lines.append("  (no options)")
+        for option in described:
+            lines.append(f"  {option.name} ({option.type}, {option.default}): {option.help}")
+    print("\n".join(lines))
+    return 0
+
+
 _COMMANDS = {
     "prepare": _cmd_prepare,
     "import-bfcl": _cmd_import_bfcl,
@@ -688,6 +699,7 @@ _COMMANDS = {
     "main": _cmd_main,
     "claims": _cmd_claims,
     "show": _cmd_show,
+    "backends": _cmd_backends,
 }
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
@@ -27,7 +27,7 @@ from sommelier_mlflow.data import (
     read_test_split,
 )
 from sommelier_mlflow.errors import ConfigError
-from sommelier_mlflow.generation import BackendRequest
+from sommelier_mlflow.generation import BackendOptions, BackendRequest, NoOptions, backend_spec
 from sommelier_mlflow.toolcalls import DEFAULT_MODE, JSON_FORMAT, output_format, scoring_mode
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ __all__ = [
     "DEFAULT_OUT",
     "DeclaredModel",
     "GenerationPlan",
+    "OPTION_ALIASES",
     "ScoringOptions",
     "backend_options",
     "default_out_dir",
@@ -71,12 +72,16 @@ def generation_job(args: argparse.Namespace) -> dict[str, object]:
     """The flags that name a generating run's resume folder.
 
     ``evaluate`` and ``main`` generate alike, so the same flags must send them
-    to a folder of the same identity; they are listed once here.
+    to a folder of the same identity; they are listed once here. Of the
+    backend's options, those it says decide the outputs count.
     """
     model = ("model", "adapter", "revision")
-    decoding = ("max_new_tokens", "batch_size", "max_examples")
-    backend = ("backend", "served_model", "served_adapter")
-    job: dict[str, object] = {name: getattr(args, name) for name in (*model, *decoding, *backend)}
+    decoding = ("max_new_tokens", "batch_size", "max_examples", "backend")
+    job: dict[str, object] = {name: getattr(args, name) for name in (*model, *decoding)}
+    # Folders named before options became generic keep their names: the two
+    # server keys stay, empty for a backend without them.
+    identity = {"served_model": "", "served_adapter": "", **backend_options(args).job_identity()}
+    job.update({key: "" if value is None else value for key, value in identity.items()})
     job["split"] = Path(args.test_split).resolve()
     if args.prompt_format != DEFAULT_PROMPT_FORMAT or args.system_prompt:
         # Other prompts are another job; the default keeps existing folders' names.
@@ -99,28 +104,63 @@ def progress_wanted(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "progress", False) or sys.stderr.isatty())
 
 
-def backend_options(args: argparse.Namespace, model_kind: str) -> dict[str, object]:
-    """The ``server`` backend's options from the flags (empty for other backends).
+#: Flags kept for one release as aliases of ``--backend-option NAME=VALUE`` (the
+#: server backend's options before options became generic), by option name.
+OPTION_ALIASES = (
+    "base_url",
+    "served_model",
+    "served_adapter",
+    "concurrency",
+    "request_timeout",
+    "api_key_env",
+)
 
-    ``served_adapter`` goes to the adapter arm only, so ``main`` can pass one
-    set of flags for both arms.
+
+def _given_backend_options(args: argparse.Namespace) -> dict[str, str]:
+    """``--backend-option KEY=VALUE`` pairs and the alias flags, as one mapping of strings.
+
+    Each ``--backend-option`` may hold several comma-separated pairs (the
+    MLproject's ``backend_options`` is one such string); an empty value or
+    flag counts as not given, as MLflow passes ``""`` for a parameter left unset.
+
+    Raises:
+        ConfigError: A pair without ``=``, a key given twice with different
+            values, or an alias flag that disagrees with ``--backend-option``.
     """
-    if args.backend != "server":
-        for flag in ("base_url", "served_model", "served_adapter"):
-            if getattr(args, flag):
+    options: dict[str, str] = {}
+    for item in getattr(args, "backend_option", None) or []:
+        for pair in item.split(","):
+            if not pair.strip():
+                continue
+            key, equals, value = (part.strip() for part in pair.partition("="))
+            if not equals or not key.isidentifier():
+                raise ConfigError(f"--backend-option takes KEY=VALUE (or k=v,k=v), got {pair!r}")
+            if options.get(key, value) != value:
                 raise ConfigError(
-                    f"--{flag.replace('_', '-')} applies to --backend server only "
-                    f"(this run uses --backend {args.backend})"
+                    f"--backend-option {key} is given twice: {options[key]!r}, {value!r}"
                 )
-        return {}
-    return {
-        "base_url": args.base_url,
-        "served_model": args.served_model,
-        "served_adapter": args.served_adapter if model_kind == "adapter" else "",
-        "concurrency": args.concurrency,
-        "request_timeout": args.request_timeout,
-        "api_key_env": args.api_key_env,
-    }
+            options[key] = value
+    for key in OPTION_ALIASES:
+        value = getattr(args, key, None)
+        if value is None or value == "":
+            continue
+        if options.get(key, str(value)) != str(value):
+            raise ConfigError(
+                f"--{key.replace('_', '-')} {value} disagrees with --backend-option "
+                f"{key}={options[key]}; give it once"
+            )
+        options[key] = str(value)
+    return options
+
+
+def backend_options(args: argparse.Namespace) -> BackendOptions:
+    """The chosen backend's options from the flags, checked by its options model.
+
+    Raises:
+        ConfigError: An option the backend does not take, or a bad value.
+    """
+    options: BackendOptions = backend_spec(args.backend).parse_options(_given_backend_options(args))
+    return options
 
 
 class _RunKeywords(TypedDict):
@@ -243,10 +283,12 @@ class DeclaredModel:
             return replace(self, kind="base")
         return replace(self, kind="base", request=replace(self.request, adapter=None))
 
-    def checked_kind(self, served_adapter: object = None) -> ModelKind:
+    def checked_kind(self, served_adapter: bool = False) -> ModelKind:
         """The kind, checked against the adapter when a model is declared.
 
-        Without a model only the kind itself is checked.
+        ``served_adapter`` says that the backend's options name an adapter (a
+        served one) in place of a directory. Without a model only the kind
+        itself is checked.
 
         Raises:
             ConfigError: An unknown kind, a base arm with an adapter, or an
@@ -292,7 +334,7 @@ class GenerationPlan:
     device: str | None = None
     trust_remote_code: bool = False
     num_threads: int | None = None
-    backend_options: Mapping[str, object] = field(default_factory=dict)
+    backend_options: BackendOptions = field(default_factory=NoOptions)
     prompt_format: str = DEFAULT_PROMPT_FORMAT
     system_prompt: str = ""
 
@@ -306,7 +348,7 @@ class GenerationPlan:
         device = getattr(args, "device", None)
         remote_code = bool(getattr(args, "trust_remote_code", False))
         threads = resolve_num_threads(args.num_threads)
-        options = backend_options(args, kind)
+        options = backend_options(args).for_arm(kind)
         return cls(
             decoding,
             args.max_examples,
@@ -325,7 +367,7 @@ class GenerationPlan:
             device=self.device,
             trust_remote_code=self.trust_remote_code,
             num_threads=self.num_threads,
-            options=self.backend_options,
+            options=self.backend_options.model_dump(),
         )
 
     def logged_params(self) -> dict[str, object]:

@@ -178,7 +178,7 @@ def evaluate_arm(
     """
     from sommelier_mlflow.generation import create_backend
 
-    kind = declared.checked_kind(plan.backend_options.get("served_adapter"))
+    kind = declared.checked_kind(plan.backend_options.names_adapter())
     examples = select_examples(source.examples, plan.max_examples)
     backend = plan.decoding.backend or "hf"
     keep = output_format(scoring.output_format).special_tokens  # e.g. Hermes' <tool_call>

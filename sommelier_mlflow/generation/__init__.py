@@ -34,17 +34,26 @@ from sommelier_mlflow.generation._protocol import (
 )
 from sommelier_mlflow.generation._registry import (
     BackendFactory,
+    BackendOption,
+    BackendOptions,
+    BackendSpec,
+    NoOptions,
     backend_names,
+    backend_spec,
     create_backend,
     register_backend,
 )
-from sommelier_mlflow.generation._replay import ReplayGenerator
+from sommelier_mlflow.generation._replay import ReplayGenerator, ReplayOptions
 from sommelier_mlflow.generation._runner import GENERATIONS_DIR, run_generation
-from sommelier_mlflow.generation._server import ServerGenerator
+from sommelier_mlflow.generation._server import ServerGenerator, ServerOptions
+from sommelier_mlflow.generation._transport import ServedModel, ServerTransport
 
 __all__ = [
     "BackendFactory",
+    "BackendOption",
+    "BackendOptions",
     "BackendRequest",
+    "BackendSpec",
     "Completion",
     "DTYPES",
     "GENERATIONS_DIR",
@@ -52,9 +61,14 @@ __all__ = [
     "HFGenerator",
     "MANIFEST_NAME",
     "MANIFEST_SCHEMA",
+    "NoOptions",
     "RecordedIdentity",
     "ReplayGenerator",
+    "ReplayOptions",
+    "ServedModel",
     "ServerGenerator",
+    "ServerOptions",
+    "ServerTransport",
     "SupportsCompletionDetails",
     "SupportsExampleKeys",
     "SupportsFingerprint",
@@ -63,6 +77,7 @@ __all__ = [
     "TextGenerator",
     "adapter_digest",
     "backend_names",
+    "backend_spec",
     "create_backend",
     "declared_adapter",
     "declared_identity",

@@ -19,7 +19,7 @@ from sommelier_mlflow._redact import redact
 from sommelier_mlflow.errors import ConfigError, DependencyError
 from sommelier_mlflow.generation._identity import LocalSources, adapter_digest, load_pretrained
 from sommelier_mlflow.generation._protocol import BackendRequest, Completion, check_generate_args
-from sommelier_mlflow.generation._registry import register_backend
+from sommelier_mlflow.generation._registry import NoOptions, register_backend
 
 __all__ = ["DTYPES", "HFGenerator", "hf_backend", "physical_cores"]
 
@@ -496,14 +496,16 @@ def physical_cores() -> int:
 
 
 @register_backend("hf")
-def hf_backend(request: BackendRequest) -> HFGenerator:
-    """Build the ``hf`` backend; the Hub token comes from ``HF_TOKEN``, if set.
+def hf_backend(request: BackendRequest, options: NoOptions) -> HFGenerator:
+    """Transformers in this process, plus peft for the adapter (the default).
+
+    The Hub token comes from ``HF_TOKEN``, if set; the backend takes no options
+    (``NoOptions`` refuses any).
 
     Raises:
-        ConfigError: Options given (this backend takes none), or a bad setting.
+        ConfigError: A bad setting.
         DependencyError: Missing package, model, tokenizer or adapter.
     """
-    request.refuse_options("hf")
     return HFGenerator(
         request.model,
         revision=request.revision or None,

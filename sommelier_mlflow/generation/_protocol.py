@@ -210,8 +210,9 @@ class BackendRequest:
 
     The common fields mean the same for every backend; a backend uses those
     that apply and must refuse (``ConfigError``) a field it cannot honour
-    rather than ignore it. Backend-specific settings travel in ``options``
-    (a backend refuses keys it does not know). Secrets never travel here: a
+    rather than ignore it. Backend-specific settings travel in ``options``,
+    checked against the backend's registered options model (unknown keys are
+    refused) before its factory runs. Secrets never travel here: a
     backend reads them from the environment where it uses them, so a request
     can be printed or logged safely.
 
@@ -224,7 +225,8 @@ class BackendRequest:
         device: Accelerator to run on (``"cpu"``, ``"cuda:1"``...); local backends only.
         trust_remote_code: Whether code shipped with the model may run.
         num_threads: CPU threads for a local backend; ``None`` leaves the default.
-        options: Backend-specific settings.
+        options: Backend-specific settings, by option name (strings from a
+            command line are converted by the backend's options model).
         keep_special_tokens: Decode completions without dropping special
             tokens (the end-of-sequence text is still cut), because the output
             format's tags are special tokens of some tokenizers (Hermes'
@@ -257,17 +259,3 @@ class BackendRequest:
     def declared_adapter(self) -> dict[str, str] | None:
         """The declared adapter directory's source and digest, or ``None``."""
         return declared_adapter(self.adapter)
-
-    def refuse_options(self, backend: str, known: frozenset[str] = frozenset()) -> None:
-        """Raise if ``options`` holds a key the backend does not understand.
-
-        Raises:
-            ConfigError: Naming the unknown keys and the accepted ones.
-        """
-        unknown = sorted(set(self.options) - known)
-        if unknown:
-            accepted = ", ".join(sorted(known)) or "none"
-            raise ConfigError(
-                f"the {backend} backend does not take the option(s) {', '.join(unknown)} "
-                f"(accepted: {accepted})"
-            )

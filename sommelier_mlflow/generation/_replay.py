@@ -17,12 +17,22 @@ from sommelier_mlflow._json import canonical_json, sha256_text
 from sommelier_mlflow.data import ModelIdentity
 from sommelier_mlflow.errors import ConfigError, InputError
 from sommelier_mlflow.generation._protocol import BackendRequest
-from sommelier_mlflow.generation._registry import register_backend
+from sommelier_mlflow.generation._registry import BackendOptions, register_backend
 
-__all__ = ["ReplayGenerator"]
+__all__ = ["ReplayGenerator", "ReplayOptions"]
 
-_OPTIONS: Final = frozenset({"outputs", "name", "keyed_by"})
 _KEYS: Final = ("prompt", "example_id")
+
+
+class ReplayOptions(BackendOptions):
+    """What the replay backend replays; ``score --precomputed`` fills it, not a command line.
+
+    The outputs' keys and values are checked by :class:`ReplayGenerator`.
+    """
+
+    outputs: Mapping[Any, Any] | None = None
+    name: str = "replay"
+    keyed_by: Literal["prompt", "example_id"] = "prompt"
 
 
 class ReplayGenerator:
@@ -146,34 +156,29 @@ class ReplayGenerator:
         }
 
 
-@register_backend("replay")
-def replay_backend(request: BackendRequest) -> ReplayGenerator:
-    """Build the replay backend from ``options["outputs"]`` (key -> completion).
+@register_backend("replay", options=ReplayOptions, listed=False)
+def replay_backend(request: BackendRequest, options: ReplayOptions) -> ReplayGenerator:
+    """Completions produced elsewhere, replayed (built by ``score --precomputed``).
 
-    ``options["keyed_by"]`` says what the keys are: ``"prompt"`` (the default)
-    or ``"example_id"``.
+    ``options.outputs`` maps a key to its completion; ``options.keyed_by`` says
+    what the keys are: ``"prompt"`` (the default) or ``"example_id"``.
 
     Raises:
-        ConfigError: No outputs were given, an unknown option, or a local-only
-            setting (device, threads, remote code) that replaying cannot honour.
+        ConfigError: No outputs were given, or a local-only setting (device,
+            threads, remote code) that replaying cannot honour.
     """
-    request.refuse_options("replay", _OPTIONS)
-    outputs = request.options.get("outputs")
-    if not isinstance(outputs, Mapping):
+    outputs = options.outputs
+    if outputs is None:
         raise ConfigError(
             "the replay backend re-plays completions produced elsewhere and needs them: "
             "use `sommelier-mlflow score --precomputed FILE` (rows of example_id and raw_text)"
         )
     if request.device is not None or request.trust_remote_code:
         raise ConfigError("the replay backend loads no model: drop --device/--trust-remote-code")
-    name = request.options.get("name", "replay")
-    if not isinstance(name, str):
-        raise ConfigError(f"replay option 'name' must be a string, got {name!r}")
-    keyed_by = request.options.get("keyed_by", "prompt")
     return ReplayGenerator(
         outputs,
-        name=name,
-        keyed_by=keyed_by,
+        name=options.name,
+        keyed_by=options.keyed_by,
         identity=request.declared_identity(),
         adapter=request.declared_adapter(),
     )

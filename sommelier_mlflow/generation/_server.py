@@ -7,12 +7,13 @@ prompt itself with the local tokenizer's chat template and sends that exact
 text to ``/v1/completions``, so ``prompt_sha256`` and the comparison gate hold
 exactly as for in-process generation.
 
-The API key is read from an environment variable whose *name* is configured;
-its value is handed to the HTTP client and never stored in identities,
-fingerprints, reprs, errors or files.
+Everything on the wire (deadlines, retries, JSON, the model list, ``/version``,
+the key) is :class:`~sommelier_mlflow.generation._transport.ServerTransport`'s;
+this module is the completions client: what it checks before the first prompt,
+what it sends, how it reads the choices, and what it records.
 
-The ``openai`` and ``transformers`` packages are imported when a
-:class:`ServerGenerator` is built, never at module import.
+``transformers`` is imported when a :class:`ServerGenerator` is built, never
+at module import.
 """
 
 from __future__ import annotations
@@ -20,19 +21,17 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-import re
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any, Final
 
-from sommelier_mlflow._json import JSONDecodeError, dumps_line, loads, sha256_text
+from pydantic import Field
+
+from sommelier_mlflow._json import dumps_line, sha256_text
 from sommelier_mlflow.errors import (
     ConfigError,
     DependencyError,
@@ -46,60 +45,76 @@ from sommelier_mlflow.generation._identity import (
     adapter_digest,
 )
 from sommelier_mlflow.generation._protocol import BackendRequest, check_generate_args
-from sommelier_mlflow.generation._registry import register_backend
+from sommelier_mlflow.generation._registry import BackendOptions, register_backend
+from sommelier_mlflow.generation._transport import (
+    DEFAULT_API_KEY_ENV,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_REQUEST_TIMEOUT,
+    ENV_NAME_PATTERN,
+    ServerTransport,
+    redact_url,
+)
 
 __all__ = [
     "DEFAULT_API_KEY_ENV",
     "DEFAULT_CONCURRENCY",
     "DEFAULT_REQUEST_TIMEOUT",
-    "SERVER_OPTIONS",
     "ServerGenerator",
+    "ServerOptions",
     "ServerStats",
     "redact_url",
     "server_backend",
 ]
 
 DEFAULT_CONCURRENCY: Final = 16
-DEFAULT_REQUEST_TIMEOUT: Final = 300.0
-DEFAULT_API_KEY_ENV: Final = "OPENAI_API_KEY"
-#: Attempts per request before the server counts as down (1 + retries).
-DEFAULT_MAX_RETRIES: Final = 4
-_BACKOFF_FIRST_S: Final = 0.5
-_BACKOFF_CAP_S: Final = 8.0
-_ENV_NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# vLLM and most OpenAI-compatible servers accept any key when they were
-# started without one; the OpenAI client refuses to run with none at all.
-_NO_KEY: Final = "EMPTY"
-_VERSION_TIMEOUT_S: Final = 10.0
-
-#: The ``options`` keys the ``server`` backend takes (CLI ``--base-url`` ... and
-#: the MLproject parameters of the same names).
-SERVER_OPTIONS: Final = frozenset(
-    {
-        "base_url",
-        "served_model",
-        "served_adapter",
-        "concurrency",
-        "request_timeout",
-        "api_key_env",
-    }
-)
-
-_T = TypeVar("_T")
 
 
-def redact_url(url: str) -> str:
-    """``url`` without user-info (``user:password@``), safe to print and to log."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
+class ServerOptions(BackendOptions):
+    """The ``server`` backend's options (``--backend-option KEY=VALUE``).
+
+    The old flags ``--base-url``, ``--served-model``, ``--served-adapter``,
+    ``--concurrency``, ``--request-timeout`` and ``--api-key-env`` (and the
+    MLproject parameters of those names) set the same options.
+    """
+
+    base_url: str = Field(description="the API root, e.g. http://127.0.0.1:8000/v1")
+    served_model: str = Field(min_length=1, description="the base model's name on the server")
+    served_adapter: str | None = Field(
+        None,
+        min_length=1,
+        description="the adapter's name on the server (vLLM --lora-modules NAME=DIR); "
+        "adapter arm only",
+    )
+    concurrency: int = Field(DEFAULT_CONCURRENCY, gt=0, description="requests in flight")
+    request_timeout: float = Field(
+        DEFAULT_REQUEST_TIMEOUT,
+        gt=0,
+        allow_inf_nan=False,
+        description="seconds one request may take in all (connect + read) before it is retried",
+    )
+    api_key_env: str = Field(
+        DEFAULT_API_KEY_ENV,
+        pattern=ENV_NAME_PATTERN,
+        description="name of the environment variable holding the API key; its value is "
+        "never an option and is redacted wherever it would be recorded",
+    )
+    max_retries: int = Field(
+        DEFAULT_MAX_RETRIES,
+        ge=0,
+        description="retries of a request after a 429, a 5xx, a timeout or a broken answer",
+    )
+
+    def for_arm(self, kind: str) -> ServerOptions:
+        """The served adapter answers the adapter arm only; the base arm asks the base."""
+        return self if kind == "adapter" else self.model_copy(update={"served_adapter": None})
+
+    def names_adapter(self) -> bool:
+        """A served adapter makes the arm an adapter arm."""
+        return self.served_adapter is not None
+
+    def job_identity(self) -> dict[str, object]:
+        """Which served model answers: the URL, timeouts and concurrency do not change outputs."""
+        return {"served_model": self.served_model, "served_adapter": self.served_adapter}
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -140,15 +155,6 @@ class ServerStats:
 
 
 @dataclass(frozen=True)
-class _Served:
-    """One entry of ``/v1/models``."""
-
-    id: str
-    root: str | None
-    parent: str | None
-
-
-@dataclass(frozen=True)
 class _Answer:
     texts: list[str]
     finish_reasons: list[str | None]
@@ -167,7 +173,7 @@ class ServerGenerator(LocalSources):
 
     def __init__(
         self,
-        base_url: str,
+        transport: ServerTransport,
         *,
         served_model: str,
         model: str,
@@ -177,18 +183,14 @@ class ServerGenerator(LocalSources):
         tokenizer: str | None = None,
         tokenizer_revision: str | None = None,
         concurrency: int = DEFAULT_CONCURRENCY,
-        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
-        api_key_env: str = DEFAULT_API_KEY_ENV,
-        max_retries: int = DEFAULT_MAX_RETRIES,
         trust_remote_code: bool = False,
         usage_log: str | os.PathLike[str] | None = None,
         keep_special_tokens: bool = False,
     ) -> None:
-        """Connect, verify what the server serves, and load the local tokenizer.
+        """Verify what the server serves, and load the local tokenizer.
 
         Args:
-            base_url: The API root as the OpenAI client takes it, e.g.
-                ``http://127.0.0.1:8000/v1``.
+            transport: The connection to the server (URL, deadline, retries, key).
             served_model: The base model's name on the server.
             model: The declared base model (local directory or Hub id); its
                 tokenizer renders the prompts, and the server's model must agree.
@@ -200,10 +202,6 @@ class ServerGenerator(LocalSources):
             tokenizer: Tokenizer directory or Hub id; defaults to ``model``.
             tokenizer_revision: Revision of a separately given Hub tokenizer.
             concurrency: Most requests in flight at once.
-            request_timeout: Seconds one request may take before it is retried.
-            api_key_env: Name of the environment variable holding the API key.
-            max_retries: Retries of a request after a 429, a 5xx, a timeout or
-                a connection error, with exponential backoff.
             trust_remote_code: Passed to the tokenizer loader.
             usage_log: A JSONL file to which every completed request's
                 per-prompt ``finish_reason`` and token usage are appended.
@@ -213,14 +211,9 @@ class ServerGenerator(LocalSources):
 
         Raises:
             ConfigError: Bad options, or the server disagrees with the declared base.
-            DependencyError: ``openai``/``transformers`` missing, the server
-                unreachable, the model or adapter not served, or the tokenizer missing.
+            DependencyError: ``transformers`` missing, the server unreachable,
+                the model or adapter not served, or the tokenizer missing.
         """
-        if not isinstance(base_url, str) or urlsplit(base_url).scheme not in ("http", "https"):
-            raise ConfigError(
-                f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got "
-                f"{redact_url(str(base_url))!r}"
-            )
         for name, value in (("served_model", served_model), ("model", model)):
             if not isinstance(value, str) or not value.strip():
                 raise ConfigError(f"the server backend needs {name}=...; got {value!r}")
@@ -230,45 +223,11 @@ class ServerGenerator(LocalSources):
             raise ConfigError(f"served_adapter must be a non-empty name, got {served_adapter!r}")
         if type(concurrency) is not int or concurrency <= 0:
             raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
-        if isinstance(request_timeout, bool) or not (
-            isinstance(request_timeout, (int, float)) and 0 < request_timeout < math.inf
-        ):
-            raise ConfigError(f"request_timeout must be a positive number, got {request_timeout!r}")
-        if type(max_retries) is not int or max_retries < 0:
-            raise ConfigError(f"max_retries must be an integer >= 0, got {max_retries!r}")
-        if not isinstance(api_key_env, str) or not _ENV_NAME.fullmatch(api_key_env):
-            raise ConfigError(
-                f"api_key_env must name an environment variable (letters, digits, _), got "
-                f"{api_key_env!r}; put the key itself in that variable, never on the command line"
-            )
-        try:
-            import openai
-        except ImportError as exc:
-            raise DependencyError(
-                "the server backend needs the openai package: `pip install openai`"
-            ) from exc
-
-        self._openai: Any = openai
-        self._base_url = base_url.rstrip("/")
-        self._shown_url = redact_url(self._base_url)
+        self._transport = transport
+        self._shown_url = transport.shown_url
         self._served_model = served_model
         self._served_adapter = served_adapter
         self._concurrency = concurrency
-        self._timeout = float(request_timeout)
-        self._max_retries = max_retries
-        self._api_key_env = api_key_env
-        key = os.environ.get(api_key_env) or None
-        # The key lives only inside the client (and in this closure for scrubbing
-        # server messages); identities, reprs and errors never see it.
-        self._scrub: Callable[[str], str] = (
-            (lambda text: text.replace(key, "<redacted>")) if key else (lambda text: text)
-        )
-        self._client: Any = openai.OpenAI(
-            base_url=self._base_url,
-            api_key=key or _NO_KEY,
-            timeout=self._timeout,
-            max_retries=0,  # retries are ours: bounded, with backoff, and reported
-        )
         self.stats = ServerStats()
         self._stats_lock = threading.Lock()
         self._usage_log = None if usage_log is None else Path(usage_log)
@@ -277,34 +236,19 @@ class ServerGenerator(LocalSources):
         if keep_special_tokens:
             self._extra_body["skip_special_tokens"] = False
 
-        served = self._list_models()
-        self._base = self._find(served, served_model, "served_model")
+        served = transport.list_models()
+        self._base = transport.find_model(served, served_model, "served_model")
         self._adapter_entry = (
-            None if served_adapter is None else self._find(served, served_adapter, "served_adapter")
+            None
+            if served_adapter is None
+            else transport.find_model(served, served_adapter, "served_adapter")
         )
         self._model_source, self._revision, local = _resolve_source(
             model, revision or None, what="model", revision_option="revision"
         )
         self._check_declared_base(local)
-        if self._adapter_entry is not None and self._adapter_entry.parent not in (
-            None,
-            self._base.id,
-        ):
-            raise ConfigError(
-                f"the server at {self._shown_url} serves adapter {served_adapter!r} on "
-                f"{self._adapter_entry.parent!r}, not on served_model {served_model!r}; "
-                "name the base the adapter was loaded onto"
-            )
-        self._adapter_path: Path | None = None
-        self._adapter_sha256: str | None = None
-        if adapter is not None and os.fspath(adapter):
-            if served_adapter is None:
-                raise ConfigError(
-                    "a local adapter directory was given but no served_adapter: name the "
-                    "adapter as the server serves it (vLLM --lora-modules NAME=DIR)"
-                )
-            self._adapter_path = Path(os.fspath(adapter)).expanduser().resolve()
-            self._adapter_sha256 = adapter_digest(self._adapter_path)
+        self._check_adapter_parent()
+        self._adapter_path, self._adapter_sha256 = _local_adapter(adapter, served_adapter)
         if tokenizer:
             self._tokenizer_source, self._tokenizer_revision, _ = _resolve_source(
                 tokenizer,
@@ -315,7 +259,7 @@ class ServerGenerator(LocalSources):
         else:
             self._tokenizer_source, self._tokenizer_revision = self._model_source, self._revision
         self._tokenizer = self._load_tokenizer(trust_remote_code)
-        self._server_version = self._read_version()
+        self._server_version = transport.server_version()
 
     def __repr__(self) -> str:
         return (
@@ -323,70 +267,7 @@ class ServerGenerator(LocalSources):
             f"served_adapter={self._served_adapter!r})"
         )
 
-    # -- talking to the server -----------------------------------------------------
-
-    def _retrying(self, what: str, call: Callable[[], _T]) -> _T:
-        """Run ``call``; retry 429/5xx/timeouts/connection errors with backoff.
-
-        Raises:
-            DependencyError: The server stayed unreachable or overloaded (exit 3).
-            ConfigError: The server refused the request for a reason a retry
-                cannot fix (bad key, unknown model, prompt too long).
-        """
-        openai = self._openai
-        attempt = 0
-        while True:
-            try:
-                return call()
-            except openai.APIStatusError as exc:
-                status = int(exc.status_code)
-                detail = self._scrub(str(exc))[:500]
-                if status in (401, 403):
-                    raise ConfigError(
-                        f"the server at {self._shown_url} refused the API key ({status}) while "
-                        f"trying to {what}: put a valid key in ${self._api_key_env}"
-                    ) from None
-                if status != 429 and status < 500:
-                    raise ConfigError(
-                        f"the server at {self._shown_url} rejected the request to {what} "
-                        f"({status}): {detail}"
-                    ) from None
-                last = f"HTTP {status}"
-            except openai.APIConnectionError as exc:
-                kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "unreachable"
-                last = f"{kind}: {self._scrub(str(exc))[:200]}"
-            if attempt >= self._max_retries:
-                raise DependencyError(
-                    f"the server at {self._shown_url} did not answer the request to {what} after "
-                    f"{attempt + 1} attempts (last: {last}); check that it is running, then "
-                    "re-run the same command: what was generated so far is kept and resumed"
-                ) from None
-            time.sleep(min(_BACKOFF_CAP_S, _BACKOFF_FIRST_S * 2**attempt))
-            attempt += 1
-
-    def _list_models(self) -> dict[str, _Served]:
-        page = self._retrying("list its models (/models)", lambda: self._client.models.list())
-        served: dict[str, _Served] = {}
-        for item in getattr(page, "data", None) or []:
-            data = item.model_dump() if hasattr(item, "model_dump") else dict(item)
-            model_id = data.get("id")
-            if isinstance(model_id, str):
-                root, parent = data.get("root"), data.get("parent")
-                served[model_id] = _Served(
-                    model_id,
-                    root if isinstance(root, str) else None,
-                    parent if isinstance(parent, str) else None,
-                )
-        return served
-
-    def _find(self, served: dict[str, _Served], name: str, option: str) -> _Served:
-        if name not in served:
-            listed = ", ".join(sorted(served)) or "nothing"
-            raise DependencyError(
-                f"the server at {self._shown_url} does not serve {option} {name!r} (it lists: "
-                f"{listed}); pass one of those names, or start the server with it"
-            )
-        return served[name]
+    # -- checks before the first prompt -------------------------------------------------
 
     def _check_declared_base(self, local: bool) -> None:
         """The served base must be the declared one, or the identity would be a lie."""
@@ -405,22 +286,15 @@ class ServerGenerator(LocalSources):
             "or point base_url at the server that serves it"
         )
 
-    def _read_version(self) -> str | None:
-        """The server's ``/version`` (vLLM, SGLang and TGI report one), else ``None``."""
-        parts = urlsplit(self._base_url)
-        path = re.sub(r"/v1$", "", parts.path)
-        # User-info is dropped: urllib would not send it as basic auth anyway.
-        host = parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-        url = urlunsplit((parts.scheme, host, f"{path}/version", "", ""))
-        try:
-            with urllib.request.urlopen(url, timeout=_VERSION_TIMEOUT_S) as response:
-                body = loads(response.read())
-        except (OSError, urllib.error.URLError, JSONDecodeError, ValueError):
-            return None
-        version = body.get("version") if isinstance(body, dict) else None
-        return version if isinstance(version, str) else None
+    def _check_adapter_parent(self) -> None:
+        """The served adapter must sit on the served base, or its outputs are another model's."""
+        entry = self._adapter_entry
+        if entry is not None and entry.parent not in (None, self._base.id):
+            raise ConfigError(
+                f"the server at {self._shown_url} serves adapter {entry.id!r} on "
+                f"{entry.parent!r}, not on served_model {self._base.id!r}; "
+                "name the base the adapter was loaded onto"
+            )
 
     def _load_tokenizer(self, trust_remote_code: bool) -> Any:
         if importlib.util.find_spec("transformers") is None:
@@ -502,8 +376,8 @@ class ServerGenerator(LocalSources):
         """The server side of the arm's identity, for MLflow params (no key)."""
         params: dict[str, object] = {f"server.{k}": v for k, v in self.server_info().items()}
         params["server.concurrency"] = self._concurrency
-        params["server.request_timeout"] = self._timeout
-        params["server.key_from_env"] = self._api_key_env
+        params["server.request_timeout"] = self._transport.timeout
+        params["server.key_from_env"] = self._transport.api_key_env
         return params
 
     # -- generation ----------------------------------------------------------------
@@ -516,40 +390,57 @@ class ServerGenerator(LocalSources):
         return [len(ids) for ids in encoded["input_ids"]]
 
     def _complete(self, prompts: list[str], max_new_tokens: int) -> _Answer:
-        target = self._served_adapter or self._served_model
-
-        def call() -> Any:
-            return self._client.completions.create(
-                model=target,
-                prompt=prompts,
-                max_tokens=max_new_tokens,
-                temperature=0.0,
-                n=1,
-                # The prompt is already rendered by the chat template, which adds
-                # BOS where the model wants one; a second BOS changes the outputs.
-                extra_body=self._extra_body,
-            )
-
+        body: dict[str, Any] = {
+            "model": self._served_adapter or self._served_model,
+            "prompt": prompts,
+            "max_tokens": max_new_tokens,
+            "temperature": 0.0,
+            "n": 1,
+            # The prompt is already rendered by the chat template, which adds
+            # BOS where the model wants one; a second BOS changes the outputs.
+            **self._extra_body,
+        }
         started = time.perf_counter()
         plural = "" if len(prompts) == 1 else "s"
-        response = self._retrying(f"complete {len(prompts)} prompt{plural}", call)
+        response = self._transport.call(
+            "POST", "/completions", f"complete {len(prompts)} prompt{plural}", body
+        )
         latency = time.perf_counter() - started
-        choices = getattr(response, "choices", None)
-        if not isinstance(choices, list) or len(choices) != len(prompts):
+        texts, reasons = self._read_choices(response.get("choices"), len(prompts))
+        usage_obj = response.get("usage")
+        usage = None
+        if isinstance(usage_obj, dict):
+            # Anything but a non-negative integer is an unknown count, not a number to add.
+            usage = {
+                key: value
+                for key in ("prompt_tokens", "completion_tokens", "total_tokens")
+                if type(value := usage_obj.get(key)) is int and value >= 0
+            }
+        return _Answer(texts, reasons, usage, latency)
+
+    def _read_choices(self, choices: object, expected: int) -> tuple[list[str], list[str | None]]:
+        """One text and finish reason per prompt, in prompt order, from an answer's choices.
+
+        Raises:
+            InvariantViolationError: Too few or many choices, a bad or repeated
+                index, or a choice without text; nothing of the batch is kept.
+        """
+        if not isinstance(choices, list) or len(choices) != expected:
             found = len(choices) if isinstance(choices, list) else type(choices).__name__
             raise InvariantViolationError(
-                f"the server at {self._shown_url} answered {len(prompts)} prompts with {found} "
+                f"the server at {self._shown_url} answered {expected} prompts with {found} "
                 "choices (expected one each); nothing from this batch was kept"
             )
-        texts: list[str | None] = [None] * len(prompts)
-        reasons: list[str | None] = [None] * len(prompts)
+        texts: list[str | None] = [None] * expected
+        reasons: list[str | None] = [None] * expected
         for position, choice in enumerate(choices):
-            index = getattr(choice, "index", position)
-            text = getattr(choice, "text", None)
-            if type(index) is not int or not 0 <= index < len(prompts) or texts[index] is not None:
+            entry = choice if isinstance(choice, dict) else {}
+            index = entry.get("index", position)
+            text = entry.get("text")
+            if type(index) is not int or not 0 <= index < expected or texts[index] is not None:
                 raise InvariantViolationError(
                     f"the server at {self._shown_url} returned choice index {index!r} for a "
-                    f"request of {len(prompts)} prompts; nothing from this batch was kept"
+                    f"request of {expected} prompts; nothing from this batch was kept"
                 )
             if not isinstance(text, str):
                 raise InvariantViolationError(
@@ -557,17 +448,9 @@ class ServerGenerator(LocalSources):
                     f"{type(text).__name__}); nothing from this batch was kept"
                 )
             texts[index] = text
-            reason = getattr(choice, "finish_reason", None)
+            reason = entry.get("finish_reason")
             reasons[index] = reason if isinstance(reason, str) else None
-        usage_obj = getattr(response, "usage", None)
-        usage = None
-        if usage_obj is not None:
-            usage = {
-                key: int(value)
-                for key in ("prompt_tokens", "completion_tokens", "total_tokens")
-                if isinstance(value := getattr(usage_obj, key, None), int)
-            }
-        return _Answer([t for t in texts if t is not None], reasons, usage, latency)
+        return [text for text in texts if text is not None], reasons
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int) -> list[str]:
         """Greedy completions of one runner batch, spread over concurrent requests.
@@ -632,61 +515,60 @@ class ServerGenerator(LocalSources):
                 os.fsync(handle.fileno())
 
 
-def _number(options: dict[str, Any], key: str, default: float, kind: type) -> Any:
-    value = options.get(key)
-    if value is None or value == "":
-        return kind(default)
-    if isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            raise ConfigError(f"{key} must be a number, got {value!r}") from None
-        if kind is int and not number.is_integer():
-            raise ConfigError(f"{key} must be a whole number, got {value!r}")
-        return kind(number)
-    if kind is int and isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-@register_backend("server")
-def server_backend(request: BackendRequest) -> ServerGenerator:
-    """Build the ``server`` backend: an OpenAI-compatible completions server.
-
-    ``request.model`` is the declared base (its tokenizer renders the prompts);
-    ``options`` carry :data:`SERVER_OPTIONS`. The arm is the adapter arm when
-    ``served_adapter`` is given; ``request.adapter`` (a local copy of the
-    served adapter) is optional and only adds its digest.
+def _local_adapter(
+    adapter: str | os.PathLike[str] | None, served_adapter: str | None
+) -> tuple[Path | None, str | None]:
+    """The local copy of the served adapter and its digest, or ``(None, None)`` without one.
 
     Raises:
-        ConfigError: Unknown or bad options, or a local-only setting (device,
-            thread count) that a remote server cannot honour.
-        DependencyError: The server is unreachable or does not serve the names.
+        ConfigError: A local adapter without the name it is served under.
     """
-    request.refuse_options("server", SERVER_OPTIONS)
-    if request.device:
-        raise ConfigError(
-            "device does not apply to the server backend: the server chose its own devices"
-        )
-    options = dict(request.options)
-    served_adapter = options.get("served_adapter") or None
-    if request.adapter and not served_adapter:
+    if adapter is None or not os.fspath(adapter):
+        return None, None
+    if served_adapter is None:
         raise ConfigError(
             "a local adapter directory was given but no served_adapter: name the adapter as "
             "the server serves it (vLLM --lora-modules NAME=DIR)"
         )
+    path = Path(os.fspath(adapter)).expanduser().resolve()
+    return path, adapter_digest(path)
+
+
+@register_backend("server", options=ServerOptions)
+def server_backend(request: BackendRequest, options: ServerOptions) -> ServerGenerator:
+    """An OpenAI-compatible completions server (vLLM, SGLang, TGI, a hosted API).
+
+    ``request.model`` is the declared base (its tokenizer renders the prompts).
+    The arm is the adapter arm when ``served_adapter`` is given;
+    ``request.adapter`` (a local copy of the served adapter) is optional and
+    only adds its digest.
+
+    Raises:
+        ConfigError: Bad options, or a local-only setting (device) that a
+            remote server cannot honour.
+        DependencyError: The server is unreachable or does not serve the names.
+    """
+    if request.device:
+        raise ConfigError(
+            "device does not apply to the server backend: the server chose its own devices"
+        )
+    _local_adapter(request.adapter, options.served_adapter)  # refused before any request
+    transport = ServerTransport(
+        options.base_url,
+        request_timeout=options.request_timeout,
+        api_key_env=options.api_key_env,
+        max_retries=options.max_retries,
+    )
     return ServerGenerator(
-        str(options.get("base_url") or ""),
-        served_model=str(options.get("served_model") or ""),
-        served_adapter=served_adapter,
+        transport,
+        served_model=options.served_model,
+        served_adapter=options.served_adapter,
         adapter=request.adapter or None,
         model=request.model,
         revision=request.revision,
         tokenizer=request.tokenizer,
         tokenizer_revision=request.tokenizer_revision,
-        concurrency=_number(options, "concurrency", DEFAULT_CONCURRENCY, int),
-        request_timeout=_number(options, "request_timeout", DEFAULT_REQUEST_TIMEOUT, float),
-        api_key_env=str(options.get("api_key_env") or DEFAULT_API_KEY_ENV),
+        concurrency=options.concurrency,
         trust_remote_code=request.trust_remote_code,
         keep_special_tokens=request.keep_special_tokens,
     )

@@ -11,14 +11,14 @@ import pytest
 
 from sommelier_mlflow.cli import main
 from sommelier_mlflow.data import ModelIdentity
-from sommelier_mlflow.generation import BackendRequest, register_backend
+from sommelier_mlflow.generation import BackendRequest, NoOptions, register_backend
 from tests.cli.cli_helpers import BASE_OUTPUTS, examples
 
 
 class FixtureBackend:
     """Answers each fixture prompt with the base arm's hand-written output."""
 
-    def __init__(self, request: BackendRequest) -> None:
+    def __init__(self, request: BackendRequest, options: NoOptions) -> None:
         self._identity = request.declared_identity()
         self._outputs = {
             example.prompt_text: BASE_OUTPUTS[int(example.example_id.split("-")[1])]
@@ -106,18 +106,13 @@ def test_a_named_backend_generates_an_arm_and_is_recorded_in_its_decoding(
     assert report["metrics"]["full_call_exact_match"]["numerator"] == 2
 
 
-def test_replay_is_not_a_generation_backend_for_evaluate(
-    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("name", ["nope", "replay"])
+def test_an_unregistered_or_internal_backend_is_refused_by_the_parser(
+    files: dict[str, Path], tmp_path: Path, name: str
 ) -> None:
-    assert _evaluate(files, tmp_path / "arm", "replay") == 2
-    assert "--precomputed" in capsys.readouterr().err
-
-
-def test_an_unregistered_backend_is_refused_by_the_parser(
-    files: dict[str, Path], tmp_path: Path
-) -> None:
+    # replay is registered, but only `score --precomputed` builds it.
     with pytest.raises(SystemExit) as exit_info:
-        _evaluate(files, tmp_path / "arm", "nope")
+        _evaluate(files, tmp_path / "arm", name)
     assert exit_info.value.code == 2
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow.cli import main
 from sommelier_mlflow.data import write_test_split
 from tests.cli.cli_helpers import TOOLS, examples
-from tests.support.openai_stub import echo_responder, running_stub
+from tests.support.openai_stub import echo_responder, finishes_within, running_stub
 from tests.support.tiny_models import build_lora_adapter, build_tiny_llama, build_tokenizer
 
 KEY = "sk-cli-planted-0a1b2c3d4e5f"
@@ -161,7 +162,8 @@ def test_server_options_are_refused_with_another_backend(
         ]
     )
     assert code == 2
-    assert "--base-url applies to --backend server only" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "the hf backend refused its options: it does not take the option 'base_url'" in err
 
 
 def test_an_hf_arm_and_a_server_arm_are_not_compared(
@@ -212,3 +214,78 @@ def test_an_hf_arm_and_a_server_arm_are_not_compared(
     )
     assert code == 4
     assert "decoding.backend" in capsys.readouterr().err
+
+
+def test_a_key_the_server_echoes_never_leaves_the_process_whatever_its_variable_is_called(
+    tiny: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Issue 23 item 6: no secret-looking name, no secret-looking shape; the
+    # server puts the key in /version and in every completion.
+    key = "planted-team-key-7f3a9c5e1d"
+    monkeypatch.setenv("VLLM_KEY", key)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.chdir(tmp_path)  # the store's artifacts land under tmp_path too
+
+    def echo_key(body: dict[str, Any]) -> tuple[int, dict[str, Any] | bytes]:
+        status, answer = echo_responder(body)
+        assert isinstance(answer, dict)
+        for choice in answer["choices"]:
+            choice["text"] = f'{{"name": "{key}"}}'
+        return status, answer
+
+    out = tmp_path / "out"
+    with running_stub(_models(tiny["model"]), echo_key) as stub:
+        stub.version = f"0.9.1+{key}"
+        args = [*_evaluate(tiny, stub.url, out, "--api-key-env", "VLLM_KEY"), "--mlflow"]
+        code = main([*args, "--model-kind", "base", "--log-traces", "true"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert stub.headers and all(
+        {k.lower(): v for k, v in h.items()}.get("authorization") == f"Bearer {key}"
+        for p, h in stub.headers
+        if p.startswith("/v1/")
+    )
+    generations = b"".join(p.read_bytes() for p in (out / "generations").glob("*.jsonl"))
+    assert b"**********" in generations  # the echoed key was there, and was replaced
+    checked = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == "mlflow.db" for p in checked)
+    assert any(p.name == "generation_manifest.json" for p in checked)
+    for path in checked:
+        assert key.encode() not in path.read_bytes(), path
+    assert key not in printed.out + printed.err
+
+
+@pytest.mark.parametrize("body", [b"", b"<html>upstream gone</html>"])
+def test_a_200_answer_that_is_not_json_is_one_error_line_and_exit_3(
+    tiny: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], body: bytes
+) -> None:
+    # Issue 23 item 5 (the server part): was a JSONDecodeError traceback.
+    out = tmp_path / "out"
+    with running_stub(_models(tiny["model"]), lambda request: (200, body)) as stub:
+        args = _evaluate(tiny, stub.url, out, "--backend-option", "max_retries=0")
+        code = main([*args, "--model-kind", "base"])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert "HTTP 200 with" in err and stub.url in err
+    assert not (out / "evaluation_report.json").exists()
+    assert all(path.stat().st_size == 0 for path in (out / "generations").glob("*.jsonl"))
+
+
+def test_request_timeout_bounds_a_trickling_server_through_the_cli(
+    tiny: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 23 item 4, as a user meets it: --request-timeout is a total deadline.
+    with running_stub(_models(tiny["model"])) as stub:
+        stub.trickle, stub.trickle_s = frozenset({"/v1/completions"}), 0.5
+        args = _evaluate(tiny, stub.url, tmp_path / "out", "--request-timeout", "1.5")
+        started = time.monotonic()
+        argv = [*args, "--backend-option", "max_retries=0", "--model-kind", "base"]
+        code = finishes_within(30, lambda: main(argv))
+        elapsed = time.monotonic() - started
+    err = capsys.readouterr().err
+    assert code == 3 and "timed out: no complete answer within 1.5 s" in err, err
+    assert elapsed < 1.5 + 5.0  # one request's deadline plus loading the tokenizer and split

@@ -17,6 +17,7 @@ from sommelier_mlflow.generation import (
     BackendRequest,
     GenerationBackend,
     HFGenerator,
+    NoOptions,
     ReplayGenerator,
     backend_names,
     create_backend,
@@ -63,17 +64,17 @@ class UpperBackend:
 
 
 @register_backend("test_upper")
-def _upper(request: BackendRequest) -> UpperBackend:
+def _upper(request: BackendRequest, options: NoOptions) -> UpperBackend:
     return UpperBackend(request)
 
 
 @register_backend("test_dishonest")
-def _dishonest(request: BackendRequest) -> UpperBackend:
+def _dishonest(request: BackendRequest, options: NoOptions) -> UpperBackend:
     return UpperBackend(request, honest=False)
 
 
 @register_backend("test_not_a_backend")
-def _not_a_backend(request: BackendRequest) -> Any:
+def _not_a_backend(request: BackendRequest, options: NoOptions) -> Any:
     return object()
 
 
@@ -83,7 +84,7 @@ def test_the_built_in_backends_are_registered_when_the_package_is_imported() -> 
 
 
 def test_an_unknown_backend_is_a_config_error_listing_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match=r"choose one of .*hf.*replay"):
+    with pytest.raises(ConfigError, match=r"choose one of .*hf, server"):
         create_backend("vllm_typo", BackendRequest(model="m"))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,9 @@ import pytest
 from sommelier_mlflow._json import sha256_text
 from sommelier_mlflow.data import Decoding, TestExample
 from sommelier_mlflow.errors import ConfigError, DependencyError, InvariantViolationError
-from sommelier_mlflow.generation import ServerGenerator, run_generation
+from sommelier_mlflow.generation import ServerGenerator, ServerTransport, run_generation
 from tests.generation.generation_helpers import TinyModels
-from tests.support.openai_stub import echo_responder, running_stub
+from tests.support.openai_stub import echo_responder, finishes_within, running_stub
 
 KEY = "sk-planted-0123456789abcdef"
 
@@ -41,9 +42,11 @@ def _closed_port_url() -> str:
 
 
 def _generator(url: str, tiny: TinyModels, **kwargs: Any) -> ServerGenerator:
+    wire_options = ("request_timeout", "api_key_env", "max_retries")
+    wire = {k: kwargs.pop(k) for k in wire_options if k in kwargs}
     options: dict[str, Any] = {"served_model": "base-model", "model": str(tiny.model_dir)}
     options.update(kwargs)
-    return ServerGenerator(url, **options)
+    return ServerGenerator(ServerTransport(url, **wire), **options)
 
 
 def test_unreachable_server_is_exit_3_naming_the_url_without_credentials(
@@ -229,3 +232,58 @@ def test_bad_options_are_refused_before_any_request(
 ) -> None:
     with pytest.raises(ConfigError, match=match):
         _generator("http://127.0.0.1:9/v1", tiny, **options)
+
+
+@pytest.mark.parametrize("path", ["/v1/models", "/v1/completions"])
+def test_a_trickling_server_is_cut_off_at_the_total_request_deadline(
+    tiny: TinyModels, path: str
+) -> None:
+    # One byte every 0.4 s keeps every single read well inside a 1.5 s socket
+    # timeout; only a deadline on the whole request ends it (issue 23 item 4).
+    with running_stub(_models(str(tiny.model_dir))) as stub:
+        stub.trickle, stub.trickle_s = frozenset({path}), 0.4
+
+        def work() -> None:
+            generator = _generator(stub.url, tiny, request_timeout=1.5, max_retries=1)
+            generator.generate(["abcdefghij"], max_new_tokens=4)
+
+        started = time.monotonic()
+        with pytest.raises(DependencyError, match=r"after 2 attempts \(last: timed out") as caught:
+            finishes_within(20, work)
+        elapsed = time.monotonic() - started
+    assert caught.value.exit_code == 3
+    assert elapsed < 2 * 1.5 + 0.5 + 2.0  # two attempts, one backoff, and slack for a busy CI
+
+
+def test_a_trickling_version_probe_is_cut_off_and_the_version_is_unknown(
+    tiny: TinyModels,
+) -> None:
+    with running_stub(_models(str(tiny.model_dir))) as stub:
+        stub.trickle, stub.trickle_s = frozenset({"/version"}), 0.4
+        started = time.monotonic()
+        generator = finishes_within(20, lambda: _generator(stub.url, tiny, request_timeout=1.0))
+        elapsed = time.monotonic() - started
+        assert generator.generate(["abcdefghij"], max_new_tokens=4) == ["jihgfedc"]
+    assert generator.server_info()["server_version"] is None
+    assert elapsed < 1.0 + 3.0  # the probe's deadline, plus loading the tokenizer
+
+
+@pytest.mark.parametrize("body", [b"", b"<html>502 Bad Gateway</html>", b"[]"])
+def test_a_200_answer_that_is_not_a_json_object_is_exit_3_and_nothing_is_kept(
+    tiny: TinyModels, examples: list[TestExample], tmp_path: Path, body: bytes
+) -> None:
+    with running_stub(_models(str(tiny.model_dir)), lambda request: (200, body)) as stub:
+        generator = _generator(stub.url, tiny, max_retries=1)
+        with pytest.raises(DependencyError, match=r"after 2 attempts \(last: HTTP 200 with") as err:
+            run_generation(
+                examples,
+                generator,
+                decoding=Decoding(max_new_tokens=8, batch_size=4),
+                model_kind="base",
+                out_dir=tmp_path,
+                progress=False,
+            )
+    assert err.value.exit_code == 3
+    assert ("empty body" if not body else "not a JSON object") in str(err.value)
+    for path in (tmp_path / "generations").glob("*.jsonl"):
+        assert path.read_bytes() == b""
