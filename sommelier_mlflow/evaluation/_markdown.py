@@ -3,11 +3,15 @@
 The Markdown is a view, never a second source of numbers: it is a pure
 function of the typed comparison report and prints only values its JSON holds
 (rounded for reading, with the exact numerator/denominator beside every rate),
-so the two files cannot tell different stories.
+so the two files cannot tell different stories. Values that come from the
+user's data (slice values, languages, field names, model ids, claim ids) are
+escaped (:func:`_text`, :func:`_code`): a newline, ``#`` heading, ``|`` or
+``<script>`` in a slice value must not become Markdown or HTML.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
@@ -85,7 +89,7 @@ def _percent(confidence: float) -> str:
 
 
 def _revision(value: str | None) -> str:
-    return f"`{value}`" if value is not None else "unpinned"
+    return _code(value) if value is not None else "unpinned"
 
 
 def _bootstrap_line(
@@ -95,6 +99,27 @@ def _bootstrap_line(
         f"{method} (quantiles: {quantile_method}), "
         f"{resamples} resamples, {_percent(confidence)} confidence, seed {seed}"
     )
+
+
+#: Characters that start Markdown markup inside a line (emphasis, links, code, tables).
+_MARKUP = re.compile(r"([\\`*_\[\]|])")
+_LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029]+")
+
+
+def _text(value: object) -> str:
+    """``value`` as literal text on one line: no heading, table cell break, link or HTML."""
+    one_line = _LINE_BREAKS.sub(" ", str(value))
+    html_safe = one_line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MARKUP.sub(r"\\\1", html_safe)
+
+
+def _code(value: object) -> str:
+    """``value`` as one inline code span, whatever backticks it holds."""
+    text = _LINE_BREAKS.sub(" ", str(value)).replace("|", "\\|")
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    padded = f" {text} " if text.startswith("`") or text.endswith("`") else text
+    return f"{fence}{padded}{fence}"
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -111,11 +136,11 @@ def _scoring_lines(report: ComparisonReport) -> list[str]:
     identity = report.identity
     lines = []
     if identity.scoring != DEFAULT_MODE:
-        lines.append(f"- Scoring: `{identity.scoring}`")
+        lines.append(f"- Scoring: {_code(identity.scoring)}")
     if identity.slice_by:
         lines.append(
-            f"- Field slices (by {', '.join(identity.slice_by)}): "
-            f"{', '.join(identity.field_slices)}"
+            f"- Field slices (by {', '.join(map(_text, identity.slice_by))}): "
+            f"{', '.join(map(_text, identity.field_slices))}"
         )
     return lines
 
@@ -126,7 +151,7 @@ def _identity_lines(report: ComparisonReport) -> list[str]:
     decoding = identity.decoding
     adapter = report.runs["adapter"].adapter
     adapter_line = (
-        f"- Adapter: `{adapter.source}` (sha256 `{adapter.sha256}`)"
+        f"- Adapter: {_code(adapter.source)} (sha256 {_code(adapter.sha256)})"
         if adapter is not None
         else "- Adapter: none"
     )
@@ -134,15 +159,15 @@ def _identity_lines(report: ComparisonReport) -> list[str]:
     return [
         "## Identity (identical for both arms; checked by the gate)",
         "",
-        f"- Base model: `{model.base_model}` (revision {_revision(model.base_revision)})",
-        f"- Tokenizer: `{model.tokenizer}` (revision {_revision(model.tokenizer_revision)})",
+        f"- Base model: {_code(model.base_model)} (revision {_revision(model.base_revision)})",
+        f"- Tokenizer: {_code(model.tokenizer)} (revision {_revision(model.tokenizer_revision)})",
         adapter_line,
         f"- Test split sha256: `{identity.test_split_sha256}`",
         f"- Parser: `{identity.parser_version}`",
         f"- Decoding: temperature {decoding.temperature}, do_sample "
         f"{str(decoding.do_sample).lower()}, max_new_tokens {decoding.max_new_tokens}, "
         f"batch_size {decoding.batch_size}",
-        f"- Slices: {', '.join(identity.languages)}",
+        f"- Slices: {', '.join(map(_text, identity.languages))}",
         *_scoring_lines(report),
         f"- Base report sha256: `{report.runs['base'].report_sha256}`",
         f"- Adapter report sha256: `{report.runs['adapter'].report_sha256}`",
@@ -163,7 +188,7 @@ def _slice_lines(name: str, entry: SliceComparison, metric_names: Sequence[str])
     delta = entry.delta
     mcnemar = entry.mcnemar
     rows = _interval_rows(delta, entry.base, entry.adapter, metric_names)
-    lines = [f"### {name} ({entry.examples} examples)", ""]
+    lines = [f"### {_text(name)} ({entry.examples} examples)", ""]
     lines += _table(
         [
             "metric",
@@ -190,7 +215,7 @@ def _slice_lines(name: str, entry: SliceComparison, metric_names: Sequence[str])
 def _primary_gap_lines(
     model_kind: str, language: str, gap: LanguageGap, metric_names: Sequence[str]
 ) -> list[str]:
-    root = gap.root_language
+    root, language = _text(gap.root_language), _text(language)
     coverage = gap.coverage
     bootstrap = gap.bootstrap
     target_rate = coverage.paired_targets / coverage.target_rows
@@ -232,7 +257,7 @@ def _primary_gap_lines(
 def _marginal_lines(
     model_kind: str, language: str, entry: MarginalGap, metric_names: Sequence[str]
 ) -> list[str]:
-    root = entry.root_language
+    root, language = _text(entry.root_language), _text(language)
     rows = [
         [
             metric,
@@ -301,8 +326,8 @@ def _verdict_lines(verdict: Verdict) -> list[str]:
     ]
     rows = [
         [
-            f"`{decision.claim.id}`",
-            decision.claim.slice,
+            _code(decision.claim.id),
+            _text(decision.claim.slice),
             decision.claim.metric,
             _claim_text(decision),
             format_delta(decision.estimate),

@@ -312,3 +312,23 @@ def test_markdown_numbers_all_come_from_the_json(comparison):
 def test_markdown_is_a_pure_function_of_the_json(comparison):
     copy = loads(dumps_pretty(comparison))
     assert markdown_of(copy) == markdown_of(comparison)
+
+
+def test_slice_values_cannot_inject_markdown(kit: Any) -> None:
+    """Issue 23 #10: a slice value was written raw, so a newline started a heading or HTML."""
+    from dataclasses import replace
+
+    hostile = "x\n# injected <script>alert(1)</script> | *bold*"
+    split = kit.golden_split(
+        lambda rows: [
+            replace(row, slice_values={"topic": hostile if index % 2 else "plain"})
+            for index, row in enumerate(rows)
+        ]
+    )
+    base = doc(kit.score(split, kit.BASE_TEXTS, "base", slice_by=["topic"]))
+    adapter = doc(kit.score(split, kit.ADAPTER_TEXTS, "adapter", slice_by=["topic"]))
+    markdown = markdown_of(compare_docs(base, adapter, resamples=50))
+    assert "topic:plain" in markdown
+    assert not any(line.startswith("# injected") for line in markdown.splitlines())
+    assert "<script>" not in markdown and "&lt;script&gt;" in markdown
+    assert "\\*bold\\*" in markdown and "\\|" in markdown
