@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.bfcl_reference import bfcl_package_root
+from tests.support.mlflow_run import mlflow_run
 from tests.support.scripts import load_script
 from tests.support.tiny_models import build_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "bfcl"
-MLFLOW = str(Path(sys.executable).with_name("mlflow"))
 FILES = (
     "outputs_base.jsonl",
     "outputs_adapter.jsonl",
@@ -34,22 +30,6 @@ def test_the_committed_example_is_what_the_script_writes_from_bfcls_data(tmp_pat
         assert (tmp_path / name).read_bytes() == (EXAMPLE / name).read_bytes(), name
 
 
-def _mlflow_run(uri: str, cwd: Path, entry: str, **params: str) -> str:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    env.pop("MLFLOW_RUN_ID", None)
-    command = [MLFLOW, "run", str(REPO), "-e", entry, "--env-manager", "local"]
-    for key, value in params.items():
-        command += ["-P", f"{key}={value}"]
-    result = subprocess.run(
-        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
-    match = re.search(r"Run \(ID '([0-9a-f]+)'\) succeeded", output)
-    assert match, output[-2000:]
-    return match.group(1)
-
-
 @pytest.mark.slow
 def test_the_example_imports_scores_and_compares_through_mlflow_run(tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
@@ -60,10 +40,10 @@ def test_the_example_imports_scores_and_compares_through_mlflow_run(tmp_path: Pa
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     split = tmp_path / "bfcl" / "test.jsonl"
-    _mlflow_run(uri, tmp_path, "import_bfcl", data_dir=str(EXAMPLE / "data"), out=str(split))
+    mlflow_run(uri, tmp_path, "import_bfcl", data_dir=str(EXAMPLE / "data"), out=str(split))
     assert (tmp_path / "bfcl" / "test.drop_summary.json").is_file()
     formatted = tmp_path / "bfcl" / "test.formatted.jsonl"
-    _mlflow_run(
+    mlflow_run(
         uri,
         tmp_path,
         "format",
@@ -73,7 +53,7 @@ def test_the_example_imports_scores_and_compares_through_mlflow_run(tmp_path: Pa
         out=str(formatted),
     )
     run_ids = {
-        kind: _mlflow_run(
+        kind: mlflow_run(
             uri,
             tmp_path,
             "score",
@@ -89,7 +69,7 @@ def test_the_example_imports_scores_and_compares_through_mlflow_run(tmp_path: Pa
         )
         for kind in ("base", "adapter")
     }
-    compare_id = _mlflow_run(
+    compare_id = mlflow_run(
         uri,
         tmp_path,
         "compare",

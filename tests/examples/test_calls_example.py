@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.mlflow_run import mlflow_run
 from tests.support.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "calls"
 DATA = EXAMPLE / "data"
-MLFLOW = str(Path(sys.executable).with_name("mlflow"))
 FILES = ("test_split.jsonl", "outputs_base.jsonl", "outputs_adapter.jsonl")
 
 
@@ -108,29 +107,13 @@ def test_the_readme_table_is_the_one_a_fresh_run_prints(tmp_path: Path) -> None:
     assert report["slices"]["overall"]["mcnemar"]["metric"] == "call_set_exact_match"
 
 
-def _mlflow_run(uri: str, cwd: Path, entry: str, **params: str) -> str:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    env.pop("MLFLOW_RUN_ID", None)
-    command = [MLFLOW, "run", str(REPO), "-e", entry, "--env-manager", "local"]
-    for key, value in params.items():
-        command += ["-P", f"{key}={value}"]
-    result = subprocess.run(
-        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
-    match = re.search(r"Run \(ID '([0-9a-f]+)'\) succeeded", output)
-    assert match, output[-2000:]
-    return match.group(1)
-
-
 @pytest.mark.slow
 def test_the_example_scores_and_compares_through_mlflow_run(tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     run_ids = {
-        kind: _mlflow_run(
+        kind: mlflow_run(
             uri,
             tmp_path,
             "score",
@@ -146,7 +129,7 @@ def test_the_example_scores_and_compares_through_mlflow_run(tmp_path: Path) -> N
         )
         for kind in ("base", "adapter")
     }
-    compare_id = _mlflow_run(
+    compare_id = mlflow_run(
         uri,
         tmp_path,
         "compare",
