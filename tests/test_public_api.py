@@ -52,6 +52,7 @@ PACKAGES = [
     "sommelier_mlflow.generation",
     "sommelier_mlflow.integration",
     "sommelier_mlflow.scorers",
+    "sommelier_mlflow.training",
     "sommelier_mlflow.cli",
 ]
 
@@ -60,6 +61,7 @@ PACKAGES = [
 # Adding or removing a name here is a deliberate API change.
 CURATED = {
     "sommelier_mlflow.cli": {"build_parser", "main"},
+    "sommelier_mlflow.training": {"SommelierCallback"},
     "sommelier_mlflow.generation": {
         "BackendFactory",
         "BackendOption",
@@ -95,6 +97,8 @@ CURATED = {
         "declared_identity",
         "load_tokenizer",
         "find_recorded_identity",
+        "greedy_completions",
+        "greedy_generation_config",
         "physical_cores",
         "register_backend",
         "run_generation",

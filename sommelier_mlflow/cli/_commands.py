@@ -149,12 +149,20 @@ def _add_claims(parser: argparse.ArgumentParser) -> None:
 
 def _add_model(parser: argparse.ArgumentParser, *, required: bool) -> None:
     parser.add_argument(
-        "--model", required=required, default=None, help="base model: local path or hub id"
+        "--model",
+        required=required,
+        default=None,
+        help="base model: local path, hub id, or models:/<name>/<version> | models:/<name>@<alias>",
     )
     parser.add_argument("--revision", default=None, help="pinned hub revision of the model")
     parser.add_argument("--tokenizer", default=None, help="tokenizer (default: the model's)")
     parser.add_argument("--tokenizer-revision", default=None, help="pinned hub revision of it")
-    parser.add_argument("--adapter", default=None, help="peft LoRA adapter directory")
+    parser.add_argument(
+        "--adapter",
+        default=None,
+        help="peft LoRA adapter directory, or a registered PEFT model: models:/<name>/<version> "
+        "or models:/<name>@<alias> (its base is the model it names unless --model is given)",
+    )
 
 
 def _add_generation(parser: argparse.ArgumentParser, *, batch_size: int) -> None:
@@ -352,8 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
     source = compare.add_mutually_exclusive_group(required=True)
     source.add_argument("--base-report", help="base arm evaluation_report.json")
     source.add_argument("--base-run-id", help="MLflow run id of the base arm")
-    compare.add_argument("--adapter-report")
-    compare.add_argument("--adapter-run-id")
+    from sommelier_mlflow.cli._compare import add_compare_arguments
+
+    add_compare_arguments(compare)
     compare.add_argument("--out", default=None)
     _add_stats(compare)
     _add_claims(compare)
@@ -473,13 +482,23 @@ def _cmd_format(args: argparse.Namespace) -> int:
 
 
 def _log_arm_run(
-    arm: Any, args: argparse.Namespace, run_name: str, extra_params: dict[str, object]
+    arm: Any,
+    args: argparse.Namespace,
+    run_name: str,
+    extra_params: dict[str, object],
+    tags: dict[str, str] | None = None,
 ) -> None:
-    """Log one arm into ``mlflow run``'s run, or a new run named ``run_name``."""
+    """Log one arm into ``mlflow run``'s run, or a new run named ``run_name``.
+
+    ``tags`` record where a registry model came from (name, version, run, digest).
+    """
     from sommelier_mlflow.cli._options import progress_wanted
     from sommelier_mlflow.cli._runs import log_arm, top_run
+    from sommelier_mlflow.integration import set_sommelier_tags
 
     with top_run(run_name) as run_id:
+        if tags:
+            set_sommelier_tags(run_id, extra=tags)
         traces = log_arm(
             arm, run_id, extra_params, log_traces=args.log_traces, progress=progress_wanted(args)
         )
@@ -511,7 +530,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         out_folder,
     )
     from sommelier_mlflow.cli._pipeline import evaluate_arm
+    from sommelier_mlflow.cli._registry import resolve_registry_options
 
+    registry_tags = resolve_registry_options(args)
     out = out_folder(args, args.model_kind, tokenizer=args.tokenizer, **generation_job(args))
     plan = GenerationPlan.from_args(args, args.model_kind)
     declared = DeclaredModel.from_args(args)
@@ -519,7 +540,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     arm = evaluate_arm(scoring.read(args.test_split), declared, plan, out, scoring)
     _print_arm(arm)
     if _wants_mlflow(args):
-        _log_arm_run(arm, args, args.model_kind, plan.logged_params())
+        _log_arm_run(arm, args, args.model_kind, plan.logged_params(), registry_tags)
     return 0
 
 
@@ -579,79 +600,9 @@ def _cmd_score(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from sommelier_mlflow.cli._claims import (
-        compare_arms,
-        format_verdict,
-        raise_if_unsupported,
-        read_claims_option,
-        registration_for,
-    )
+    from sommelier_mlflow.cli._compare import run_compare
 
-    if bool(args.base_report) != bool(args.adapter_report) or bool(args.base_run_id) != bool(
-        args.adapter_run_id
-    ):
-        raise ConfigError(
-            "give both reports (--base-report and --adapter-report) or both run ids "
-            "(--base-run-id and --adapter-run-id)"
-        )
-    from sommelier_mlflow.cli._options import out_folder
-
-    claims = read_claims_option(args.claims)  # a bad claims file fails before any download
-    out = out_folder(
-        args,
-        "compare",
-        base=args.base_report or args.base_run_id,
-        adapter=args.adapter_report or args.adapter_run_id,
-        seed=args.seed,
-        resamples=args.resamples,
-    )
-    if args.base_run_id:
-        from sommelier_mlflow.cli._runs import download_evaluation_report
-
-        base_path = download_evaluation_report(args.base_run_id, out / "inputs" / "base")
-        adapter_path = download_evaluation_report(args.adapter_run_id, out / "inputs" / "adapter")
-    else:
-        base_path, adapter_path = Path(args.base_report), Path(args.adapter_report)
-    arm_runs = [args.base_run_id, args.adapter_run_id] if args.base_run_id else []
-    registration = registration_for(args, claims, arm_runs, _wants_mlflow(args))
-    reports = (base_path, adapter_path)
-    artifacts = compare_arms(args, reports, out / "comparison", claims, registration)
-    print(f"comparison: {artifacts.json_path}")
-    print(f"            {artifacts.markdown_path}")
-    if artifacts.report.claims is not None:
-        print(format_verdict(artifacts.report.claims))
-    if _wants_mlflow(args):
-        from sommelier_mlflow.cli._runs import comparison_run_name, top_run
-        from sommelier_mlflow.integration import log_comparison_run, set_sommelier_tags
-
-        adapter_identity = artifacts.report.runs["adapter"].adapter
-        base_model = artifacts.report.identity.model_identity.base_model
-        adapter_source = adapter_identity.source if adapter_identity is not None else "adapter"
-        with top_run(comparison_run_name(base_model, adapter_source)) as run_id:
-            links: dict[str, object] = {}
-            if args.base_run_id:
-                links = {"base_run_id": args.base_run_id, "adapter_run_id": args.adapter_run_id}
-                set_sommelier_tags(
-                    run_id, extra={f"sommelier.{key}": str(value) for key, value in links.items()}
-                )
-            log_comparison_run(artifacts.report, run_id=run_id, params=_unlogged(run_id, links))
-            print(f"logged to MLflow run {run_id}")
-    if args.fail_on_unsupported:
-        raise_if_unsupported(artifacts.report)
-    return 0
-
-
-def _unlogged(run_id: str, params: dict[str, object]) -> dict[str, object]:
-    """Drop params ``mlflow run`` already logged for this run (same names, same values)."""
-    if not params or not os.environ.get("MLFLOW_RUN_ID"):
-        return params
-    from mlflow.tracking import MlflowClient
-
-    from sommelier_mlflow.integration import tracking_errors
-
-    with tracking_errors("read the run's params"):
-        existing = MlflowClient().get_run(run_id).data.params
-    return {key: value for key, value in params.items() if key not in existing}
+    return run_compare(args, _wants_mlflow(args))
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
@@ -719,8 +670,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         with contextlib.ExitStack() as stack:
-            needs_store = getattr(args, "base_run_id", None) or getattr(
-                args, "require_registered", False
+            needs_store = (
+                getattr(args, "base_run_id", None)
+                or getattr(args, "require_registered", False)
+                or any(
+                    str(getattr(args, name, None) or "").startswith("models:/")
+                    for name in ("model", "adapter")
+                )
             )
             if _wants_mlflow(args) or needs_store:
                 from sommelier_mlflow.cli._runs import prepared_tracking

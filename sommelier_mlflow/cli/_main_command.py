@@ -84,9 +84,12 @@ def format_summary(report: ComparisonReport) -> str:
 
 def run_main(args: argparse.Namespace) -> int:
     """Evaluate base and adapter on the same split, compare, and (under MLflow) log all."""
+    from sommelier_mlflow.cli._registry import resolve_registry_options
+
     claims = read_claims_option(args.claims)
     # With --require-registered, refuse before hours of generation, not after.
     registration_for(args, claims, [], logged=False)
+    resolve_registry_options(args)
     model, adapter, split_path, drop_summary = _resolve(args)
     scoring = ScoringOptions.from_args(args)
     split = scoring.read(split_path)  # once, for both arms

@@ -31,6 +31,7 @@ from sommelier_mlflow.evaluation._compare import (
     ComparisonArtifacts,
     check_comparable,
     compare_reports,
+    compare_reports_with_draws,
     run_comparison,
     write_comparison_report,
 )
@@ -45,6 +46,18 @@ from sommelier_mlflow.evaluation._comparison_report import (
     read_comparison_report,
 )
 from sommelier_mlflow.evaluation._digests import pair_set_digest, prompt_set_digest
+from sommelier_mlflow.evaluation._leaderboard import (
+    LEADERBOARD_FILENAME,
+    LEADERBOARD_MARKDOWN_FILENAME,
+    LEADERBOARD_SCHEMA,
+    AdapterArm,
+    Leaderboard,
+    LeaderboardRow,
+    build_leaderboard,
+    family_decisions,
+    select_p_value,
+    write_leaderboard,
+)
 from sommelier_mlflow.evaluation._markdown import render_comparison_markdown
 from sommelier_mlflow.evaluation._report import (
     EVALUATION_REPORT_FILENAME,
@@ -79,11 +92,13 @@ from sommelier_mlflow.evaluation._stats import (
     PairedBootstrapResult,
     mcnemar_exact,
     mcnemar_from_outcomes,
+    mcnemar_one_sided,
     paired_bootstrap,
     paired_bootstrap_draws,
 )
 
 __all__ = [
+    "AdapterArm",
     "AdapterIdentity",
     "AnsweredExample",
     "ArmIdentity",
@@ -103,7 +118,12 @@ __all__ = [
     "EvaluationReport",
     "ExampleResult",
     "GATE_FIELDS",
+    "LEADERBOARD_FILENAME",
+    "LEADERBOARD_MARKDOWN_FILENAME",
+    "LEADERBOARD_SCHEMA",
     "LanguageGap",
+    "Leaderboard",
+    "LeaderboardRow",
     "MARGINAL_GAP_NOTE",
     "MCNEMAR_METHOD",
     "MCNEMAR_METRIC",
@@ -122,14 +142,18 @@ __all__ = [
     "SliceResult",
     "Verdict",
     "bootstrap_p_value",
+    "build_leaderboard",
     "check_claims",
     "check_comparable",
     "compare_reports",
+    "compare_reports_with_draws",
     "decide_claims",
     "derive_seed",
+    "family_decisions",
     "holm_adjust",
     "mcnemar_exact",
     "mcnemar_from_outcomes",
+    "mcnemar_one_sided",
     "metrics_from_components",
     "pair_set_digest",
     "paired_bootstrap",
@@ -140,10 +164,12 @@ __all__ = [
     "read_comparison_report",
     "read_evaluation_report",
     "render_comparison_markdown",
+    "select_p_value",
     "run_comparison",
     "score_completions",
     "score_run",
     "validate_evaluation_report",
     "write_comparison_report",
     "write_evaluation_report",
+    "write_leaderboard",
 ]

@@ -56,6 +56,7 @@ __all__ = [
     "ComparisonArtifacts",
     "check_comparable",
     "compare_reports",
+    "compare_reports_with_draws",
     "run_comparison",
     "write_comparison_report",
 ]
@@ -354,6 +355,32 @@ def compare_reports(
         ConfigError: Bad seed, resamples or confidence (exit 2).
         DataError: A claim names a slice or metric the comparison lacks (exit 2).
     """
+    return compare_reports_with_draws(
+        base_report,
+        adapter_report,
+        seed=seed,
+        resamples=resamples,
+        confidence=confidence,
+        claims=claims,
+        registration=registration,
+    )[0]
+
+
+def compare_reports_with_draws(
+    base_report: EvaluationReport,
+    adapter_report: EvaluationReport,
+    *,
+    seed: int = 0,
+    resamples: int = 2000,
+    confidence: float = 0.95,
+    claims: ClaimsSpec | None = None,
+    registration: RegistrationRecord | None = None,
+) -> tuple[report_types.ComparisonReport, Mapping[str, BootstrapDraws]]:
+    """:func:`compare_reports`, and the bootstrap draws behind each slice's intervals.
+
+    A leaderboard tests each adapter of a family from the very draws that
+    produced its published interval, as a claim does; this hands them out.
+    """
     settings = BootstrapSettings(seed=seed, resamples=resamples, confidence=confidence)
     base, adapter = base_report, adapter_report
     _gate(base, adapter)
@@ -390,7 +417,7 @@ def compare_reports(
     verdict = None
     if claims is not None:
         verdict = decide_claims(claims, draws, registration or RegistrationRecord())
-    return report_types.ComparisonReport(
+    report = report_types.ComparisonReport(
         identity=report_types.ComparisonIdentity(
             model_identity=identity.model_identity,
             test_split_sha256=identity.test_split_sha256,
@@ -418,6 +445,7 @@ def compare_reports(
         ),
         claims=verdict,
     )
+    return report, MappingProxyType(draws)
 
 
 def write_comparison_report(

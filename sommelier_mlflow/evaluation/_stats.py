@@ -41,6 +41,7 @@ __all__ = [
     "PairedBootstrapResult",
     "mcnemar_exact",
     "mcnemar_from_outcomes",
+    "mcnemar_one_sided",
     "paired_bootstrap",
     "paired_bootstrap_draws",
 ]
@@ -509,6 +510,27 @@ def mcnemar_exact(b: int, c: int) -> float:
         term = term * (total - k) // (k + 1)  # C(total, k + 1), exact
         tail += term
     return float(min(Fraction(1), Fraction(2 * tail, 2**total)))
+
+
+def mcnemar_one_sided(b: int, c: int) -> Fraction:
+    """Exact one-sided McNemar p-value that arm b is *better*: ``P(X >= c)``, X ~ Bin(b + c, 1/2).
+
+    Exact (and conservative, the binomial being discrete), so Holm's
+    adjustment over several of these keeps the family-wise error at or under
+    its level whatever the dependence between the tests. 1 without discordant pairs.
+
+    Raises:
+        InputError: If a count is negative or not an integer.
+    """
+    b = _count("b", b)
+    c = _count("c", c)
+    total = b + c
+    term = 1  # C(total, total)
+    tail = 1
+    for k in range(total, c, -1):
+        term = term * k // (total - k + 1)  # C(total, k - 1), exact
+        tail += term
+    return Fraction(tail, 2**total)
 
 
 def mcnemar_from_outcomes(correct_a: ArrayLike, correct_b: ArrayLike) -> McNemarResult:

@@ -8,7 +8,13 @@ whichever module a caller reaches first.
 
 from __future__ import annotations
 
-from sommelier_mlflow.generation._hf import DTYPES, HFGenerator, physical_cores
+from sommelier_mlflow.generation._hf import (
+    DTYPES,
+    HFGenerator,
+    greedy_completions,
+    greedy_generation_config,
+    physical_cores,
+)
 from sommelier_mlflow.generation._identity import (
     adapter_digest,
     declared_adapter,
@@ -82,6 +88,8 @@ __all__ = [
     "declared_adapter",
     "declared_identity",
     "find_recorded_identity",
+    "greedy_completions",
+    "greedy_generation_config",
     "load_tokenizer",
     "physical_cores",
     "register_backend",

@@ -21,7 +21,14 @@ from sommelier_mlflow.generation._identity import LocalSources, adapter_digest, 
 from sommelier_mlflow.generation._protocol import BackendRequest, Completion, check_generate_args
 from sommelier_mlflow.generation._registry import NoOptions, register_backend
 
-__all__ = ["DTYPES", "HFGenerator", "hf_backend", "physical_cores"]
+__all__ = [
+    "DTYPES",
+    "HFGenerator",
+    "greedy_completions",
+    "greedy_generation_config",
+    "hf_backend",
+    "physical_cores",
+]
 
 #: Accepted ``dtype`` names; anything else would be a silent precision change.
 DTYPES: Final = ("float32", "bfloat16", "float16")
@@ -213,7 +220,6 @@ class HFGenerator(LocalSources):
         self._revision = resolved_revision
         if tokenizer is None:
             self._tokenizer_revision = resolved_revision
-        self._eos_ids = self._eos_token_ids()
 
     def __repr__(self) -> str:
         return (
@@ -308,29 +314,7 @@ class HFGenerator(LocalSources):
             ) from exc
 
     def _clean_generation_config(self, original: Any) -> Any:
-        from transformers import GenerationConfig
-
-        config_class: Any = GenerationConfig  # untyped constructor
-        eos = getattr(original, "eos_token_id", None)
-        if eos is None:
-            eos = self._tokenizer.eos_token_id
-        bos = getattr(original, "bos_token_id", None)
-        if bos is None:
-            bos = self._tokenizer.bos_token_id
-        return config_class(
-            bos_token_id=bos,
-            eos_token_id=eos,
-            pad_token_id=self._tokenizer.pad_token_id,
-            do_sample=False,
-            num_beams=1,
-        )
-
-    def _eos_token_ids(self) -> frozenset[int]:
-        eos = self._model.generation_config.eos_token_id
-        ids = [eos] if isinstance(eos, int) else list(eos or [])
-        if self._tokenizer.eos_token_id is not None:
-            ids.append(self._tokenizer.eos_token_id)
-        return frozenset(int(token_id) for token_id in ids)
+        return greedy_generation_config(original, self._tokenizer)
 
     # -- identity ----------------------------------------------------------------
 
@@ -405,45 +389,107 @@ class HFGenerator(LocalSources):
         Raises:
             ConfigError: As :meth:`generate`.
         """
-        check_generate_args(prompts, max_new_tokens)
-        if not prompts:
-            return []
         import torch
 
-        call_config = copy.deepcopy(self._model.generation_config)
-        call_config.max_new_tokens = max_new_tokens
-        encoded = self._tokenizer(
-            list(prompts), return_tensors="pt", padding=True, add_special_tokens=False
-        )
-        input_ids = encoded["input_ids"].to(self._device)
-        attention_mask = encoded["attention_mask"].to(self._device)
         try:
             with torch.inference_mode():
-                output = self._model.generate(
-                    input_ids=input_ids,
-                    attention_mask=attention_mask,
-                    generation_config=call_config,
+                return greedy_completions(
+                    self._model,
+                    self._tokenizer,
+                    prompts,
+                    max_new_tokens=max_new_tokens,
+                    generation_config=self._model.generation_config,
+                    device=self._device,
+                    keep_special_tokens=self._keep_special_tokens,
                 )
         except torch.cuda.OutOfMemoryError as exc:
             raise ConfigError(
                 f"out of memory generating a batch of {len(prompts)} prompts on "
                 f"{self._device}; lower the batch size or max_new_tokens"
             ) from exc
-        new_tokens = output[:, input_ids.shape[1] :].tolist()
-        prompt_tokens = [int(n) for n in attention_mask.sum(dim=1).tolist()]
-        completions = []
-        for row, used in zip(new_tokens, prompt_tokens, strict=True):
-            cut = next((i for i, tok in enumerate(row) if tok in self._eos_ids), None)
-            kept = row if cut is None else row[:cut]
-            completions.append(
-                Completion(
-                    text=decode_completion(self._tokenizer, kept, self._keep_special_tokens),
-                    finish_reason="length" if cut is None else "stop",
-                    prompt_tokens=used,
-                    completion_tokens=len(kept),
-                )
+
+
+def greedy_generation_config(original: Any, tokenizer: Any) -> Any:
+    """A clean greedy ``GenerationConfig`` that keeps only ``original``'s special token ids.
+
+    Published models ship sampling defaults (temperature, top-p, repetition
+    penalty) in their generation config; the decoding recorded with every
+    generation must be the decoding that ran, so none of them survives here.
+    The tokenizer supplies the ids the model's config leaves out.
+    """
+    from transformers import GenerationConfig
+
+    config_class: Any = GenerationConfig  # untyped constructor
+    eos = getattr(original, "eos_token_id", None)
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    bos = getattr(original, "bos_token_id", None)
+    if bos is None:
+        bos = tokenizer.bos_token_id
+    return config_class(
+        bos_token_id=bos,
+        eos_token_id=eos,
+        pad_token_id=tokenizer.pad_token_id,
+        do_sample=False,
+        num_beams=1,
+    )
+
+
+def greedy_completions(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    *,
+    max_new_tokens: int,
+    generation_config: Any,
+    device: Any,
+    keep_special_tokens: bool = False,
+) -> list[Completion]:
+    """Greedy-decode one batch of rendered prompts; the one decoding loop of every local model.
+
+    The ``hf`` backend and the training callback both call it, so a model
+    being trained is decoded exactly as the same weights would be by
+    ``evaluate``. The tokenizer must pad on the left; the caller chooses the
+    grad mode (inference mode for a loaded model, ``no_grad`` during training).
+    ``generation_config`` is a :func:`greedy_generation_config` (the model's
+    own is left untouched). Each completion is cut at its first
+    end-of-sequence token: the config's or the tokenizer's; special tokens are
+    kept only when the output format needs them (:func:`decode_completion`).
+
+    Raises:
+        ConfigError: If ``max_new_tokens`` is not a positive integer or a
+            prompt is not a string.
+    """
+    check_generate_args(prompts, max_new_tokens)
+    if not prompts:
+        return []
+    call_config = copy.deepcopy(generation_config)
+    call_config.max_new_tokens = max_new_tokens
+    eos = call_config.eos_token_id
+    eos_ids = {int(token) for token in ([eos] if isinstance(eos, int) else list(eos or []))}
+    if tokenizer.eos_token_id is not None:
+        eos_ids.add(int(tokenizer.eos_token_id))
+    encoded = tokenizer(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False)
+    input_ids = encoded["input_ids"].to(device)
+    attention_mask = encoded["attention_mask"].to(device)
+    output = model.generate(
+        input_ids=input_ids, attention_mask=attention_mask, generation_config=call_config
+    )
+    new_tokens = output[:, input_ids.shape[1] :].tolist()
+    prompt_tokens = [int(n) for n in attention_mask.sum(dim=1).tolist()]
+    completions = []
+    for row, used in zip(new_tokens, prompt_tokens, strict=True):
+        cut = next((i for i, tok in enumerate(row) if tok in eos_ids), None)
+        kept = row if cut is None else row[:cut]
+        completions.append(
+            Completion(
+                text=decode_completion(tokenizer, kept, keep_special_tokens),
+                finish_reason="length" if cut is None else "stop",
+                prompt_tokens=used,
+                completion_tokens=len(kept),
             )
-        return completions
+        )
+    return completions
 
 
 def decode_completion(tokenizer: Any, token_ids: Sequence[int], keep_special_tokens: bool) -> str:

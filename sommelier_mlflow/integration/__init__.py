@@ -20,12 +20,13 @@ from sommelier_mlflow.integration._claims import (
     find_registration,
     register_claims,
 )
-from sommelier_mlflow.integration._figure import comparison_figure, gaps_figure
+from sommelier_mlflow.integration._figure import comparison_figure, gaps_figure, leaderboard_figure
 from sommelier_mlflow.integration._keys import (
     comparison_metric_keys,
     evaluation_metric_keys,
     interval_label,
 )
+from sommelier_mlflow.integration._leaderboard import TAG_BEST_ADAPTER_RUN, log_leaderboard
 from sommelier_mlflow.integration._predictions import score_predictions
 from sommelier_mlflow.integration._primitives import (
     MAX_METRICS_PER_BATCH,
@@ -34,6 +35,14 @@ from sommelier_mlflow.integration._primitives import (
     log_metrics_batch,
     log_params,
     set_sommelier_tags,
+)
+from sommelier_mlflow.integration._registry import (
+    REGISTRY_PREFIX,
+    RegisteredModel,
+    is_registry_uri,
+    parse_registry_uri,
+    promote_version,
+    resolve_registered_model,
 )
 from sommelier_mlflow.integration._store_errors import check_tracking_server, tracking_errors
 from sommelier_mlflow.integration._traces import (
@@ -51,6 +60,9 @@ __all__ = [
     "ExampleTrace",
     "MAX_METRICS_PER_BATCH",
     "REDACTED",
+    "REGISTRY_PREFIX",
+    "RegisteredModel",
+    "TAG_BEST_ADAPTER_RUN",
     "TAG_CLAIMS_SHA256",
     "TAG_VERDICT",
     "arm_example_traces",
@@ -62,15 +74,21 @@ __all__ = [
     "find_registration",
     "gaps_figure",
     "interval_label",
+    "is_registry_uri",
+    "leaderboard_figure",
     "log_artifact_files",
     "log_comparison_run",
     "log_evaluation_run",
     "log_example_traces",
     "log_json_artifact",
+    "log_leaderboard",
     "log_metrics_batch",
     "log_params",
+    "parse_registry_uri",
+    "promote_version",
     "redact",
     "register_claims",
+    "resolve_registered_model",
     "score_predictions",
     "set_sommelier_tags",
     "should_log_traces",

@@ -9,6 +9,9 @@ forest plots, the form clinical and A/B reports use for exactly that:
   point with its paired-bootstrap interval as a bar, a zero line, and rows
   whose interval excludes zero drawn solid and starred; the right margin
   prints base -> adapter and the delta with its interval as numbers.
+* ``leaderboard.png``: one base, many adapters: the select metric's delta of
+  each adapter against its checkpoint step (or run order), with intervals;
+  adapters the family test calls "better" solid, the best one ringed.
 * ``gaps.png``: per translated language and metric, each model's matched-pair
   gap (target - root) with its interval, base and adapter on adjacent rows.
 
@@ -26,13 +29,20 @@ from typing import TYPE_CHECKING, Final
 
 from sommelier_mlflow.data import OVERALL
 from sommelier_mlflow.errors import DataError
-from sommelier_mlflow.evaluation import ComparisonReport, MetricInterval
+from sommelier_mlflow.evaluation import ComparisonReport, Leaderboard, MetricInterval
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["FIGURE_DPI", "FIGURE_WIDTH_IN", "MIN_FONT_PT", "comparison_figure", "gaps_figure"]
+__all__ = [
+    "FIGURE_DPI",
+    "FIGURE_WIDTH_IN",
+    "MIN_FONT_PT",
+    "comparison_figure",
+    "gaps_figure",
+    "leaderboard_figure",
+]
 
 #: Figures are 12 in x 100 dpi = 1200 px wide: readable in the MLflow artifact view.
 FIGURE_WIDTH_IN: Final = 12.0
@@ -242,3 +252,56 @@ def gaps_figure(report: ComparisonReport, metrics: Sequence[str] | None = None) 
         f"  gap [{percent} CI]  pairs",
         "Language gap per model (grey: base, blue: adapter; solid = interval excludes 0)",
     )
+
+
+def leaderboard_figure(board: Leaderboard) -> Figure:
+    """The select metric's delta per adapter against its step (or run order), with intervals.
+
+    Returns:
+        A matplotlib figure, 1200 px wide at :data:`FIGURE_DPI`.
+    """
+    from matplotlib.figure import Figure
+
+    metric = board.select_metric
+    steps = [row.arm.step for row in board.rows]
+    by_step = all(step is not None for step in steps) and len(set(steps)) == len(steps)
+    xs = [
+        float(step) if by_step and step is not None else float(i + 1)
+        for i, step in enumerate(steps)
+    ]
+    figure = Figure(figsize=(FIGURE_WIDTH_IN, 5.5), dpi=FIGURE_DPI, layout="constrained")
+    axes = figure.subplots()
+    axes.axhline(0.0, color=_BASE_COLOUR, linewidth=1.2, linestyle="--", label="base")
+    for x, row in zip(xs, board.rows, strict=True):
+        interval = row.comparison.slices[OVERALL].delta.interval(metric)
+        colour = _CLEAR_COLOUR if row.better else _UNCLEAR_COLOUR
+        axes.errorbar(
+            [x],
+            [interval.estimate],
+            yerr=[[interval.estimate - interval.lower], [interval.upper - interval.estimate]],
+            fmt="o",
+            color=colour,
+            capsize=5,
+            markersize=8,
+        )
+    best = board.best_row.comparison.slices[OVERALL].delta.interval(metric)
+    axes.plot(
+        [xs[board.best]], [best.estimate], "o", markersize=16, fillstyle="none", color="#c0392b"
+    )
+    axes.plot(
+        xs,
+        [r.comparison.slices[OVERALL].delta.interval(metric).estimate for r in board.rows],
+        color=_ADAPTER_COLOUR,
+        linewidth=1.0,
+        alpha=0.5,
+    )
+    axes.set_xticks(xs, [row.arm.label if not by_step else str(row.arm.step) for row in board.rows])
+    axes.set_xlabel("checkpoint step" if by_step else "adapter (run order)", fontsize=_LABEL_PT)
+    axes.set_ylabel(f"adapter - base: {metric}", fontsize=_LABEL_PT)
+    axes.tick_params(labelsize=MIN_FONT_PT)
+    figure.suptitle(
+        f"{metric}: delta vs base with 95% intervals; solid = better after Holm at "
+        f"{board.alpha:g}, ringed = best",
+        fontsize=_TITLE_PT,
+    )
+    return figure

@@ -1,0 +1,123 @@
+"""``compare`` with several adapters: a leaderboard with Holm over the family, files and MLflow."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sommelier_mlflow.cli import main
+from tests.cli.cli_helpers import (
+    ADAPTER_OUTPUTS,
+    BASE_OUTPUTS,
+    score_args,
+    write_arm,
+    write_fixture,
+)
+
+# Three checkpoints: as good as the base, perfect, and half way.
+CHECKPOINTS = {
+    100: BASE_OUTPUTS,
+    200: ADAPTER_OUTPUTS,
+    300: {**BASE_OUTPUTS, 1: ADAPTER_OUTPUTS[1]},
+}
+
+
+@pytest.fixture(scope="module")
+def arms(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("family")
+    files = write_fixture(root / "in")
+    assert main(score_args(files, "base", root / "base")) == 0
+    reports = {"base": root / "base" / "evaluation_report.json"}
+    for step, outputs in CHECKPOINTS.items():
+        args = score_args(files, "adapter", root / f"checkpoint-{step}")
+        args[4] = str(write_arm(root / f"gen-{step}", "adapter", outputs))
+        assert main(args) == 0
+        reports[f"checkpoint-{step}"] = root / f"checkpoint-{step}" / "evaluation_report.json"
+    return reports
+
+
+def _family_args(arms: dict[str, Path]) -> list[str]:
+    args = ["compare", "--base-report", str(arms["base"])]
+    for step in CHECKPOINTS:
+        args += ["--adapter-report", str(arms[f"checkpoint-{step}"])]
+    return [*args, "--resamples", "300"]
+
+
+def test_a_leaderboard_ranks_every_adapter_against_the_one_base(
+    arms: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*_family_args(arms), "--out", str(tmp_path)]) == 0
+    board = json.loads((tmp_path / "comparison" / "leaderboard.json").read_text())
+    assert board["schema_version"] == "sommelier_mlflow.leaderboard.v1"
+    assert [row["label"] for row in board["adapters"]] == [f"checkpoint-{s}" for s in CHECKPOINTS]
+    assert [row["step"] for row in board["adapters"]] == [100, 200, 300]
+    assert board["best"] == "checkpoint-200"
+    rows = {row["label"]: row for row in board["adapters"]}
+    assert rows["checkpoint-100"]["delta"]["full_call_exact_match"]["estimate"] == 0.0
+    assert rows["checkpoint-100"]["p_value"] == 1.0 and not rows["checkpoint-100"]["better"]
+    for row in board["adapters"]:
+        assert row["adjusted_p_value"] >= row["p_value"]
+        assert set(row["mcnemar"]) >= {"b", "c", "p_value"}
+    # each pairwise comparison is written as the one-adapter command writes it
+    for index in (1, 2, 3):
+        assert (tmp_path / "comparison" / f"adapter-{index}" / "comparison_report.json").is_file()
+    assert "winner's curse" in (tmp_path / "comparison" / "leaderboard.md").read_text()
+    assert "checkpoint-200 **(best)**" in capsys.readouterr().out
+
+
+def test_claims_are_refused_on_a_family(arms: dict[str, Path], tmp_path: Path) -> None:
+    claims = tmp_path / "claims.json"
+    claims.write_text(
+        json.dumps(
+            {
+                "schema_version": "sommelier_mlflow.claims.v1",
+                "claims": [
+                    {
+                        "id": "a",
+                        "slice": "overall",
+                        "metric": "full_call_exact_match",
+                        "kind": "superiority",
+                        "margin": 0.0,
+                    }
+                ],
+            }
+        )
+    )
+    args = [*_family_args(arms), "--claims", str(claims), "--out", str(tmp_path / "o")]
+    assert main(args) == 2
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_sweep_parent_run_gives_the_family_and_the_best_run_is_tagged(
+    arms: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    client = MlflowClient()
+    experiment = client.get_experiment_by_name("Default").experiment_id
+    sweep = client.create_run(experiment, run_name="sweep").info.run_id
+    runs: dict[str, str] = {}
+    for label in ["base", *(f"checkpoint-{s}" for s in CHECKPOINTS)]:
+        kind = "base" if label == "base" else "adapter"
+        with mlflow.start_run(run_name=label) as run:
+            mlflow.set_tags({"sommelier.model_kind": kind, "mlflow.parentRunId": sweep})
+            mlflow.log_artifact(str(arms[label]), "sommelier")
+        runs[label] = run.info.run_id
+    args = ["compare", "--base-run-id", runs["base"], "--adapter-runs-from-parent", sweep]
+    assert main([*args, "--resamples", "300", "--out", str(tmp_path / "o"), "--mlflow"]) == 0
+    everywhere = [e.experiment_id for e in client.search_experiments()]
+    boards = client.search_runs(everywhere, "tags.`sommelier.model_kind` = 'leaderboard'")
+    assert len(boards) == 1
+    tags = boards[0].data.tags
+    assert tags["sommelier.best_adapter_run_id"] == runs["checkpoint-200"]
+    listed = {item.path for item in client.list_artifacts(boards[0].info.run_id, "sommelier")}
+    assert {"sommelier/leaderboard.json", "sommelier/leaderboard.png"} <= listed
+    children = client.search_runs(
+        everywhere, f"tags.mlflow.parentRunId = '{boards[0].info.run_id}'"
+    )
+    assert len(children) == 3

@@ -1,0 +1,203 @@
+"""Models from a real Model Registry (SQLite store): evaluate by alias, promote by verdict.
+
+A tiny PEFT model is logged and registered with ``mlflow.transformers.log_model``
+exactly as a user would; ``evaluate --adapter models:/tools-lora@candidate``
+resolves the alias, loads the version's ``peft/`` folder onto the base its
+flavor names, and ``compare --promote champion`` moves the alias only on a
+supported verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sommelier_mlflow.cli import main
+from sommelier_mlflow.data import write_test_split
+from sommelier_mlflow.generation import adapter_digest
+from tests.generation.generation_helpers import corpus, make_examples
+from tests.support.tiny_models import build_lora_adapter, build_tiny_llama, build_tokenizer
+
+NAME = "tools-lora"
+RESAMPLES = "200"
+
+
+def _claims(path: Path, kind: str, margin: float) -> Path:
+    claim = {"id": "overall-json", "slice": "overall", "metric": "valid_json_rate"}
+    document = {
+        "schema_version": "sommelier_mlflow.claims.v1",
+        "seed": 0,
+        "resamples": int(RESAMPLES),
+        "claims": [{**claim, "kind": kind, "margin": margin}],
+    }
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A SQLite store holding version 1 of ``tools-lora`` (a PEFT model) at alias ``candidate``."""
+    import mlflow
+    import torch
+    from mlflow.tracking import MlflowClient
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    root = tmp_path_factory.mktemp("registry")
+    tokenizer = build_tokenizer(root / "tokenizer", corpus())
+    model_dir = build_tiny_llama(root / "model", tokenizer, seed=0)
+    tokenizer.save_pretrained(model_dir)
+    adapter_dir = build_lora_adapter(model_dir, root / "adapter", seed=1)
+    split = write_test_split(root / "test.jsonl", make_examples(tokenizer, 3))
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    try:
+        base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        peft_model = PeftModel.from_pretrained(base, str(adapter_dir))
+        with mlflow.start_run() as run:
+            mlflow.transformers.log_model(
+                transformers_model={"model": peft_model, "tokenizer": tokenizer},
+                name="model",
+                task="text-generation",
+                registered_model_name=NAME,
+            )
+        MlflowClient().set_registered_model_alias(NAME, "candidate", "1")
+    finally:
+        mlflow.set_tracking_uri(previous)
+    return {
+        "uri": uri,
+        "split": split,
+        "model_dir": model_dir,
+        "adapter_sha256": adapter_digest(adapter_dir),
+        "logged_run": run.info.run_id,
+    }
+
+
+@pytest.fixture
+def tracking(registry: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", registry["uri"])
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    return str(registry["uri"])
+
+
+def _evaluate(registry: dict[str, Any], out: Path, *model: str) -> str:
+    from mlflow.tracking import MlflowClient
+
+    args = ["evaluate", "--test-split", str(registry["split"]), *model, "--out", str(out)]
+    args += ["--max-new-tokens", "8", "--batch-size", "4", "--resamples", RESAMPLES, "--mlflow"]
+    assert main(args) == 0
+    client = MlflowClient()
+    runs = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()],
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    return str(runs[0].info.run_id)
+
+
+@pytest.fixture(scope="module")
+def arm_runs(registry: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The base (by the version's flavor) and the adapter (by alias), logged as arm runs."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", registry["uri"])
+        patch.delenv("MLFLOW_RUN_ID", raising=False)
+        out = tmp_path_factory.mktemp("arms")
+        base = _evaluate(
+            registry, out / "base", "--model", f"models:/{NAME}@candidate", "--model-kind", "base"
+        )
+        adapter = _evaluate(
+            registry,
+            out / "adapter",
+            "--adapter",
+            f"models:/{NAME}@candidate",
+            "--model-kind",
+            "adapter",
+        )
+    return {"base": base, "adapter": adapter}
+
+
+def test_an_adapter_evaluated_by_alias_records_its_registry_identity(
+    tracking: str, registry: dict[str, Any], arm_runs: dict[str, str]
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    run = MlflowClient().get_run(arm_runs["adapter"])
+    tags = run.data.tags
+    assert tags["sommelier.registry.adapter.name"] == NAME
+    assert tags["sommelier.registry.adapter.version"] == "1"  # the alias, resolved
+    assert tags["sommelier.registry.adapter.source_run_id"] == registry["logged_run"]
+    assert tags["sommelier.registry.adapter.adapter_sha256"] == registry["adapter_sha256"]
+    report = json.loads(
+        Path(
+            __import__("mlflow").artifacts.download_artifacts(
+                run_id=arm_runs["adapter"], artifact_path="sommelier/evaluation_report.json"
+            )
+        ).read_text()
+    )
+    assert report["identity"]["adapter"]["sha256"] == registry["adapter_sha256"]
+    assert report["identity"]["model_identity"]["base_model"] == str(registry["model_dir"])
+
+
+def _compare(arm_runs: dict[str, str], out: Path, *extra: str) -> int:
+    args = ["compare", "--base-run-id", arm_runs["base"], "--adapter-run-id", arm_runs["adapter"]]
+    return main([*args, "--out", str(out), "--resamples", RESAMPLES, "--mlflow", *extra])
+
+
+def test_promotion_sets_the_alias_only_on_a_supported_verdict(
+    tracking: str, arm_runs: dict[str, str], tmp_path: Path
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    refuted = _claims(tmp_path / "leap.json", "superiority", 0.99)
+    code = _compare(
+        arm_runs,
+        tmp_path / "no",
+        "--claims",
+        str(refuted),
+        "--promote",
+        "champion",
+        "--fail-on-unsupported",
+    )
+    assert code == 6
+    with pytest.raises(Exception, match="champion"):
+        client.get_model_version_by_alias(NAME, "champion")
+    assert "sommelier.verdict" not in client.get_model_version(NAME, "1").tags
+
+    holds = _claims(tmp_path / "holds.json", "non_inferiority", 0.99)
+    assert (
+        _compare(arm_runs, tmp_path / "yes", "--claims", str(holds), "--promote", "champion") == 0
+    )
+    version = client.get_model_version_by_alias(NAME, "champion")
+    assert version.version == "1"
+    assert version.tags["sommelier.verdict"] == "supported"
+    comparison = client.get_run(version.tags["sommelier.comparison_run_id"])
+    assert (
+        comparison.data.tags["sommelier.claims_sha256"] == version.tags["sommelier.claims_sha256"]
+    )
+
+
+def test_bad_registry_input_exits_with_the_documented_codes(
+    tracking: str,
+    registry: dict[str, Any],
+    arm_runs: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    split = str(registry["split"])
+    for uri in (f"models:/{NAME}@nowhere", "models:/no-such-model/3"):
+        args = ["evaluate", "--test-split", split, "--adapter", uri, "--model-kind", "adapter"]
+        assert main([*args, "--out", str(tmp_path / "x")]) == 3
+        assert uri in capsys.readouterr().err
+    # --promote without claims, or on an arm not from the registry: exit 2, nothing computed.
+    assert _compare(arm_runs, tmp_path / "c1", "--promote", "champion") == 2
+    assert "--claims" in capsys.readouterr().err
+    holds = _claims(tmp_path / "holds.json", "non_inferiority", 0.99)
+    swapped = {"base": arm_runs["base"], "adapter": arm_runs["base"]}
+    assert _compare(swapped, tmp_path / "c2", "--claims", str(holds), "--promote", "x") == 2
+    assert "Model Registry" in capsys.readouterr().err
+    assert not (tmp_path / "c1").exists() and not (tmp_path / "c2").exists()

@@ -1,0 +1,181 @@
+"""SommelierCallback with a real transformers Trainer, real peft and a real MLflow store."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from sommelier_mlflow._json import canonical_json
+from sommelier_mlflow.data import TestExample, render_target, write_test_split
+from sommelier_mlflow.errors import InputError
+from tests.generation.generation_helpers import corpus, make_examples
+from tests.support.tiny_models import build_tiny_llama, build_tokenizer
+
+STEPS = 4
+
+
+@pytest.fixture(scope="module")
+def tiny_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    root = tmp_path_factory.mktemp("tiny-train")
+    tokenizer = build_tokenizer(root / "tokenizer", corpus())
+    model_dir = build_tiny_llama(root / "model", tokenizer, seed=0)
+    tokenizer.save_pretrained(model_dir)
+    return model_dir, tokenizer
+
+
+@pytest.fixture(scope="module")
+def split_file(tmp_path_factory: pytest.TempPathFactory, tiny_pair: tuple[Path, Any]) -> Path:
+    path = tmp_path_factory.mktemp("split") / "test.jsonl"
+    write_test_split(path, make_examples(tiny_pair[1], 6))
+    return path
+
+
+class _Rows:
+    """Prompt + canonical call + EOS, the prompt masked out of the loss, fixed length."""
+
+    def __init__(self, tokenizer: Any, length: int = 64) -> None:
+        import torch
+
+        self.items = []
+        for example in make_examples(tokenizer, 8):
+            prompt = tokenizer(example.prompt_text, add_special_tokens=False)["input_ids"]
+            target = tokenizer(render_target(example.gold_call), add_special_tokens=False)[
+                "input_ids"
+            ]
+            ids = [*prompt, *target, tokenizer.eos_token_id][-length:]
+            labels = [-100] * max(0, len(ids) - len(target) - 1) + ids[-len(target) - 1 :]
+            pad = length - len(ids)
+            self.items.append(
+                {
+                    "input_ids": torch.tensor(ids + [tokenizer.pad_token_id] * pad),
+                    "attention_mask": torch.tensor([1] * len(ids) + [0] * pad),
+                    "labels": torch.tensor(labels + [-100] * pad),
+                }
+            )
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return self.items[index]
+
+
+def _train(
+    model_dir: Path, tokenizer: Any, out: Path, callbacks: list[Any]
+) -> tuple[list[float], dict[str, Any]]:
+    """A few LoRA steps (dropout on, so the RNG matters); the losses and final weights."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    config = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.2, target_modules=["q_proj", "v_proj"])
+    with warnings.catch_warnings():
+        # peft 0.21 probes transformers' deprecated ``is_gradient_checkpointing``.
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
+        model = get_peft_model(base, config)
+    args = TrainingArguments(
+        output_dir=str(out),
+        max_steps=STEPS,
+        per_device_train_batch_size=4,
+        learning_rate=5e-3,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        seed=7,
+        disable_tqdm=True,
+    )
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=_Rows(tokenizer),
+        processing_class=tokenizer,
+        callbacks=callbacks,
+    )
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    weights = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+    return losses, weights
+
+
+def test_callback_logs_per_step_and_does_not_perturb_training(
+    tmp_path: Path, tiny_pair: tuple[Path, Any], split_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mlflow
+    import torch
+    from mlflow.tracking import MlflowClient
+
+    from sommelier_mlflow.training import SommelierCallback
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    model_dir, tokenizer = tiny_pair
+    plain_losses, plain_weights = _train(model_dir, tokenizer, tmp_path / "plain", [])
+    callback = SommelierCallback(
+        split_file, max_examples=4, seed=3, max_new_tokens=12, batch_size=4, every_n_steps=2
+    )
+    with mlflow.start_run() as run:
+        losses, weights = _train(model_dir, tokenizer, tmp_path / "with", [callback])
+
+    # Identical training: every loss and every final trainable weight, bit for bit.
+    assert len(losses) == STEPS and losses == plain_losses
+    assert weights.keys() == plain_weights.keys()
+    assert all(torch.equal(weights[name], plain_weights[name]) for name in weights)
+
+    # Base once at step 0 (adapter disabled), then every 2 steps; the end is not repeated.
+    assert sorted(callback.reports) == [0, 2, 4]
+    assert callback.reports[0].identity.model_kind == "base"
+    assert callback.reports[4].identity.model_kind == "adapter"
+    ids = {step: list(r.example_ids) for step, r in callback.reports.items()}
+    assert ids[0] == ids[2] == ids[4] and len(ids[0]) == 8  # 4 roots + their translations
+
+    client = MlflowClient()
+    history = client.get_metric_history(run.info.run_id, "tooleval/overall/valid_json_rate")
+    assert sorted(m.step for m in history) == [0, 2, 4]
+    counts = client.get_metric_history(
+        run.info.run_id, "tooleval/en/counts/full_call_exact_match.denominator"
+    )
+    assert {m.value for m in counts} == {4.0}
+    stored = client.get_run(run.info.run_id)
+    assert stored.data.tags["sommelier.callback.subset_sha256"]
+    assert stored.data.params["sommelier.callback.examples"] == "8"
+    listed = [
+        f.path for f in client.list_artifacts(run.info.run_id, "sommelier/checkpoints/step-2")
+    ]
+    assert listed == ["sommelier/checkpoints/step-2/evaluation_report.json"]
+    local = tmp_path / "with" / "sommelier" / "step-2" / "evaluation_report.json"
+    assert canonical_json(callback.reports[2].to_json()) == canonical_json(
+        orjson.loads(local.read_bytes())
+    )
+
+
+def test_a_row_the_mode_cannot_read_fails_before_the_first_step(
+    tmp_path: Path, tiny_pair: tuple[Path, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from transformers import TrainerCallback
+
+    from sommelier_mlflow.training import SommelierCallback
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    model_dir, tokenizer = tiny_pair
+    rows = make_examples(tokenizer, 2)
+    two = {"name": "get_weather", "arguments": {"city": "Oslo", "unit": "celsius"}}
+    first = rows[0]
+    broken = TestExample(first.example_id, "en", first.query, first.tools, gold_calls=[two, two])
+    path = tmp_path / "split.jsonl"
+    write_test_split(path, [broken, *rows[2:]])
+    callback = SommelierCallback(path, max_new_tokens=4)
+    steps: list[int] = []
+
+    class _Count(TrainerCallback):  # type: ignore[misc]
+        def on_step_end(self, *args: Any, **kwargs: Any) -> None:
+            steps.append(1)
+
+    with pytest.raises(InputError, match=rows[0].example_id):
+        _train(model_dir, tokenizer, tmp_path / "out", [callback, _Count()])
+    assert steps == []
