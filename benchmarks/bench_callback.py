@@ -112,7 +112,8 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} CPUs, torch threads {args.threads}")
     print(f"training step (batch 8): mean {steps:.3f} s over {len(clock.seconds)} steps")
     print(f"callback evaluations: {examples} examples, max_new_tokens {args.max_new_tokens}")
-    print(f"{'step':>5} {'kind':<8} {'generate s':>11} {'score+log s':>12} {'total s':>8} {'x step':>7}")
+    header = ("step", "kind", "generate s", "score+log s", "total s", "x step")
+    print("{:>5} {:<8} {:>11} {:>12} {:>8} {:>7}".format(*header))
     for step, (generate, score) in sorted(callback.timings.items()):
         kind = callback.reports[step].identity.model_kind
         total = generate + score

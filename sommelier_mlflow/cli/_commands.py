@@ -319,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = sub.add_parser("evaluate", help="generate greedily for one arm and score it")
     evaluate.add_argument("--test-split", required=True)
-    _add_model(evaluate, required=True)
+    _add_model(evaluate, required=False)  # a models:/ adapter names its base
     evaluate.add_argument("--model-kind", required=True, choices=["base", "adapter"])
     evaluate.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: auto)")
     _add_generation(evaluate, batch_size=8)

@@ -71,7 +71,8 @@ class RegisteredModel:
         version: The version the URI resolved to.
         source_run_id: The run that logged the version, if any.
         local_dir: The downloaded model folder (with ``MLmodel``).
-        adapter_dir: Its ``peft/`` folder, when the version holds a PEFT adapter.
+        adapter_dir: Its ``peft/`` folder, when the version holds a PEFT adapter
+            (the flavor's ``peft_adaptor`` key names it).
         adapter_sha256: The digest of that folder, as for any adapter directory.
         base_model: The base the flavor names (``source_model_name``).
         base_revision: Its revision (``source_model_revision``).
@@ -156,7 +157,7 @@ def resolve_registered_model(uri: str, download_root: str | Path) -> RegisteredM
             "transformers-flavor versions (mlflow.transformers.log_model) can be evaluated"
         )
     flavor = flavors["transformers"]
-    peft_folder = flavor.get("peft_adapter")
+    peft_folder = flavor.get("peft_adaptor")  # MLflow's spelling of the flavor key
     adapter_dir = local / str(peft_folder) if peft_folder else None
     model_dir = local / "model" if (local / "model").is_dir() else None
     tokenizer_dir = local / "components" / "tokenizer"

@@ -190,7 +190,7 @@ def _name_or_path(obj: Any, fallback: str) -> str:
     return str(name) if name else fallback
 
 
-class SommelierCallback(TrainerCallback):  # type: ignore[misc]
+class SommelierCallback(TrainerCallback):
     """Evaluate tool calling while a model trains, and log it to MLflow per step.
 
     Works with any trainer built on transformers' ``Trainer`` (TRL's

@@ -1,0 +1,45 @@
+"""examples/train_lora_with_callback.py, run as a user would, on the demo base and splits."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "train_lora_with_callback.py"
+
+
+@pytest.mark.slow
+def test_training_logs_loss_and_tool_call_metrics_on_one_step_axis(
+    tmp_path: Path, demo_assets: Any
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    env.pop("MLFLOW_RUN_ID", None)
+    args = ["--base-model", str(demo_assets.base_model_dir)]
+    args += ["--splits", str(demo_assets.splits_dir)]
+    args += ["--steps", "2", "--every", "2", "--max-examples", "4", "--output-dir", "out"]
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "step   0 base" in result.stdout and "step   2 adapter" in result.stdout
+    run_id = result.stdout.strip().splitlines()[-1].split()[-1]
+    client = MlflowClient(uri)
+    tool = client.get_metric_history(run_id, "tooleval/overall/full_call_exact_match")
+    loss = client.get_metric_history(run_id, "loss")
+    assert sorted(m.step for m in tool) == [0, 2]
+    assert {m.step for m in loss} == {1, 2}  # the trainer's loss, in the same run
+    assert (tmp_path / "out" / "adapter" / "adapter_model.safetensors").is_file()
