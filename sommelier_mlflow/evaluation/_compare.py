@@ -355,24 +355,17 @@ def compare_reports(
         ConfigError: Bad seed, resamples or confidence (exit 2).
         DataError: A claim names a slice or metric the comparison lacks (exit 2).
     """
-    return compare_reports_with_draws(
-        base_report,
-        adapter_report,
-        seed=seed,
-        resamples=resamples,
-        confidence=confidence,
-        claims=claims,
-        registration=registration,
-    )[0]
+    settings = BootstrapSettings(seed=seed, resamples=resamples, confidence=confidence)
+    report, _ = compare_reports_with_draws(
+        base_report, adapter_report, settings, claims, registration
+    )
+    return report
 
 
 def compare_reports_with_draws(
     base_report: EvaluationReport,
     adapter_report: EvaluationReport,
-    *,
-    seed: int = 0,
-    resamples: int = 2000,
-    confidence: float = 0.95,
+    settings: BootstrapSettings,
     claims: ClaimsSpec | None = None,
     registration: RegistrationRecord | None = None,
 ) -> tuple[report_types.ComparisonReport, Mapping[str, BootstrapDraws]]:
@@ -381,7 +374,6 @@ def compare_reports_with_draws(
     A leaderboard tests each adapter of a family from the very draws that
     produced its published interval, as a claim does; this hands them out.
     """
-    settings = BootstrapSettings(seed=seed, resamples=resamples, confidence=confidence)
     base, adapter = base_report, adapter_report
     _gate(base, adapter)
     outcome = mcnemar_metric(base.metric_names)

@@ -33,6 +33,7 @@ from sommelier_mlflow.evaluation._claims import bootstrap_p_value, holm_adjust
 from sommelier_mlflow.evaluation._compare import compare_reports_with_draws
 from sommelier_mlflow.evaluation._comparison_report import ComparisonReport
 from sommelier_mlflow.evaluation._report import EvaluationReport
+from sommelier_mlflow.evaluation._scoring import BootstrapSettings
 from sommelier_mlflow.evaluation._stats import BootstrapDraws, mcnemar_one_sided
 
 __all__ = [
@@ -215,7 +216,11 @@ def build_leaderboard(
     for arm in arms:
         try:
             compared.append(
-                compare_reports_with_draws(base, arm.report, seed=seed, resamples=resamples)
+                compare_reports_with_draws(
+                    base,
+                    arm.report,
+                    BootstrapSettings(seed=seed, resamples=resamples, confidence=0.95),
+                )
             )
         except ComparisonRefusedError as exc:
             raise ComparisonRefusedError(f"adapter {arm.label}: {exc}", field=exc.field) from exc
