@@ -32,6 +32,7 @@ from transformers import TrainerCallback
 
 from sommelier_mlflow._json import canonical_json, sha256_text
 from sommelier_mlflow.data import (
+    DEFAULT_PROMPT_FORMAT,
     Decoding,
     ModelIdentity,
     ModelKind,
@@ -55,7 +56,8 @@ from sommelier_mlflow.generation import (
     greedy_generation_config,
     run_generation,
 )
-from sommelier_mlflow.toolcalls import DEFAULT_MODE
+from sommelier_mlflow.toolcalls import DEFAULT_MODE, JSON_FORMAT
+from sommelier_mlflow.toolcalls import output_format as find_output_format
 
 __all__ = ["METRIC_PREFIX", "SommelierCallback"]
 
@@ -145,9 +147,12 @@ def _evaluation_mode(model: Any, tokenizer: Any) -> Iterator[None]:
 class _TrainingModelGenerator:
     """The model being trained, as a text generator the shared runner can drive."""
 
-    def __init__(self, model: Any, tokenizer: Any, fingerprint: dict[str, Any]) -> None:
+    def __init__(
+        self, model: Any, tokenizer: Any, fingerprint: dict[str, Any], keep_special_tokens: bool
+    ) -> None:
         self._model = model
         self._tokenizer = tokenizer
+        self._keep_special_tokens = keep_special_tokens
         self._config = greedy_generation_config(model.generation_config, tokenizer)
         self._fingerprint = fingerprint
 
@@ -162,6 +167,7 @@ class _TrainingModelGenerator:
             max_new_tokens=max_new_tokens,
             generation_config=self._config,
             device=self._model.device,
+            keep_special_tokens=self._keep_special_tokens,
         )
 
     def prompt_lengths(self, prompts: Sequence[str]) -> list[int]:
@@ -210,6 +216,8 @@ class SommelierCallback(TrainerCallback):
             of a chosen root come with it.
         seed: Seed of the subset choice and of the bootstrap intervals.
         scoring: Scoring mode, as ``evaluate --scoring``.
+        output_format: How completions are read, as ``evaluate --output-format``.
+        prompt_format: How unformatted rows are rendered, as ``evaluate --prompt-format``.
         slice_by: Slice fields beyond language, as ``evaluate --slice-by``.
         max_new_tokens: Greedy generation budget per example.
         batch_size: Prompts per generation batch.
@@ -230,6 +238,8 @@ class SommelierCallback(TrainerCallback):
         max_examples: int = 200,
         seed: int = 0,
         scoring: str = DEFAULT_MODE,
+        output_format: str = JSON_FORMAT,
+        prompt_format: str = DEFAULT_PROMPT_FORMAT,
         slice_by: Sequence[str] = (),
         max_new_tokens: int = 96,
         batch_size: int = 8,
@@ -251,6 +261,9 @@ class SommelierCallback(TrainerCallback):
         self._max_examples = max_examples
         self._seed = seed
         self._scoring = scoring
+        self._output_format = output_format
+        self._keep_special_tokens = find_output_format(output_format).special_tokens
+        self._prompt_format = prompt_format
         self._slice_by = tuple(slice_by)
         self._decoding = Decoding(max_new_tokens, batch_size, backend="hf")
         self._every = every_n_steps
@@ -319,9 +332,8 @@ class SommelierCallback(TrainerCallback):
         )
         check_scoring_mode(split, self._scoring)  # names the first row the mode cannot read
         subset = select_subset(split.examples, self._max_examples, self._seed)
-        formatted = TestSplit(
-            split.path, split.sha256, tuple(format_examples(subset, self._tokenizer))
-        )
+        rendered = format_examples(subset, self._tokenizer, prompt_format=self._prompt_format)
+        formatted = TestSplit(split.path, split.sha256, tuple(rendered))
         digest = sha256_text(canonical_json(sorted(e.example_id for e in formatted.examples)))
         run_id, started = _resolve_run()
         from sommelier_mlflow.integration import log_params, set_sommelier_tags
@@ -377,7 +389,9 @@ class SommelierCallback(TrainerCallback):
         )
         started = time.perf_counter()
         with _evaluation_mode(model, self._tokenizer), adapter_off:
-            generator = _TrainingModelGenerator(model, self._tokenizer, fingerprint)
+            generator = _TrainingModelGenerator(
+                model, self._tokenizer, fingerprint, self._keep_special_tokens
+            )
             paths = run_generation(
                 prepared.split.examples,
                 generator,
@@ -398,6 +412,7 @@ class SommelierCallback(TrainerCallback):
             seed=self._seed,
             resamples=self._resamples,
             scoring=self._scoring,
+            output_format=self._output_format,
             slice_by=self._slice_by,
         )
         report = EvaluationReport.from_run(scored)
