@@ -7,7 +7,10 @@ naming a pydantic model of the options it takes. The command line
 so a new backend's options are checked, typed, defaulted and documented
 without touching the CLI. The built-in backends register themselves when
 :mod:`sommelier_mlflow.generation` is imported, so the catalog is complete
-whichever module a caller imports first.
+whichever module a caller imports first; another installed package adds its
+own through the ``sommelier_mlflow.backends`` entry-point group (its entry
+point names a module that calls :func:`register_backend`), loaded on the
+first listing or lookup (see :mod:`sommelier_mlflow._plugins`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any, Final, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sommelier_mlflow._json import canonical_json
+from sommelier_mlflow._plugins import BACKENDS_GROUP, Registry
 from sommelier_mlflow.errors import ConfigError, InvariantViolationError
 from sommelier_mlflow.generation._protocol import BackendRequest, GenerationBackend
 
@@ -166,7 +170,9 @@ class BackendSpec(Generic[_Options]):
         return described
 
 
-_SPECS: dict[str, BackendSpec[Any]] = {}
+_BACKENDS: Final[Registry[BackendSpec[Any]]] = Registry(
+    "generation backend", BACKENDS_GROUP, BackendSpec
+)
 
 
 def register_backend(
@@ -193,19 +199,26 @@ def register_backend(
         )
 
     def decorate(factory: _Factory) -> _Factory:
-        existing = _SPECS.get(name)
-        if existing is not None and existing.factory is not factory:
-            raise ConfigError(f"a generation backend named {name!r} is already registered")
         summary = (factory.__doc__ or "").strip().splitlines()
-        _SPECS[name] = BackendSpec(name, factory, options, summary[0] if summary else "", listed)
+        spec = BackendSpec(name, factory, options, summary[0] if summary else "", listed)
+        try:
+            _BACKENDS.register(name, spec)
+        except ConfigError:
+            # The same factory again (a module imported twice) is harmless;
+            # ``get`` finds the taken name without loading plugins.
+            if _BACKENDS.get(name).factory is not factory:
+                raise
         return factory
 
     return decorate
 
 
 def backend_names(*, listed_only: bool = False) -> tuple[str, ...]:
-    """The registered backend names, sorted (only those ``--backend`` offers, if asked)."""
-    return tuple(sorted(name for name, spec in _SPECS.items() if spec.listed or not listed_only))
+    """The registered backend names, plugins included, sorted.
+
+    ``listed_only`` keeps those ``--backend`` offers.
+    """
+    return tuple(name for name, spec in _BACKENDS.items() if spec.listed or not listed_only)
 
 
 def backend_spec(name: str) -> BackendSpec[Any]:
@@ -214,13 +227,12 @@ def backend_spec(name: str) -> BackendSpec[Any]:
     Raises:
         ConfigError: No backend has that name (the message lists them).
     """
-    spec = _SPECS.get(name)
-    if spec is None:
+    if name not in _BACKENDS:
         raise ConfigError(
             f"unknown generation backend {name!r}; choose one of "
             f"{', '.join(backend_names(listed_only=True))}"
         )
-    return spec
+    return _BACKENDS.get(name)
 
 
 def create_backend(name: str, request: BackendRequest) -> GenerationBackend:
