@@ -519,6 +519,8 @@ def _print_arm(arm: Any) -> None:
             if counts:
                 for line in bfcl_aggregate(counts).lines(metric):
                     print(f"  {line}")
+    if report.format_hint is not None:
+        print(f"  hint: {report.format_hint}")
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:

@@ -266,6 +266,10 @@ class EvaluationReport:
             fields (empty tuples when only language is sliced).
         field_slices: Metrics and prompt-set digest per field slice ``F:V``.
         document_sha256: Digest of the document it was read from, if read.
+        format_hint: The wrong-output-format hint of the run
+            (``"318 of 357 outputs decode as hermes; did you mean ..."``), if
+            scoring raised one. A diagnostic: written only when set, so
+            reports without one keep their bytes; no score depends on it.
     """
 
     identity: ArmIdentity
@@ -284,6 +288,7 @@ class EvaluationReport:
     document_sha256: str | None = field(default=None, repr=False)
     slice_values: tuple[tuple[tuple[str, str], ...], ...] = ()
     field_slices: Mapping[str, SliceResult] = field(default_factory=lambda: MappingProxyType({}))
+    format_hint: str | None = None
 
     @cached_property
     def field_slice_rows(self) -> dict[str, NDArray[np.intp]]:
@@ -353,6 +358,9 @@ class EvaluationReport:
                 tuple(example.slice_values for example in examples) if run.scored.slice_by else ()
             ),
             field_slices=MappingProxyType(dict(run.scored.field_slices)),
+            format_hint=(
+                run.scored.format_hint.message if run.scored.format_hint is not None else None
+            ),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -404,6 +412,7 @@ class EvaluationReport:
                 }
                 for row in range(self.examples)
             ],
+            **({"format_hint": self.format_hint} if self.format_hint is not None else {}),
         }
 
     # The three parts below are written only when scoring is not ``single`` or
@@ -666,7 +675,11 @@ def _read(document: object, source: str) -> EvaluationReport:
         slice_by=slice_by,
         prompt_format=prompt_format,
     )
-    check.mapping(top, "report", _TOP_KEYS | ({"field_slices"} if slice_by else set()))
+    optional_top = {"format_hint"} & set(top)
+    check.mapping(
+        top, "report", _TOP_KEYS | ({"field_slices"} if slice_by else set()) | optional_top
+    )
+    format_hint = check.text(top["format_hint"], "format_hint") if optional_top else None
 
     names_raw = check.array(top["metric_names"], "metric_names")
     names = tuple(check.text(name, "metric_names") for name in names_raw)
@@ -743,6 +756,7 @@ def _read(document: object, source: str) -> EvaluationReport:
             else {}
         ),
         document_sha256=sha256_text(canonical_json(top)),
+        format_hint=format_hint,
     )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final
 
 import numpy as np
@@ -56,6 +57,7 @@ from sommelier_mlflow.toolcalls import (
     PARSER_VERSION,
     CallsParseResult,
     ExampleScore,
+    FormatHint,
     MetricValue,
     OutputFormat,
     Parsed,
@@ -63,6 +65,8 @@ from sommelier_mlflow.toolcalls import (
     ParseStatus,
     ScoringMetric,
     ScoringMode,
+    format_hint,
+    output_format_names,
     parse_tool_call,
     score_components,
     scoring_mode,
@@ -289,6 +293,9 @@ class ScoredExamples:
         field_slices: Results per field slice, keyed ``F:V``, in ``slice_by``
             then value order (a :class:`SliceResult` whose ``slice`` is the name).
         output_format: The output format the completions were decoded from.
+        format_hint: Set when more than a fifth of the outputs got no call
+            from ``output_format`` but calls from another registered format
+            (a diagnostic: the scores are those of ``output_format``).
     """
 
     metrics_scored: tuple[ScoringMetric[Any], ...]
@@ -302,6 +309,7 @@ class ScoredExamples:
     slice_by: tuple[str, ...] = ()
     field_slices: dict[str, SliceResult] = field(default_factory=dict)
     output_format: str = JSON_FORMAT
+    format_hint: FormatHint | None = None
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -862,7 +870,21 @@ def score_completions(
         slice_by=fields,
         field_slices=_field_slices(rows, values, fields, numerators, denominators, names),
         output_format=fmt.name,
+        format_hint=_format_hint(rows, parses, mode, fmt),
     )
+
+
+def _format_hint(
+    rows: Sequence[Completion], parses: Sequence[Parsed], mode: ScoringMode[Any], fmt: OutputFormat
+) -> FormatHint | None:
+    """Whether another registered format reads calls from many outputs ``fmt`` gets none from."""
+    others = {
+        name: partial(mode.parse, output_format=registered_output_format(name))
+        for name in output_format_names()
+        if name != fmt.name
+    }
+    texts = [completion.raw_text for completion in rows]
+    return format_hint(texts, [parsed.status for parsed in parses], fmt.name, others)
 
 
 def _slice_values(

@@ -7,6 +7,15 @@ scipy, so it can score millions of records without MLflow or torch loaded.
 
 from __future__ import annotations
 
+# The native output formats register themselves on import (hermes, llama3_json,
+# mistral, openai, pythonic); json is registered by _modes.
+from sommelier_mlflow.toolcalls import (  # noqa: F401
+    _decode_hermes,
+    _decode_llama3,
+    _decode_mistral,
+    _decode_openai,
+    _decode_pythonic,
+)
 from sommelier_mlflow.toolcalls._bfcl import (
     BFCL_REASONS,
     BfclGold,
@@ -40,6 +49,7 @@ from sommelier_mlflow.toolcalls._calls_score import (
     score_calls_example,
 )
 from sommelier_mlflow.toolcalls._flatten import ROOT_PATH, flatten_arguments
+from sommelier_mlflow.toolcalls._format_hint import FormatHint, format_hint
 from sommelier_mlflow.toolcalls._modes import (
     JSON_FORMAT,
     OutputFormat,
@@ -110,6 +120,7 @@ __all__ = [
     "CallsParseResult",
     "DEFAULT_MODE",
     "ExampleScore",
+    "FormatHint",
     "GoldCall",
     "GoldCalls",
     "JSON_FORMAT",
@@ -132,6 +143,7 @@ __all__ = [
     "compute_calls_metrics",
     "compute_metrics",
     "flatten_arguments",
+    "format_hint",
     "gold_call_of",
     "gold_calls_of",
     "is_missing",

@@ -38,6 +38,7 @@ from sommelier_mlflow.toolcalls._decode import (
     NO_JSON,
     strict_json,
 )
+from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
 from sommelier_mlflow.toolcalls._parse import NOT_JSON, is_tool_call
 
 __all__ = ["HERMES_VERSION", "decode_hermes"]
@@ -104,3 +105,15 @@ def decode_hermes(text: str) -> CallsParseResult:
     if not all_calls:
         return INVALID_SHAPE
     return CallsParseResult("ok", tuple(calls))
+
+
+register_output_format(
+    OutputFormat(
+        "hermes",
+        "Hermes-2-Pro and Qwen: zero or more <tool_call> blocks of one JSON call each; "
+        "thoughts in <think> are removed first.",
+        decode=decode_hermes,
+        version=HERMES_VERSION,
+        special_tokens=True,
+    )
+)

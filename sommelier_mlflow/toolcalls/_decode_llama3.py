@@ -36,6 +36,7 @@ from sommelier_mlflow.toolcalls._decode import (
     json_values_between,
     strict_json,
 )
+from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
 
 __all__ = ["LLAMA3_JSON_VERSION", "decode_llama3_json"]
 
@@ -101,3 +102,15 @@ def decode_llama3_json(text: str) -> CallsParseResult:
     if None in calls:
         return INVALID_SHAPE
     return CallsParseResult("ok", tuple(call for call in calls if call is not None))
+
+
+register_output_format(
+    OutputFormat(
+        "llama3_json",
+        "Llama 3.1/3.2: JSON objects with name and parameters (or arguments), joined by ';', "
+        "after an optional <|python_tag|>.",
+        decode=decode_llama3_json,
+        version=LLAMA3_JSON_VERSION,
+        special_tokens=False,
+    )
+)

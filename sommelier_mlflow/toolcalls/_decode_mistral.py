@@ -42,6 +42,7 @@ from sommelier_mlflow.toolcalls._decode import (
     skip_whitespace,
     strict_json,
 )
+from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
 from sommelier_mlflow.toolcalls._parse import NOT_JSON, is_tool_call
 
 __all__ = ["MISTRAL_VERSION", "decode_mistral"]
@@ -134,3 +135,15 @@ def decode_mistral(text: str) -> CallsParseResult:
     return CallsParseResult(
         "ok", tuple({"name": name, "arguments": arguments} for name, arguments in segments)
     )
+
+
+register_output_format(
+    OutputFormat(
+        "mistral",
+        "Mistral: [TOOL_CALLS] and a JSON array of calls (tokenizer v3), or "
+        "[TOOL_CALLS]name[ARGS]{...} segments (tokenizer v11+).",
+        decode=decode_mistral,
+        version=MISTRAL_VERSION,
+        special_tokens=True,
+    )
+)

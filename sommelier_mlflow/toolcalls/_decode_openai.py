@@ -33,6 +33,7 @@ from sommelier_mlflow.toolcalls._decode import (
     NO_JSON,
     strict_json,
 )
+from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
 from sommelier_mlflow.toolcalls._parse import NOT_JSON
 
 __all__ = ["OPENAI_VERSION", "decode_openai"]
@@ -96,3 +97,15 @@ def decode_openai(text: str) -> CallsParseResult:
     if not all_calls:
         return INVALID_SHAPE
     return CallsParseResult("ok", tuple(calls))
+
+
+register_output_format(
+    OutputFormat(
+        "openai",
+        'An OpenAI-compatible chat endpoint\'s {"tool_calls": [...]} (or a bare list), '
+        "function.arguments as a JSON string.",
+        decode=decode_openai,
+        version=OPENAI_VERSION,
+        special_tokens=False,
+    )
+)

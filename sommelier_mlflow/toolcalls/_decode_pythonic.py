@@ -43,6 +43,7 @@ from sommelier_mlflow.toolcalls._decode import (
     NO_JSON,
     strict_json,
 )
+from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
 
 __all__ = ["PYTHONIC_VERSION", "decode_pythonic"]
 
@@ -281,3 +282,15 @@ def decode_pythonic(text: str) -> CallsParseResult:
     if plain is not None:
         return plain
     return _decode_with_ast(body)
+
+
+register_output_format(
+    OutputFormat(
+        "pythonic",
+        "A Python list of calls with literal keyword arguments, [f(a=1), pkg.g(b='x')], "
+        "read with ast only.",
+        decode=decode_pythonic,
+        version=PYTHONIC_VERSION,
+        special_tokens=False,
+    )
+)

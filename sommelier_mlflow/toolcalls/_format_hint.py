@@ -55,24 +55,25 @@ def _makes_a_call(result: CallsParseResult | ParseResult) -> bool:
 
 
 def format_hint(
-    texts: Sequence[str], chosen: str, decoders: Mapping[str, Decoder]
+    texts: Sequence[str], statuses: Sequence[str], chosen: str, decoders: Mapping[str, Decoder]
 ) -> FormatHint | None:
     """The hint for ``texts`` scored in ``chosen``, or ``None`` when the format looks right.
 
     Args:
         texts: Every raw output that was scored.
-        chosen: The name of the format they were scored with (a key of ``decoders``).
-        decoders: Every registered format's decoder by name, ``json`` included
-            (its parser as the decoder). Ties go to the first name in this order.
+        statuses: The parse status ``chosen`` gave each of ``texts`` (scoring
+            has them already, so no output is parsed twice the same way).
+        chosen: The name of the format they were scored with.
+        decoders: The other registered formats' parses by name (``chosen`` is
+            skipped if present). Ties go to the first name in this order.
 
     Returns:
         A :class:`FormatHint` when more than a fifth of ``texts`` get no call from
-        ``chosen`` and at least one from one other format, else ``None``. An
-        explicit empty list (``ok``, zero calls) is an answer, not a miss.
+        ``chosen`` (a status other than ``ok``; an explicit empty list is an
+        answer) and at least one call from one other format, else ``None``.
     """
     outputs = len(texts)
-    decode = decoders[chosen]
-    missed = [text for text in texts if decode(text).status != "ok"]
+    missed = [text for text, status in zip(texts, statuses, strict=True) if status != "ok"]
     if 5 * len(missed) <= outputs:
         return None
     best: FormatHint | None = None

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from sommelier_mlflow.toolcalls import parse_tool_call, parse_tool_calls
 from sommelier_mlflow.toolcalls._decode_hermes import decode_hermes
 from sommelier_mlflow.toolcalls._decode_llama3 import decode_llama3_json
 from sommelier_mlflow.toolcalls._decode_pythonic import decode_pythonic
-from sommelier_mlflow.toolcalls._format_hint import FormatHint, format_hint
+from sommelier_mlflow.toolcalls._format_hint import FormatHint
+from sommelier_mlflow.toolcalls._format_hint import format_hint as hint_from_statuses
 
 DECODERS = {
     "json": parse_tool_calls,
@@ -20,6 +22,11 @@ HERMES = f"<tool_call>\n{JSON}\n</tool_call>"
 PYTHONIC = "[get_weather(city='Paris')]"  # json refuses it
 LLAMA = json.dumps({"name": "get_weather", "parameters": {"city": "Paris"}})  # json: invalid_shape
 PROSE = "I cannot help with that."
+
+
+def format_hint(texts: list[str], chosen: str, decoders: dict[str, Any]) -> FormatHint | None:
+    statuses = [decoders[chosen](text).status for text in texts]
+    return hint_from_statuses(texts, statuses, chosen, decoders)
 
 
 def test_names_the_format_that_reads_the_missed_outputs_with_counts() -> None:
