@@ -52,3 +52,20 @@ def test_deep_nesting_never_crashes_any_decoder() -> None:
     for text in wrapped:
         for decode in DECODERS:
             assert decode(text).status in ("no_json", "invalid_json", "invalid_shape")
+
+
+def test_the_five_native_formats_are_registered_with_their_versions() -> None:
+    from sommelier_mlflow.toolcalls import output_format, output_format_names
+
+    expected = {
+        "hermes": ("hermes.v1", True, decode_hermes),
+        "llama3_json": ("llama3_json.v1", False, decode_llama3_json),
+        "mistral": ("mistral.v1", True, decode_mistral),
+        "openai": ("openai.v1", False, decode_openai),
+        "pythonic": ("pythonic.v1", False, decode_pythonic),
+    }
+    assert set(expected) | {"json"} <= set(output_format_names())
+    for name, (version, special_tokens, decode) in expected.items():
+        registered = output_format(name)
+        assert (registered.version, registered.special_tokens) == (version, special_tokens)
+        assert registered.decode is decode
