@@ -141,27 +141,27 @@ def build_outputs(rows: list[dict[str, Any]], seed: int, skill: float) -> list[d
     ]
 
 
-def _write(path: Path, rows: list[dict[str, Any]]) -> None:
-    text = "".join(
-        json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
-        for row in rows
-    )
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "data")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES)
     args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
     rows = build_split(args.seed, args.examples)
-    _write(args.out / "test_split.jsonl", rows)
-    _write(args.out / "outputs_base.jsonl", build_outputs(rows, args.seed + 1, skill=0.4))
-    _write(args.out / "outputs_adapter.jsonl", build_outputs(rows, args.seed + 2, skill=0.85))
+    files = {
+        "test_split.jsonl": rows,
+        "outputs_base.jsonl": build_outputs(rows, args.seed + 1, skill=0.4),
+        "outputs_adapter.jsonl": build_outputs(rows, args.seed + 2, skill=0.85),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():  # sorted keys, one compact line per row, then renamed
+        dump = (
+            json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            for row in content
+        )
+        staged = args.out / f".{name}.tmp"
+        staged.write_text("".join(line + "\n" for line in dump), encoding="utf-8")
+        staged.replace(args.out / name)
     print(f"wrote {len(rows)} examples and two output sets to {args.out}")
 
 
