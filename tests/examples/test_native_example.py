@@ -46,7 +46,7 @@ def _mlflow_run(uri: str, cwd: Path, entry: str, **params: str) -> str:
 
 @pytest.mark.slow
 def test_hermes_outputs_score_and_compare_through_mlflow_run(tmp_path: Path) -> None:
-    # Three `mlflow run`s (two arms, one comparison): the path a user takes, ~30 s.
+    # Three `mlflow run`s (two arms, one comparison): the path a user takes (about a minute).
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
