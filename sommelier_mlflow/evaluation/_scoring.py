@@ -875,7 +875,10 @@ def score_completions(
 
 
 def _format_hint(
-    rows: Sequence[Completion], parses: Sequence[Parsed], mode: ScoringMode[Any], fmt: OutputFormat
+    rows: Sequence[AnsweredExample],
+    parses: Sequence[Parsed],
+    mode: ScoringMode[Any],
+    fmt: OutputFormat,
 ) -> FormatHint | None:
     """Whether another registered format reads calls from many outputs ``fmt`` gets none from."""
     others = {
