@@ -61,6 +61,16 @@ from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_form
 register_output_format(OutputFormat("toy_json", "JSON, registered by a plugin", None))
 """
 
+_METRIC = """
+from sommelier_mlflow.metrics import register_metric
+from sommelier_mlflow.metrics.builtin import JsonFormatMetric
+
+
+@register_metric(name="toy_json_format")
+class ToyJsonFormat(JsonFormatMetric):
+    \"\"\"The built-in JSON-format check under a plugin's name.\"\"\"
+"""
+
 _PYPROJECT = """
 [build-system]
 requires = ["setuptools"]
@@ -79,6 +89,9 @@ broken = "toy_sommelier_plugin.broken"
 
 [project.entry-points."sommelier_mlflow.output_formats"]
 toy_json = "toy_sommelier_plugin.formats"
+
+[project.entry-points."sommelier_mlflow.metrics"]
+toy_json_format = "toy_sommelier_plugin.metrics"
 """
 
 
@@ -95,6 +108,7 @@ def plugin_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     }
     (package / "backend.py").write_text(_BACKEND.format(outputs=outputs))
     (package / "formats.py").write_text(_FORMAT)
+    (package / "metrics.py").write_text(_METRIC)
     (package / "broken.py").write_text("raise ImportError('this plugin is broken on purpose')\n")
     (root / "src" / "pyproject.toml").write_text(_PYPROJECT)
     venv = root / "venv"
@@ -172,3 +186,15 @@ def test_evaluate_runs_with_the_plugin_backend_and_output_format(
     report = json.loads((out / "evaluation_report.json").read_text())
     assert report["identity"]["decoding"]["backend"] == "toy"
     assert report["metrics"]["full_call_exact_match"]["numerator"] == 2
+
+
+def test_a_plugin_metric_is_in_the_catalog_without_being_imported(plugin_python: Path) -> None:
+    probe = (
+        "from sommelier_mlflow.metrics import get_metric, list_metrics; "
+        "print(get_metric('toy_json_format').__name__, 'toy_json_format' in list_metrics())"
+    )
+    done = subprocess.run(
+        [str(plugin_python), "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ToyJsonFormat", "True"]
