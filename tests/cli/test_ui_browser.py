@@ -1,7 +1,7 @@
 """The MLflow UI, checked in a real headless Chromium against a real `mlflow server`.
 
 Deselect with ``-m 'not browser'``; skipped when Chromium is not installed
-(``.ci/run`` installs Debian's chromium so CI always runs it).
+(``.ci/run`` installs Debian's chromium, and under ``CI=true`` its absence fails).
 """
 
 from __future__ import annotations
@@ -17,17 +17,19 @@ from typing import Any
 import pytest
 
 from tests.cli.cli_helpers import write_fixture
+from tests.support.programs import require
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # The README's pictures come from the real demo (docs/screenshots.py); the test's own
 # shots of its reduced fixture go to a scratch folder for inspecting a failure.
 SHOTS = Path(tempfile.gettempdir()) / "sommelier-ui-test-shots"
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Chromium is not installed"),
-]
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _chromium() -> None:
+    require(os.path.exists(CHROMIUM), "Chromium (`apt-get install chromium`)")
 
 
 @pytest.fixture(scope="module")

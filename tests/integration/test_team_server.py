@@ -22,6 +22,7 @@ from sommelier_mlflow._json import loads
 from sommelier_mlflow.evaluation import read_comparison_report, read_evaluation_report
 from sommelier_mlflow.integration import comparison_metric_keys, evaluation_metric_keys
 from tests.cli.cli_helpers import score_args, write_fixture
+from tests.support.programs import require
 from tests.support.team_server import MLFLOW, MlflowServer, Postgres, postgres_bin
 
 pytestmark = pytest.mark.slow
@@ -33,8 +34,8 @@ ARM_ARTIFACTS = {"sommelier/evaluation_report.json", "sommelier/generations"}
 @pytest.fixture(scope="module")
 def team_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
     bin_dir = postgres_bin()
-    if bin_dir is None:
-        pytest.skip("PostgreSQL is not installed: `apt-get install postgresql` (.ci/run does)")
+    require(bin_dir is not None, "PostgreSQL (`apt-get install postgresql`)")
+    assert bin_dir is not None
     database = Postgres(bin_dir)
     database.start()
     root = tmp_path_factory.mktemp("team")
