@@ -3,8 +3,8 @@
 The pictures in the README must show what a user gets from the command the
 README tells them to run, so this script runs exactly that: it starts a local
 ``mlflow server`` (SQLite, temporary folder), runs ``mlflow run . --env-manager
-local`` against it (the full offline demo, model and adapter cached under
-``.cache/demo``), then drives Debian's Chromium through Playwright with the
+local`` against it (the full offline demo on its committed model and
+adapter), then drives Debian's Chromium through Playwright with the
 MLflow assistant panel closed and writes ``docs/ui-*.png``:
 
 * ``ui-experiment.png``: the experiment's evaluation runs, the comparison parent

@@ -19,18 +19,24 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 START = "<!-- demo-results:start (written by docs/update_readme_results.py; do not edit) -->"
 END = "<!-- demo-results:end -->"
-#: Where the demo's reports are written; re-running resumes the same generations.
-DEFAULT_OUT = ROOT / ".cache" / "demo-main"
 
 
-def run_demo(out: Path = DEFAULT_OUT) -> str:
-    """Run the demo's ``main`` without MLflow and return everything it printed."""
+def run_demo(out: Path | None = None) -> str:
+    """Run the demo's ``main`` without MLflow and return everything it printed.
+
+    The reports go to ``out``, or to a fresh temporary directory: generations
+    resumed from an earlier run of other code or weights would not be today's.
+    """
+    if out is None:
+        with tempfile.TemporaryDirectory(prefix="demo-main-") as scratch:
+            return run_demo(Path(scratch))
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
     env.pop("MLFLOW_RUN_ID", None)
     demo = ROOT / "examples" / "demo" / "run.py"  # what the MLproject's main entry point runs
@@ -74,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     """Rewrite README.md's table from a fresh demo run (or, with ``--check``, compare)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 if stale")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="demo output folder")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="demo output folder (default: a temporary one)"
+    )
     args = parser.parse_args(argv)
     table = summary_table(run_demo(args.out))
     readme = README.read_text(encoding="utf-8")

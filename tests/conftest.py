@@ -21,7 +21,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 @pytest.fixture(scope="session")
 def demo_assets() -> Any:
-    """The offline demo's splits, base model and adapter (built once, then cached)."""
+    """The offline demo's committed base model and adapter (verified) and its prepared splits."""
     from tests.support.vllm_server import build_demo_assets
 
     return build_demo_assets()
@@ -30,11 +30,12 @@ def demo_assets() -> Any:
 @pytest.fixture(scope="session")
 def vllm_server(tmp_path_factory: pytest.TempPathFactory, demo_assets: Any) -> Iterator[Any]:
     """A real vLLM server serving the demo base and its LoRA adapter, key-protected."""
+    from tests.support.programs import require
     from tests.support.vllm_server import VllmServer, vllm_python
 
     python = vllm_python()
-    if python is None:
-        pytest.skip("no vLLM venv: run `bash scripts/setup_vllm.sh` to build .venv-vllm")
+    require(python is not None, "the vLLM venv (`bash scripts/setup_vllm.sh` builds .venv-vllm)")
+    assert python is not None
     root = tmp_path_factory.mktemp("vllm")
     server = VllmServer(
         python=python,

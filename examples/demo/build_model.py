@@ -1,9 +1,27 @@
-"""Build the offline demo's tiny base model and LoRA adapter, deterministically, on CPU.
+"""Verify the offline demo's committed model, tokenizer and adapter, or rebuild them.
 
-The demo needs a base model that is *partly* competent at answering with one
-JSON tool call and an adapter that is clearly better, especially in French,
-without downloading anything. This script makes both from the bundled raw data
-in a few minutes on two CPU cores:
+The demo evaluates a tiny base model and a LoRA adapter that live in the
+repository, under ``examples/demo/model/`` (about 6 MB of safetensors and
+tokenizer JSON), with ``manifest.json`` recording the SHA-256 of every file.
+They are committed rather than trained on the user's machine because
+training is not reproducible across CPUs: 1,300 AdamW steps amplify the
+last-bit differences between CPU kernels (AVX2 and AVX-512 matrix code round
+differently), so a model trained on one machine differs from one trained on
+another and the demo's numbers would depend on the CPU. Greedy *generation*
+from fixed weights does not (``kernel_margins.py`` measures why), so
+committed weights give every machine the same numbers, and a cold demo never
+spends minutes training.
+
+The demo (``run.py``) calls :func:`demo_assets`, which verifies every
+committed file against the manifest and never trains: a missing or altered
+file is named, with its expected digest, as a :class:`DependencyError`
+(exit 3). It also prepares the demo's splits from the bundled raw data (a
+third of a second) into ``<cache>/splits-<key>/``, where the key digests only
+what shapes the splits: the raw data, the seed and sizes, and the package
+code that prepares them.
+
+``--rebuild`` reproduces the committed files from scratch (about 3.5 minutes on
+two CPU cores; byte-identical on the same kind of CPU, see above):
 
 1. ``prepare`` splits ``data/raw.jsonl`` (fixed seed and sizes), so the demo's
    test split is exactly the one the models never trained on.
@@ -22,16 +40,12 @@ Both are trained to emit ``render_target(gold_call)`` and then the EOS token
 after the prompt that ``format_examples`` renders, which is exactly what
 evaluation asks of them (greedy, left padding, stop at EOS).
 
-Everything is cached under ``<cache>/<key>/`` where the key digests this
-script, the raw data, the package code that prepares and formats it, every
-build parameter and the library versions. A build happens in a temporary
-directory that is renamed into place only when complete; ``manifest.json``
-records the SHA-256 of every file and is verified on every reuse, so a
-corrupted or incomplete cache is rebuilt, never used.
-
 Usage::
 
-    python examples/demo/build_model.py --cache .cache/demo [--check 50]
+    python examples/demo/build_model.py                  # verify, prepare the splits
+    python examples/demo/build_model.py --check 50       # ... and a quick quality check
+    python examples/demo/build_model.py --rebuild        # retrain into examples/demo/model
+    python examples/demo/build_model.py --rebuild --out DIR
 """
 
 from __future__ import annotations
@@ -42,11 +56,12 @@ import math
 import os
 import shutil
 import sys
+import tempfile
 import time
 import uuid
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -74,30 +89,43 @@ from sommelier_mlflow.data import (  # noqa: E402
 from sommelier_mlflow.errors import (  # noqa: E402
     ConfigError,
     DataError,
+    DependencyError,
     InputError,
     InvariantViolationError,
+    SommelierError,
 )
 
 __all__ = [
     "DEFAULT_ADAPTER_STEPS",
     "DEFAULT_BASE_STEPS",
+    "DEFAULT_CACHE",
     "DEFAULT_RAW_PATH",
     "DEFAULT_SPLIT_SIZES",
     "MANIFEST_NAME",
     "MANIFEST_SCHEMA",
+    "MODEL_DIR",
     "DemoArtifacts",
-    "build_demo",
-    "cache_key",
+    "Rebuilt",
+    "demo_assets",
     "main",
+    "prepare_splits",
     "quick_check",
-    "verify_cache",
+    "rebuild",
+    "splits_key",
+    "verify_model",
 ]
 
 MANIFEST_NAME: Final = "manifest.json"
-MANIFEST_SCHEMA: Final = "sommelier_mlflow.demo_manifest.v1"
-DEFAULT_RAW_PATH: Final = Path(__file__).resolve().parent / "data" / "raw.jsonl"
+MANIFEST_SCHEMA: Final = "sommelier_mlflow.demo_model.v2"
+SPLITS_SCHEMA: Final = "sommelier_mlflow.demo_splits.v1"
+_HERE: Final = Path(__file__).resolve().parent
+DEFAULT_RAW_PATH: Final = _HERE / "data" / "raw.jsonl"
+#: The committed model, tokenizer and adapter, with their manifest.
+MODEL_DIR: Final = _HERE / "model"
+#: Where the prepared splits are cached (they are derived, so not committed).
+DEFAULT_CACHE: Final = _REPO / ".cache" / "demo"
 
-# --- what is built: every value below is part of the cache key -------------------------
+# --- what is built: every value below is recorded in the manifest -----------------------
 
 SEED: Final = 20260314
 #: Root rows per split; translated rows follow their root. 1,967 roots survive
@@ -140,53 +168,90 @@ PAD_TOKEN: Final = "<pad>"
 UNK_TOKEN: Final = "<unk>"
 ROLE_TOKENS: Final = ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>")
 SPECIAL_TOKENS: Final = (PAD_TOKEN, BOS_TOKEN, EOS_TOKEN, UNK_TOKEN, *ROLE_TOKENS)
-#: System and user turns end with ``<|end|>``; an assistant turn (a training
-#: target) ends with EOS, which is where greedy generation stops.
-CHAT_TEMPLATE: Final = (
-    "{{ bos_token }}"
-    "{% for message in messages %}"
+#: One turn: system and user turns end with ``<|end|>``; an assistant turn (a
+#: training target) ends with EOS, which is where greedy generation stops.
+_TURN: Final = (
     "{% if message['role'] == 'assistant' %}"
     "{{ '<|assistant|>\\n' + message['content'] + eos_token }}"
     "{% else %}"
     "{{ '<|' + message['role'] + '|>\\n' + message['content'] + '<|end|>\\n' }}"
     "{% endif %}"
+)
+#: Without ``tools`` the template renders exactly what the model was trained on
+#: (the package's own prompt, tools already inside the system message). With
+#: ``tools`` (``--prompt-format native``) it renders them the way Hermes- and
+#: Qwen-style chat models expect: one JSON schema per line inside ``<tools>``,
+#: in a system turn that also holds the caller's system message, and an
+#: instruction to answer inside ``<tool_call>`` tags. The tags are plain text:
+#: adding them to the vocabulary would change the model.
+CHAT_TEMPLATE: Final = (
+    "{{ bos_token }}"
+    "{% if tools %}"
+    "{% set first = messages[0] if messages else none %}"
+    "{{ '<|system|>\\n' }}"
+    "{% if first and first['role'] == 'system' %}{{ first['content'] + '\\n\\n' }}{% endif %}"
+    "{{ 'You may call one or more of the functions described below. Their JSON schemas, "
+    "one per line, are inside <tools></tools>:\\n<tools>\\n' }}"
+    "{% for tool in tools %}{{ tool | tojson + '\\n' }}{% endfor %}"
+    "{{ '</tools>\\n\\nTo call a function, answer with a JSON object holding its name and "
+    "arguments inside <tool_call></tool_call> tags:\\n<tool_call>\\n"
+    '{"name": <function name>, "arguments": <arguments as a JSON object>}'
+    "\\n</tool_call><|end|>\\n' }}"
+    "{% for message in messages %}"
+    "{% if not (loop.first and message['role'] == 'system') %}" + _TURN + "{% endif %}"
     "{% endfor %}"
+    "{% else %}"
+    "{% for message in messages %}" + _TURN + "{% endfor %}"
+    "{% endif %}"
     "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
 )
 
-#: Code whose behaviour shapes the splits and prompts, digested into the key.
-_PACKAGE_SOURCES: Final = ("sommelier_mlflow/_json.py", "sommelier_mlflow/data")
+#: Code whose behaviour shapes the splits, digested into the splits' cache key.
+_SPLIT_SOURCES: Final = ("sommelier_mlflow/_json.py", "sommelier_mlflow/data")
 _LIBRARIES: Final = ("torch", "transformers", "peft", "tokenizers", "safetensors", "numpy")
 _TMP_PREFIX: Final = ".building-"
+_RESTORE_HINT: Final = (
+    "restore the committed files with `git checkout -- examples/demo/model` "
+    "(or rebuild them with `python examples/demo/build_model.py --rebuild`)"
+)
 
 
 @dataclass(frozen=True)
 class DemoArtifacts:
-    """Where a verified demo build lives.
+    """The demo's verified model files and its prepared splits.
 
     Attributes:
-        root: ``<cache>/<key>``.
-        key: The cache key (hex SHA-256).
-        splits_dir: ``train``/``validation``/``test.jsonl`` and ``drop_summary.json``.
-        test_split: ``splits_dir / "test.jsonl"``.
+        model_dir: The directory holding ``base_model/``, ``adapter/`` and the manifest.
         base_model_dir: The base model and its tokenizer (``save_pretrained``).
         adapter_dir: The peft LoRA adapter (safetensors).
-        manifest_path: ``manifest.json``.
-        manifest: Its content: inputs, per-file digests and a build summary.
-        built: Whether this call built it (``False``: reused after verification).
-        timings: Seconds per build stage (empty when reused).
+        manifest_path: ``model_dir / "manifest.json"``.
+        manifest: Its content: how the files were built, a summary and their digests.
+        splits_dir: ``train``/``validation``/``test.jsonl`` and ``drop_summary.json``.
+        test_split: ``splits_dir / "test.jsonl"``.
     """
 
-    root: Path
-    key: str
-    splits_dir: Path
-    test_split: Path
+    model_dir: Path
     base_model_dir: Path
     adapter_dir: Path
     manifest_path: Path
     manifest: Mapping[str, Any]
-    built: bool
-    timings: Mapping[str, float] = field(default_factory=dict)
+    splits_dir: Path
+    test_split: Path
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    """What :func:`rebuild` wrote.
+
+    Attributes:
+        out_dir: The directory now holding the new files and their manifest.
+        manifest: The new manifest.
+        timings: Seconds per build stage.
+    """
+
+    out_dir: Path
+    manifest: Mapping[str, Any]
+    timings: Mapping[str, float]
 
 
 @dataclass(frozen=True)
@@ -257,10 +322,14 @@ def _files_under(root: Path) -> dict[str, Path]:
     }
 
 
+def _digests(root: Path) -> dict[str, str]:
+    return {relative: _sha256_file(path) for relative, path in _files_under(root).items()}
+
+
 def _sources_digest() -> str:
-    """Digest the package code that turns raw rows into splits and prompts."""
+    """Digest the package code that turns raw rows into splits."""
     digest = hashlib.sha256()
-    for entry in _PACKAGE_SOURCES:
+    for entry in _SPLIT_SOURCES:
         base = _REPO / entry
         paths = sorted(base.rglob("*.py")) if base.is_dir() else [base]
         for path in paths:
@@ -273,34 +342,6 @@ def _library_versions() -> dict[str, str]:
     from importlib.metadata import version
 
     return {name: version(name) for name in _LIBRARIES}
-
-
-def _key_inputs(raw_path: Path, params: _Params) -> dict[str, Any]:
-    return {
-        "script_sha256": _sha256_file(Path(__file__).resolve()),
-        "raw_sha256": _sha256_file(raw_path),
-        "package_sources_sha256": _sources_digest(),
-        "params": params.as_json(),
-        "versions": _library_versions(),
-    }
-
-
-def cache_key(
-    raw_path: Path = DEFAULT_RAW_PATH,
-    *,
-    split_sizes: Mapping[str, int] | None = None,
-    base_steps: int = DEFAULT_BASE_STEPS,
-    adapter_steps: int = DEFAULT_ADAPTER_STEPS,
-    max_train_roots: int | None = None,
-) -> str:
-    """Return the cache key of a build, without building anything.
-
-    The key changes whenever anything that could change the built files
-    changes: this script, the raw data, the package's data code, a parameter
-    or a library version.
-    """
-    params = _make_params(split_sizes, base_steps, adapter_steps, max_train_roots)
-    return _digest_inputs(_key_inputs(Path(raw_path), params))
 
 
 def _digest_inputs(inputs: Mapping[str, Any]) -> str:
@@ -324,66 +365,182 @@ def _make_params(
     return _Params(sizes, base_steps, adapter_steps, max_train_roots)
 
 
-# --- cache verification -----------------------------------------------------------------
-
-
-def verify_cache(root: Path, key: str) -> tuple[dict[str, Any] | None, str | None]:
-    """Check a cache directory against its manifest.
-
-    Returns:
-        ``(manifest, None)`` when every file listed is present with its digest
-        and no other file exists; otherwise ``(None, reason)``.
-    """
-    manifest_path = root / MANIFEST_NAME
-    if not manifest_path.is_file():
-        return None, f"{MANIFEST_NAME} is missing"
+def _read_manifest(path: Path, schema: str) -> tuple[dict[str, Any] | None, str | None]:
+    """``(manifest, None)``, or ``(None, reason)`` when it is absent, unreadable or foreign."""
+    if not path.is_file():
+        return None, f"{path} is missing"
     try:
-        manifest = loads(manifest_path.read_bytes())
+        manifest = loads(path.read_bytes())
     except (JSONDecodeError, OSError) as exc:
-        return None, f"{MANIFEST_NAME} is unreadable ({exc})"
-    if not isinstance(manifest, dict) or manifest.get("schema_version") != MANIFEST_SCHEMA:
-        return None, f"{MANIFEST_NAME} is not a {MANIFEST_SCHEMA} manifest"
-    if manifest.get("key") != key:
-        return None, f"{MANIFEST_NAME} belongs to key {manifest.get('key')!r}, not {key!r}"
-    expected = manifest.get("files")
-    if not isinstance(expected, dict) or not expected:
-        return None, f"{MANIFEST_NAME} lists no files"
-    present = _files_under(root)
-    missing = sorted(set(expected) - set(present))
-    if missing:
-        return None, f"file(s) missing: {', '.join(missing)}"
-    extra = sorted(set(present) - set(expected))
-    if extra:
-        return None, f"unexpected file(s): {', '.join(extra)}"
-    for relative in sorted(expected):
-        actual = _sha256_file(present[relative])
-        if actual != expected[relative]:
-            return None, (
-                f"{relative} is corrupted (sha256 {actual}, manifest says {expected[relative]})"
-            )
+        return None, f"{path} is unreadable ({exc})"
+    if not isinstance(manifest, dict) or manifest.get("schema_version") != schema:
+        return None, f"{path} is not a {schema} manifest"
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not files:
+        return None, f"{path} lists no files"
     return manifest, None
 
 
-def _artifacts(
-    root: Path, key: str, manifest: Mapping[str, Any], *, built: bool, timings: Mapping[str, float]
+def _check_files(root: Path, expected: Mapping[str, str]) -> str | None:
+    """``None`` when exactly the ``expected`` files are under ``root`` with their digests.
+
+    Otherwise the first problem, naming the file and the digest it should have.
+    """
+    present = _files_under(root)
+    for relative in sorted(expected):
+        if relative not in present:
+            return f"{root / relative} is missing (expected sha256 {expected[relative]})"
+        actual = _sha256_file(present[relative])
+        if actual != expected[relative]:
+            return (
+                f"{root / relative} was altered: its sha256 is {actual}, "
+                f"expected sha256 {expected[relative]}"
+            )
+    extra = sorted(set(present) - set(expected))
+    if extra:
+        return f"{root} holds file(s) its manifest does not list: {', '.join(extra)}"
+    return None
+
+
+# --- the committed model files ----------------------------------------------------------
+
+
+def verify_model(model_dir: Path = MODEL_DIR) -> dict[str, Any]:
+    """Check every committed model file against the committed manifest.
+
+    Returns:
+        The manifest.
+
+    Raises:
+        DependencyError: The manifest is missing or unreadable, a file is
+            missing or altered (named, with the digest it should have), or a
+            file the manifest does not list is present. Nothing is trained.
+    """
+    model_dir = Path(model_dir)
+    manifest, problem = _read_manifest(model_dir / MANIFEST_NAME, MANIFEST_SCHEMA)
+    if manifest is None:
+        raise DependencyError(f"the demo model cannot be used: {problem}; {_RESTORE_HINT}")
+    problem = _check_files(model_dir, manifest["files"])
+    if problem is not None:
+        raise DependencyError(f"the demo model cannot be used: {problem}; {_RESTORE_HINT}")
+    return manifest
+
+
+def demo_assets(
+    cache_root: Path = DEFAULT_CACHE,
+    *,
+    model_dir: Path = MODEL_DIR,
+    raw_path: Path = DEFAULT_RAW_PATH,
+    progress: bool = False,
 ) -> DemoArtifacts:
+    """Return the demo's verified model files and its prepared splits; never trains.
+
+    Raises:
+        DependencyError: A committed model file is missing or altered.
+        InputError: The raw data is missing.
+    """
+    model_dir = Path(model_dir).resolve()
+    manifest = verify_model(model_dir)
+    splits_dir = prepare_splits(cache_root, raw_path=raw_path, progress=progress)
     return DemoArtifacts(
-        root=root,
-        key=key,
-        splits_dir=root / "splits",
-        test_split=root / "splits" / "test.jsonl",
-        base_model_dir=root / "base_model",
-        adapter_dir=root / "adapter",
-        manifest_path=root / MANIFEST_NAME,
+        model_dir=model_dir,
+        base_model_dir=model_dir / "base_model",
+        adapter_dir=model_dir / "adapter",
+        manifest_path=model_dir / MANIFEST_NAME,
         manifest=manifest,
-        built=built,
-        timings=dict(timings),
+        splits_dir=splits_dir,
+        test_split=splits_dir / "test.jsonl",
     )
 
 
-def _remove_stale_builds(cache_root: Path) -> None:
-    """Delete temporary build directories left by processes that no longer run."""
-    for path in cache_root.glob(f"{_TMP_PREFIX}*"):
+# --- the prepared splits (derived from the raw data, cached) ----------------------------
+
+
+def _raw_file(raw_path: Path) -> Path:
+    raw = Path(raw_path).resolve()
+    if not raw.is_file():
+        raise InputError(
+            f"raw data {raw} does not exist; regenerate the bundled file with "
+            "`python examples/demo/make_dataset.py --out examples/demo/data/raw.jsonl`"
+        )
+    return raw
+
+
+def _split_inputs(raw: Path, split_sizes: Mapping[str, int]) -> dict[str, Any]:
+    return {
+        "raw_sha256": _sha256_file(raw),
+        "package_sources_sha256": _sources_digest(),
+        "seed": SEED,
+        "split_sizes": {name: split_sizes[name] for name in SPLIT_NAMES},
+    }
+
+
+def splits_key(
+    raw_path: Path = DEFAULT_RAW_PATH, split_sizes: Mapping[str, int] | None = None
+) -> str:
+    """The splits' cache key: the raw data, the seed and sizes, and the package's data code.
+
+    Nothing else (no library version, no model file) changes the splits, so
+    nothing else is in the key.
+    """
+    sizes = DEFAULT_SPLIT_SIZES if split_sizes is None else split_sizes
+    return _digest_inputs(_split_inputs(_raw_file(raw_path), sizes))
+
+
+def prepare_splits(
+    cache_root: Path = DEFAULT_CACHE,
+    *,
+    raw_path: Path = DEFAULT_RAW_PATH,
+    progress: bool = False,
+) -> Path:
+    """Return ``<cache_root>/splits-<key>/``, preparing it first if absent or invalid.
+
+    A cached directory is used only when its manifest lists exactly its files
+    with their digests; anything else is reported, deleted and prepared again
+    (it is derived data and takes a third of a second). Preparation happens in
+    a scratch directory renamed into place when complete.
+    """
+    raw = _raw_file(raw_path)
+    inputs = _split_inputs(raw, DEFAULT_SPLIT_SIZES)
+    key = _digest_inputs(inputs)
+    cache_root = Path(cache_root).resolve()
+    final = cache_root / f"splits-{key}"
+    if final.exists():
+        manifest, problem = _read_manifest(final / MANIFEST_NAME, SPLITS_SCHEMA)
+        if manifest is not None and manifest.get("key") == key:
+            problem = _check_files(final, manifest["files"])
+            if problem is None:
+                return final
+        _warn(f"cached splits {final} are invalid: {problem}; preparing them again")
+        shutil.rmtree(final)
+    cache_root.mkdir(parents=True, exist_ok=True)
+    _remove_stale_builds(cache_root)
+    scratch = cache_root / f"{_TMP_PREFIX}{key[:16]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        prepare(raw, scratch, seed=SEED, split_sizes=DEFAULT_SPLIT_SIZES)
+        manifest = {
+            "schema_version": SPLITS_SCHEMA,
+            "key": key,
+            "inputs": inputs,
+            "files": _digests(scratch),
+        }
+        atomic_write_json(scratch / MANIFEST_NAME, manifest)
+        try:
+            os.rename(scratch, final)
+        except OSError:
+            if not final.is_dir():
+                raise
+            # Another process prepared the same splits first: theirs are identical.
+        _log(progress, f"prepared the splits in {final}")
+    finally:
+        if scratch.exists():
+            shutil.rmtree(scratch, ignore_errors=True)
+    return final
+
+
+def _remove_stale_builds(parent: Path) -> None:
+    """Delete scratch directories left by processes that no longer run."""
+    for path in parent.glob(f"{_TMP_PREFIX}*"):
         try:
             pid = int(path.name[len(_TMP_PREFIX) :].split("-")[1])
         except (IndexError, ValueError):
@@ -398,11 +555,34 @@ def _remove_stale_builds(cache_root: Path) -> None:
             continue  # alive, owned by someone else
 
 
-# --- the build --------------------------------------------------------------------------
+# --- the rebuild ------------------------------------------------------------------------
 
 
-def build_demo(
-    cache_root: Path,
+def _check_rebuild_target(out_dir: Path) -> None:
+    """Refuse a target that holds anything but a previous build (its manifest's files).
+
+    Raises:
+        InputError: Naming the foreign files; nothing has been deleted.
+    """
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise InputError(f"cannot rebuild into {out_dir}: it is not a directory")
+    present = {p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*") if p.is_file()}
+    manifest, _ = _read_manifest(out_dir / MANIFEST_NAME, MANIFEST_SCHEMA)
+    allowed = set() if manifest is None else {*manifest["files"], MANIFEST_NAME}
+    foreign = sorted(present - allowed)
+    if foreign:
+        more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        shown = ", ".join(foreign[:5]) + more
+        raise InputError(
+            f"refusing to rebuild into {out_dir}: it holds files that are not a previous "
+            f"demo build ({shown}); nothing was deleted; pass --out with a new or empty directory"
+        )
+
+
+def rebuild(
+    out_dir: Path = MODEL_DIR,
     *,
     raw_path: Path = DEFAULT_RAW_PATH,
     progress: bool = True,
@@ -410,15 +590,16 @@ def build_demo(
     base_steps: int = DEFAULT_BASE_STEPS,
     adapter_steps: int = DEFAULT_ADAPTER_STEPS,
     max_train_roots: int | None = None,
-) -> DemoArtifacts:
-    """Return the demo's splits, base model and adapter, building them only if needed.
+) -> Rebuilt:
+    """Train the tokenizer, base model and adapter from scratch into ``out_dir``.
 
-    A cached build is used only after every file's SHA-256 matches its
-    manifest; anything else (a flipped byte, a missing or extra file, a
-    missing manifest) is reported, deleted and rebuilt.
+    Seeded throughout, one CPU thread, deterministic algorithms: two rebuilds
+    on one machine give byte-identical files. ``out_dir`` must be new, empty
+    or hold only a previous build (the files its manifest lists), which is
+    replaced as a whole once the new build is complete.
 
     Args:
-        cache_root: Directory holding one subdirectory per cache key.
+        out_dir: Where the files go (default: the committed ``examples/demo/model``).
         raw_path: Raw xlam-shaped rows (default: the bundled ``data/raw.jsonl``).
         progress: Print stages, losses and timings to stderr.
         split_sizes: Root rows per split for ``prepare`` (default
@@ -428,63 +609,37 @@ def build_demo(
         max_train_roots: Train on at most this many training roots (and their
             translations); ``None`` uses them all. Meant for quick tests.
 
-    Returns:
-        The verified artifacts.
+    Raises:
+        InputError: ``out_dir`` holds other files (nothing is deleted), or the
+            raw data is missing.
+        ConfigError: A bad parameter.
     """
     params = _make_params(split_sizes, base_steps, adapter_steps, max_train_roots)
-    raw = Path(raw_path).resolve()
-    if not raw.is_file():
-        raise InputError(
-            f"raw data {raw} does not exist; regenerate the bundled file with "
-            "`python examples/demo/make_dataset.py --out examples/demo/data/raw.jsonl`"
-        )
-    inputs = _key_inputs(raw, params)
-    key = _digest_inputs(inputs)
-    cache_root = Path(cache_root).resolve()
-    final = cache_root / key
-
-    if final.exists():
-        manifest, problem = verify_cache(final, key)
-        if manifest is not None:
-            _log(progress, f"reusing verified cache {final}")
-            return _artifacts(final, key, manifest, built=False, timings={})
-        _warn(f"cache {final} is invalid: {problem}; deleting it and rebuilding")
-        shutil.rmtree(final)
-
-    cache_root.mkdir(parents=True, exist_ok=True)
-    _remove_stale_builds(cache_root)
-    scratch = cache_root / f"{_TMP_PREFIX}{key[:16]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    raw = _raw_file(raw_path)
+    out_dir = Path(out_dir).resolve()
+    _check_rebuild_target(out_dir)
+    parent = out_dir.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_builds(parent)
+    tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    scratch = parent / f"{_TMP_PREFIX}model-{tag}"
+    retired = parent / f"{_TMP_PREFIX}old-{tag}"
     scratch.mkdir()
     try:
-        timings = _build_into(scratch, raw, key, inputs, params, progress)
-        try:
-            os.rename(scratch, final)
-        except OSError:
-            # Another process finished the same build first: use its copy if it verifies.
-            manifest, problem = verify_cache(final, key)
-            if manifest is None:
-                raise InvariantViolationError(
-                    f"could not move the finished build into {final}, and the directory "
-                    f"there is invalid ({problem}); delete it and run again"
-                ) from None
-            _log(progress, f"another process built {final} first; using it")
-            return _artifacts(final, key, manifest, built=False, timings={})
+        inputs = {"raw_sha256": _sha256_file(raw), "params": params.as_json()}
+        timings = _build_into(scratch, raw, inputs, params, progress)
+        if out_dir.exists():
+            os.rename(out_dir, retired)
+        os.rename(scratch, out_dir)
     finally:
-        if scratch.exists():
-            shutil.rmtree(scratch, ignore_errors=True)
-    manifest, problem = verify_cache(final, key)
-    if manifest is None:
-        raise InvariantViolationError(f"fresh build {final} does not verify: {problem}")
-    return _artifacts(final, key, manifest, built=True, timings=timings)
+        for leftover in (scratch, retired):
+            if leftover.exists():
+                shutil.rmtree(leftover, ignore_errors=True)
+    return Rebuilt(out_dir, verify_model(out_dir), timings)
 
 
 def _build_into(
-    root: Path,
-    raw: Path,
-    key: str,
-    inputs: Mapping[str, Any],
-    params: _Params,
-    progress: bool,
+    root: Path, raw: Path, inputs: Mapping[str, Any], params: _Params, progress: bool
 ) -> dict[str, float]:
     """Run the build under fixed torch settings, restoring the caller's afterwards."""
     import torch
@@ -498,7 +653,8 @@ def _build_into(
     torch.use_deterministic_algorithms(True)
     hf_logging.disable_progress_bar()  # our own progress lines say more than "1/1 shards"
     try:
-        return _build_steps(root, raw, key, inputs, params, progress)
+        with tempfile.TemporaryDirectory(prefix="demo-splits-") as splits:
+            return _build_steps(root, raw, Path(splits), inputs, params, progress)
     finally:
         torch.set_num_threads(threads_before)
         torch.use_deterministic_algorithms(deterministic_before)
@@ -509,7 +665,7 @@ def _build_into(
 def _build_steps(
     root: Path,
     raw: Path,
-    key: str,
+    splits_dir: Path,
     inputs: Mapping[str, Any],
     params: _Params,
     progress: bool,
@@ -523,7 +679,6 @@ def _build_steps(
         _log(progress, f"{name}: {timings[name]:.1f}s")
         return now
 
-    splits_dir = root / "splits"
     result = prepare(raw, splits_dir, seed=SEED, split_sizes=params.split_sizes)
     train = _limit_roots(list(result.splits["train"]), params.max_train_roots)
     mark = lap("prepare", start)
@@ -571,17 +726,16 @@ def _build_steps(
         progress=progress,
     )
     adapter_parameters = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
-    adapter_dir = root / "adapter"
-    _save_adapter(peft_model, adapter_dir)
-    mark = lap("adapter", mark)
+    _save_adapter(peft_model, root / "adapter")
+    lap("adapter", mark)
 
     counts: dict[str, int] = {}
     for _, _, language in encoded:
         counts[language] = counts.get(language, 0) + 1
     manifest = {
         "schema_version": MANIFEST_SCHEMA,
-        "key": key,
-        "inputs": dict(inputs),
+        # Informational: the files are the contract, not how they came about.
+        "built_with": {**inputs, "versions": _library_versions()},
         "summary": {
             "parameters": {"base": base_parameters, "adapter_trainable": adapter_parameters},
             "vocab_size": len(tokenizer),
@@ -598,7 +752,7 @@ def _build_steps(
             },
             "split_rows": {name: len(result.splits[name]) for name in SPLIT_NAMES},
         },
-        "files": {relative: _sha256_file(path) for relative, path in _files_under(root).items()},
+        "files": _digests(root),
     }
     atomic_write_json(root / MANIFEST_NAME, manifest)
     timings["total"] = round(time.perf_counter() - start, 2)
@@ -987,9 +1141,15 @@ def quick_check(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Build (or verify and reuse) the demo models and print where they are."""
+    """Verify the committed demo files (or rebuild them) and print where they are."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--cache", type=Path, default=Path(".cache/demo"), help="cache root")
+    parser.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="train the tokenizer, model and adapter from scratch into --out (minutes)",
+    )
+    parser.add_argument("--out", type=Path, default=MODEL_DIR, help="the model directory")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="splits cache root")
     parser.add_argument("--raw", type=Path, default=DEFAULT_RAW_PATH, help="raw rows (JSONL)")
     parser.add_argument("--base-steps", type=int, default=DEFAULT_BASE_STEPS)
     parser.add_argument("--adapter-steps", type=int, default=DEFAULT_ADAPTER_STEPS)
@@ -1003,25 +1163,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     args = parser.parse_args(argv)
-    artifacts = build_demo(
-        args.cache,
-        raw_path=args.raw,
-        progress=not args.quiet,
-        base_steps=args.base_steps,
-        adapter_steps=args.adapter_steps,
-        max_train_roots=args.max_train_roots,
+    report: dict[str, Any] = {}
+    try:
+        if args.rebuild:
+            rebuilt = rebuild(
+                args.out,
+                raw_path=args.raw,
+                progress=not args.quiet,
+                base_steps=args.base_steps,
+                adapter_steps=args.adapter_steps,
+                max_train_roots=args.max_train_roots,
+            )
+            report["timings"] = dict(rebuilt.timings)
+        artifacts = demo_assets(
+            args.cache, model_dir=args.out, raw_path=args.raw, progress=not args.quiet
+        )
+    except SommelierError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    report.update(
+        {
+            "model_dir": str(artifacts.model_dir),
+            "base_model_dir": str(artifacts.base_model_dir),
+            "adapter_dir": str(artifacts.adapter_dir),
+            "manifest": str(artifacts.manifest_path),
+            "splits_dir": str(artifacts.splits_dir),
+            "test_split": str(artifacts.test_split),
+            "summary": artifacts.manifest.get("summary"),
+        }
     )
-    report: dict[str, Any] = {
-        "key": artifacts.key,
-        "built": artifacts.built,
-        "splits_dir": str(artifacts.splits_dir),
-        "test_split": str(artifacts.test_split),
-        "base_model_dir": str(artifacts.base_model_dir),
-        "adapter_dir": str(artifacts.adapter_dir),
-        "manifest": str(artifacts.manifest_path),
-        "timings": dict(artifacts.timings),
-        "summary": artifacts.manifest.get("summary"),
-    }
     if args.check > 0:
         report["check"] = quick_check(artifacts, per_language=args.check, progress=not args.quiet)
     sys.stdout.write(canonical_json(report) + "\n")

@@ -2,9 +2,10 @@
 
 The package knows nothing about the demo: this script is the one place that
 does. It replaces the value ``demo`` of ``--model`` and ``--adapter`` with the
-demo's base model and LoRA adapter (built on first use and cached under
-``.cache/demo/``, verified by digest on every use), fills an empty
-``--test-split`` of ``main`` with the demo's prepared test split and passes
+demo's base model and LoRA adapter (committed under ``examples/demo/model/``
+and verified by digest on every use; a missing or altered file exits 3, it is
+never retrained), fills an empty ``--test-split`` of ``main`` with the demo's
+prepared test split (cached under ``.cache/demo/``) and passes
 its ``drop_summary.json`` to be logged, then hands the rewritten command line
 to the package's CLI unchanged otherwise. The MLproject's ``main`` and
 ``evaluate`` entry points run through it, so ``mlflow run .`` with no
@@ -24,7 +25,6 @@ from typing import Any, Final
 _HERE: Final = Path(__file__).resolve().parent
 _REPO: Final = _HERE.parents[1]
 DEMO: Final = "demo"
-CACHE_ROOT: Final = _REPO / ".cache" / "demo"
 
 if str(_REPO) not in sys.path:
     # Run from a checkout: the package is importable without installing it.
@@ -101,9 +101,9 @@ def resolve_demo(argv: Sequence[str], build: Callable[[], Any]) -> list[str]:
 
 def _build() -> Any:
     sys.path.insert(0, str(_HERE))
-    from build_model import build_demo
+    from build_model import demo_assets
 
-    return build_demo(CACHE_ROOT)
+    return demo_assets()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,7 +113,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["main"] and _value(args, "--model") is None:
         args += ["--model", DEMO, "--adapter", DEMO]  # `run.py main` alone: the whole demo
-    return cli_main(resolve_demo(args, _build))
+    from sommelier_mlflow.errors import SommelierError
+
+    try:
+        resolved = resolve_demo(args, _build)
+    except SommelierError as exc:  # a missing or altered committed file: exit 3
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return cli_main(resolved)
 
 
 if __name__ == "__main__":

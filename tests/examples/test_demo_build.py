@@ -1,8 +1,8 @@
-"""The demo model build: cached by key, verified on reuse, atomic, loadable, deterministic.
+"""The demo's model files: committed and verified, rebuilt deterministically, never retrained.
 
-Every test uses a *reduced* build (a few optimiser steps on a few dozen
-training roots) so the suite stays fast; the full build differs only in the
-step and row counts, which are part of the cache key.
+The committed files are checked as they are. Every rebuild here is a
+*reduced* one (a few optimiser steps on a few dozen training roots) so the
+suite stays fast; the full build differs only in its step and row counts.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from sommelier_mlflow._json import loads
-from sommelier_mlflow.data import format_examples, read_test_split, render_target
-from sommelier_mlflow.errors import ConfigError
+from sommelier_mlflow.data import build_messages, format_examples, read_test_split, render_target
+from sommelier_mlflow.errors import ConfigError, DependencyError, InputError
 from sommelier_mlflow.toolcalls import parse_tool_call
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,21 +52,21 @@ def _restore_torch_threads() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    cache_root = tmp_path_factory.mktemp("demo-cache")
-    return _script().build_demo(cache_root, progress=False, **REDUCED)
+    """A reduced rebuild, with the demo's splits, laid out as the demo uses it."""
+    root = tmp_path_factory.mktemp("demo")
+    module = _script()
+    module.rebuild(root / "model", progress=False, **REDUCED)
+    return module.demo_assets(root / "cache", model_dir=root / "model")
 
 
 def _weights(artifacts: Any) -> Path:
     return Path(artifacts.base_model_dir) / "model.safetensors"
 
 
-def test_build_writes_a_complete_verified_layout(built: Any) -> None:
+def test_rebuild_writes_a_complete_verified_layout(built: Any) -> None:
     module = _script()
-    root = Path(built.root)
-    assert built.built is True
-    assert root.name == built.key
-    assert built.key == module.cache_key(**REDUCED)
-    assert {p.name for p in root.parent.iterdir()} == {built.key}  # no scratch left behind
+    root = Path(built.model_dir)
+    assert {p.name for p in root.parent.iterdir()} == {"model", "cache"}  # no scratch left
     for name in ("train.jsonl", "validation.jsonl", "test.jsonl", "drop_summary.json"):
         assert (Path(built.splits_dir) / name).is_file()
     assert Path(built.test_split) == Path(built.splits_dir) / "test.jsonl"
@@ -83,13 +83,22 @@ def test_build_writes_a_complete_verified_layout(built: Any) -> None:
         if p.is_file() and p.name != module.MANIFEST_NAME
     )
     assert sorted(manifest["files"]) == on_disk
-    assert manifest["inputs"]["params"]["base_steps"] == REDUCED["base_steps"]
-    assert set(manifest["inputs"]["versions"]) >= {"torch", "transformers", "peft", "tokenizers"}
+    assert manifest["built_with"]["params"]["base_steps"] == REDUCED["base_steps"]
+    assert set(manifest["built_with"]["versions"]) >= {"torch", "transformers", "peft"}
     assert manifest["summary"]["parameters"]["base"] < 5_000_000
     # The adapter names its base by the sibling directory, never by a build path.
     adapter_config = loads((Path(built.adapter_dir) / "adapter_config.json").read_bytes())
     assert adapter_config["base_model_name_or_path"] == "base_model"
     assert str(root.parent) not in (Path(built.adapter_dir) / "adapter_config.json").read_text()
+
+
+def test_the_committed_files_verify_and_are_small() -> None:
+    module = _script()
+    manifest = module.verify_model()
+    sizes = [(module.MODEL_DIR / name).stat().st_size for name in manifest["files"]]
+    assert sum(sizes) < 8_000_000
+    assert manifest["built_with"]["params"]["base_steps"] == module.DEFAULT_BASE_STEPS
+    assert manifest["built_with"]["params"]["adapter_steps"] == module.DEFAULT_ADAPTER_STEPS
 
 
 def test_test_split_is_the_prepared_one_with_french_pairs(built: Any) -> None:
@@ -103,62 +112,89 @@ def test_test_split_is_the_prepared_one_with_french_pairs(built: Any) -> None:
     assert all(e.source_example_id in roots for e in split.examples if e.language == "fr")
 
 
-def test_second_call_reuses_the_cache_without_rebuilding(built: Any) -> None:
-    before = _weights(built).stat().st_mtime_ns
-    again = _script().build_demo(Path(built.root).parent, progress=False, **REDUCED)
-    assert again.built is False
-    assert again.timings == {}
-    assert (again.root, again.base_model_dir, again.adapter_dir, again.splits_dir) == (
-        built.root,
-        built.base_model_dir,
-        built.adapter_dir,
-        built.splits_dir,
-    )
-    assert again.manifest == built.manifest
-    assert _weights(again).stat().st_mtime_ns == before
-
-
-def _copy_cache(built: Any, tmp_path: Path) -> Path:
-    cache_root = tmp_path / "cache"
-    shutil.copytree(Path(built.root), cache_root / built.key)
-    return cache_root
-
-
-def test_a_flipped_byte_is_detected_and_the_rebuild_is_byte_identical(
-    built: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_prepared_splits_are_reused_and_a_damaged_copy_is_prepared_again(
+    built: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cache_root = _copy_cache(built, tmp_path)
-    weights = cache_root / built.key / "base_model" / "model.safetensors"
-    data = bytearray(weights.read_bytes())
-    data[len(data) // 2] ^= 0x01
-    weights.write_bytes(bytes(data))
     module = _script()
-    problem = module.verify_cache(cache_root / built.key, built.key)
-    assert problem[0] is None and "base_model/model.safetensors is corrupted" in problem[1]
+    cache_root = Path(built.splits_dir).parent
+    assert Path(built.splits_dir).name == f"splits-{module.splits_key()}"
+    before = Path(built.test_split).stat().st_mtime_ns
+    assert module.prepare_splits(cache_root) == Path(built.splits_dir)
+    assert Path(built.test_split).stat().st_mtime_ns == before
 
-    rebuilt = module.build_demo(cache_root, progress=False, **REDUCED)
-
-    assert rebuilt.built is True
-    assert "base_model/model.safetensors is corrupted" in capsys.readouterr().err
-    # A rebuild from scratch reproduces every file bit for bit.
-    assert rebuilt.manifest["files"] == built.manifest["files"]
-    assert module.verify_cache(Path(rebuilt.root), built.key)[1] is None
+    Path(built.test_split).write_text("damaged\n")
+    assert module.prepare_splits(cache_root) == Path(built.splits_dir)
+    assert "test.jsonl was altered" in capsys.readouterr().err
+    assert len(read_test_split(built.test_split).examples) > 200
 
 
-def test_a_build_in_another_process_with_another_hash_seed_is_byte_identical(
+def test_the_splits_key_depends_on_what_shapes_the_splits_only(tmp_path: Path) -> None:
+    module = _script()
+    key = module.splits_key()
+    assert len(key) == 64
+    other_sizes = {"train": 1700, "validation": 50, "test": 200}
+    raw = tmp_path / "raw.jsonl"
+    raw.write_bytes(module.DEFAULT_RAW_PATH.read_bytes() + b"\n")
+    assert len({key, module.splits_key(split_sizes=other_sizes), module.splits_key(raw)}) == 3
+    # Library versions and model files are not inputs of the splits.
+    inputs = module._split_inputs(module.DEFAULT_RAW_PATH, module.DEFAULT_SPLIT_SIZES)
+    assert set(inputs) == {"raw_sha256", "package_sources_sha256", "seed", "split_sizes"}
+
+
+def _copy_model(built: Any, tmp_path: Path) -> Path:
+    copy = tmp_path / "model"
+    shutil.copytree(Path(built.model_dir), copy)
+    return copy
+
+
+def _flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda root: _flip_a_byte(root / "base_model" / "model.safetensors"), "was altered"),
+        (lambda root: (root / "adapter" / "adapter_model.safetensors").unlink(), "is missing"),
+        (lambda root: (root / "adapter" / "stray.bin").write_text("x"), "does not list: adapter"),
+        (lambda root: (root / "manifest.json").unlink(), "manifest.json is missing"),
+    ],
+    ids=["flipped-byte", "missing-file", "extra-file", "no-manifest"],
+)
+def test_a_missing_or_altered_model_file_is_named_and_never_retrained(
+    built: Any, tmp_path: Path, damage: Any, reason: str
+) -> None:
+    copy = _copy_model(built, tmp_path)
+    damage(copy)
+    before = sorted(p.relative_to(copy) for p in copy.rglob("*"))
+    with pytest.raises(DependencyError, match=reason) as caught:
+        _script().verify_model(copy)
+    if reason in ("was altered", "is missing"):
+        name = "model.safetensors" if reason == "was altered" else "adapter_model.safetensors"
+        expected = next(d for f, d in built.manifest["files"].items() if f.endswith("/" + name))
+        assert f"{name} {reason}" in str(caught.value)
+        assert f"expected sha256 {expected}" in str(caught.value)
+    assert sorted(p.relative_to(copy) for p in copy.rglob("*")) == before  # nothing touched
+
+
+def test_a_rebuild_in_another_process_over_a_previous_build_is_byte_identical(
     built: Any, tmp_path: Path
 ) -> None:
+    """Same machine, another hash seed, into a directory holding the previous build."""
+    copy = _copy_model(built, tmp_path)
+    _flip_a_byte(copy / "base_model" / "model.safetensors")  # the old build is replaced
     code = (
         "import sys, importlib.util; from pathlib import Path\n"
         f"spec = importlib.util.spec_from_file_location('m', {str(SCRIPT)!r})\n"
         "m = importlib.util.module_from_spec(spec); sys.modules['m'] = m\n"
         "spec.loader.exec_module(m)\n"
-        f"a = m.build_demo(Path(sys.argv[1]), progress=False, **{REDUCED!r})\n"
-        "print(a.manifest_path)\n"
+        f"m.rebuild(Path(sys.argv[1]), progress=False, **{REDUCED!r})\n"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(REPO)}
     result = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "cache")],
+        [sys.executable, "-c", code, str(copy)],
         env=env,
         capture_output=True,
         text=True,
@@ -166,47 +202,56 @@ def test_a_build_in_another_process_with_another_hash_seed_is_byte_identical(
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
-    manifest = loads(Path(result.stdout.strip().splitlines()[-1]).read_bytes())
-    assert manifest["key"] == built.key
-    assert manifest["files"] == built.manifest["files"]
+    assert _script().verify_model(copy)["files"] == built.manifest["files"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no scratch left
 
 
-@pytest.mark.parametrize(
-    ("damage", "reason"),
-    [
-        (lambda root: (root / "manifest.json").unlink(), "manifest.json is missing"),
-        (lambda root: (root / "adapter" / "adapter_model.safetensors").unlink(), "missing"),
-        (lambda root: (root / "splits" / "stray.txt").write_text("x"), "unexpected"),
-    ],
-    ids=["no-manifest", "missing-file", "extra-file"],
-)
-def test_an_incomplete_or_altered_cache_is_never_used(
-    built: Any,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    damage: Any,
-    reason: str,
+def test_a_rebuild_into_a_directory_with_other_files_is_refused_and_deletes_nothing(
+    built: Any, tmp_path: Path
 ) -> None:
-    cache_root = _copy_cache(built, tmp_path)
-    damage(cache_root / built.key)
-    rebuilt = _script().build_demo(cache_root, progress=False, **REDUCED)
-    assert rebuilt.built is True
-    assert reason in capsys.readouterr().err
-    assert rebuilt.manifest["files"] == built.manifest["files"]
+    copy = _copy_model(built, tmp_path)
+    (copy / "notes.txt").write_text("mine")
+    before = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()}
+    with pytest.raises(InputError, match=r"refusing to rebuild .*notes\.txt.*nothing was deleted"):
+        _script().rebuild(copy, progress=False, **REDUCED)
+    assert {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "weights.bin").write_text("not a build")
+    with pytest.raises(InputError, match=r"weights\.bin"):
+        _script().rebuild(other, progress=False, **REDUCED)
+    assert (other / "weights.bin").read_text() == "not a build"
 
 
-def test_a_failed_build_leaves_nothing_behind(tmp_path: Path) -> None:
+def test_the_command_line_exits_3_naming_the_altered_file(built: Any, tmp_path: Path) -> None:
+    copy = _copy_model(built, tmp_path)
+    _flip_a_byte(copy / "adapter" / "adapter_model.safetensors")
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(copy), "--cache", str(tmp_path / "c")],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 3, result.stderr
+    expected = built.manifest["files"]["adapter/adapter_model.safetensors"]
+    assert "adapter_model.safetensors was altered" in result.stderr
+    assert f"expected sha256 {expected}" in result.stderr
+
+
+def test_a_failed_rebuild_leaves_nothing_behind(tmp_path: Path) -> None:
     raw = tmp_path / "raw.jsonl"
     source = (REPO / "examples" / "demo" / "data" / "raw.jsonl").read_text().splitlines()
     raw.write_text("\n".join(source[:30]) + "\n")
-    cache_root = tmp_path / "cache"
+    out = tmp_path / "out"
+    out.mkdir()
     # A stale scratch directory of a process that no longer exists is cleaned up.
-    dead_pid = _dead_pid()
-    stale = cache_root / f".building-0123456789abcdef-{dead_pid}-deadbeef"
-    stale.mkdir(parents=True)
+    stale = out / f".building-model-{_dead_pid()}-deadbeef"
+    stale.mkdir()
     with pytest.raises(ConfigError, match="valid root rows"):
-        _script().build_demo(cache_root, raw_path=raw, progress=False, **REDUCED)
-    assert list(cache_root.iterdir()) == []
+        _script().rebuild(out / "model", raw_path=raw, progress=False, **REDUCED)
+    assert list(out.iterdir()) == []
 
 
 def _dead_pid() -> int:
@@ -220,24 +265,14 @@ def _dead_pid() -> int:
     pytest.skip("the pid of a finished process was reused at once")
 
 
-def test_cache_key_tracks_every_knob() -> None:
-    module = _script()
-    key = module.cache_key(**REDUCED)
-    assert key == module.cache_key(**REDUCED)
-    assert len(key) == 64
-    changed = [
-        {**REDUCED, "base_steps": 4},
-        {**REDUCED, "adapter_steps": 3},
-        {**REDUCED, "max_train_roots": 41},
-        {**REDUCED, "split_sizes": {"train": 1700, "validation": 50, "test": 200}},
-    ]
-    assert len({key, *(module.cache_key(**kwargs) for kwargs in changed)}) == 1 + len(changed)
+def test_bad_build_parameters_are_refused() -> None:
+    for bad in ({"base_steps": 0}, {"adapter_steps": -1}, {"max_train_roots": 0}):
+        with pytest.raises(ConfigError):
+            _script().rebuild(Path("/nonexistent/never-written"), progress=False, **bad)
 
 
 def test_tokenizer_round_trips_gold_calls_and_renders_the_chat_prompt(built: Any) -> None:
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(built.base_model_dir)
+    tokenizer = _committed_tokenizer()
     examples = format_examples(read_test_split(built.test_split).examples[:20], tokenizer)
     for example in examples:
         target = render_target(example.gold_call)
@@ -251,6 +286,86 @@ def test_tokenizer_round_trips_gold_calls_and_renders_the_chat_prompt(built: Any
         system_ids = tokenizer(example.prompt_text.split("<|user|>")[0], add_special_tokens=False)
         assert len(system_ids["input_ids"]) <= 8 + 2 * len(example.tools)
     assert tokenizer.padding_side == "left"
+
+
+#: The chat template the demo model was trained with, before it learned to render ``tools``.
+TRAINED_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% for message in messages %}"
+    "{% if message['role'] == 'assistant' %}"
+    "{{ '<|assistant|>\\n' + message['content'] + eos_token }}"
+    "{% else %}"
+    "{{ '<|' + message['role'] + '|>\\n' + message['content'] + '<|end|>\\n' }}"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
+)
+
+
+@cache
+def _committed_tokenizer() -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(_script().MODEL_DIR / "base_model")
+
+
+def test_without_tools_the_committed_template_renders_exactly_the_trained_prompts(
+    built: Any,
+) -> None:
+    """Every prompt digest, and so every demo number, is what it was before ``tools``."""
+    tokenizer = _committed_tokenizer()
+    examples = read_test_split(built.test_split).examples
+    for example in examples:
+        messages = build_messages(example)
+        for generation_prompt in (True, False):
+            rendered = tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=generation_prompt
+            )
+            trained = tokenizer.apply_chat_template(
+                messages,
+                chat_template=TRAINED_TEMPLATE,
+                tokenize=False,
+                add_generation_prompt=generation_prompt,
+            )
+            assert rendered == trained
+    formatted = format_examples(examples, tokenizer)
+    assert [e.prompt_text for e in formatted] == [
+        tokenizer.apply_chat_template(
+            build_messages(e),
+            chat_template=TRAINED_TEMPLATE,
+            tokenize=False,
+            add_generation_prompt=True,
+        )
+        for e in examples
+    ]
+
+
+def test_with_tools_the_committed_template_renders_a_hermes_style_tools_block(
+    built: Any,
+) -> None:
+    tokenizer = _committed_tokenizer()
+    vocabulary = len(tokenizer)
+    example = read_test_split(built.test_split).examples[0]
+    tools = [{"type": "function", "function": dict(tool)} for tool in example.tools]
+    messages = [
+        {"role": "system", "content": "You are a travel assistant."},
+        {"role": "user", "content": example.query},
+    ]
+    rendered = tokenizer.apply_chat_template(
+        messages, tools=tools, tokenize=False, add_generation_prompt=True
+    )
+    system, rest = rendered.split("<|end|>\n", 1)
+    assert system.startswith("<s><|system|>\nYou are a travel assistant.\n\n")
+    block = system.split("<tools>\n", 1)[1].split("</tools>", 1)[0]
+    assert [loads(line) for line in block.splitlines()] == tools
+    assert "<tool_call>" in system and "</tool_call>" in system
+    assert rest == f"<|user|>\n{example.query}<|end|>\n<|assistant|>\n"
+    # Without a system message the tools block is the whole system turn.
+    bare = tokenizer.apply_chat_template(
+        messages[1:], tools=tools, tokenize=False, add_generation_prompt=False
+    )
+    assert bare.startswith("<s><|system|>\nYou may call") and bare.endswith("<|end|>\n")
+    assert len(tokenizer) == vocabulary  # the tags are text, not new tokens
 
 
 def test_base_and_adapter_load_with_transformers_and_peft_and_generate(built: Any) -> None:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
+import subprocess
 import sys
 from functools import cache
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 import pytest
+
+from sommelier_mlflow._json import loads
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "demo" / "run.py"
@@ -104,3 +109,39 @@ def test_the_package_never_runs_demo_code() -> None:
     for path in package.rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         assert "build_model" not in text and "build_demo" not in text, path
+
+
+def _demo_copy(tmp_path: Path) -> Path:
+    """examples/demo (scripts, data, committed model) copied into a scratch checkout."""
+    demo = tmp_path / "examples" / "demo"
+    shutil.copytree(SCRIPT.parent, demo, ignore=shutil.ignore_patterns("__pycache__"))
+    return demo
+
+
+@pytest.mark.parametrize("damage", ["altered", "missing"])
+def test_an_altered_or_missing_committed_file_stops_the_demo_with_exit_3(
+    tmp_path: Path, damage: str
+) -> None:
+    demo = _demo_copy(tmp_path)
+    weights = demo / "model" / "base_model" / "model.safetensors"
+    expected = loads((demo / "model" / "manifest.json").read_bytes())["files"][
+        "base_model/model.safetensors"
+    ]
+    if damage == "altered":
+        weights.write_bytes(weights.read_bytes()[:-1] + b"\0")
+    else:
+        weights.unlink()
+    result = subprocess.run(
+        [sys.executable, str(demo / "run.py"), "main", "--out", str(tmp_path / "out")],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 3, result.stderr
+    assert f"model.safetensors {'was altered' if damage == 'altered' else 'is missing'}" in (
+        result.stderr
+    )
+    assert f"expected sha256 {expected}" in result.stderr
+    assert not (tmp_path / "out").exists()  # nothing generated, nothing trained

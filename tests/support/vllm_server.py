@@ -40,31 +40,20 @@ ADAPTER_NAME = "demo-adapter"
 READY_TIMEOUT_S = 900.0
 
 
-@dataclass(frozen=True)
-class _Built:
-    splits_dir: Path
-    base_model_dir: Path
-    adapter_dir: Path
-
-
 def build_demo_assets() -> Any:
-    """The demo's splits, base model and adapter, from the project's cache (built if absent).
+    """The demo's committed base model and adapter, verified, and its prepared splits.
 
-    ``SOMMELIER_DEMO_BUILD=<dir>`` uses an existing build folder (``splits/``,
-    ``base_model/``, ``adapter/``) instead: the cache key covers the package's
-    sources, so a developer editing them would otherwise rebuild for minutes.
+    Nothing is trained: the files are committed under ``examples/demo/model``
+    and checked against their manifest (a missing or altered one raises
+    ``DependencyError``); the splits are prepared into ``.cache/demo`` once.
     """
-    given = os.environ.get("SOMMELIER_DEMO_BUILD")
-    if given:
-        root = Path(given)
-        return _Built(root / "splits", root / "base_model", root / "adapter")
     script = PROJECT / "examples" / "demo" / "build_model.py"
     spec = importlib.util.spec_from_file_location("sommelier_demo_build_model", script)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
-    return module.build_demo(PROJECT / ".cache" / "demo", progress=False)
+    return module.demo_assets(PROJECT / ".cache" / "demo")
 
 
 def vllm_python() -> Path | None:
