@@ -22,7 +22,13 @@ from typing import Any
 import pytest
 
 from sommelier_mlflow._json import loads
-from sommelier_mlflow.data import build_messages, format_examples, read_test_split, render_target
+from sommelier_mlflow.data import (
+    build_messages,
+    format_examples,
+    read_test_split,
+    render_target,
+    tool_schemas,
+)
 from sommelier_mlflow.errors import ConfigError, DependencyError, InputError
 from sommelier_mlflow.toolcalls import parse_tool_call
 
@@ -346,7 +352,7 @@ def test_with_tools_the_committed_template_renders_a_hermes_style_tools_block(
     tokenizer = _committed_tokenizer()
     vocabulary = len(tokenizer)
     example = read_test_split(built.test_split).examples[0]
-    tools = [{"type": "function", "function": dict(tool)} for tool in example.tools]
+    tools = tool_schemas(example.tools)  # what --prompt-format native passes
     messages = [
         {"role": "system", "content": "You are a travel assistant."},
         {"role": "user", "content": example.query},
@@ -366,6 +372,8 @@ def test_with_tools_the_committed_template_renders_a_hermes_style_tools_block(
     )
     assert bare.startswith("<s><|system|>\nYou may call") and bare.endswith("<|end|>\n")
     assert len(tokenizer) == vocabulary  # the tags are text, not new tokens
+    native = format_examples([example], tokenizer, prompt_format="native")[0]
+    assert native.prompt_text is not None and "<tools>" in native.prompt_text
 
 
 def test_base_and_adapter_load_with_transformers_and_peft_and_generate(built: Any) -> None:
