@@ -9,6 +9,7 @@ seconds (the issue's target: under 1 s for 200 examples).
 
     python benchmarks/bench_callback.py [--steps 8] [--every 4] [--examples 200]
         [--max-new-tokens 96] [--batch-size 16] [--threads 2]
+        [--base-model DIR --splits DIR]   # another model and splits than the demo's
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--base-model", default="", help="instead of the demo's base_model/")
+    parser.add_argument("--splits", default="", help="instead of the demo's splits/")
     args = parser.parse_args()
 
     import mlflow
@@ -69,17 +72,21 @@ def main() -> None:
     from sommelier_mlflow.training import SommelierCallback
 
     torch.set_num_threads(args.threads)
-    demo = build_demo_assets()
+    if args.base_model and args.splits:
+        base_dir, splits_dir = Path(args.base_model), Path(args.splits)
+    else:
+        demo = build_demo_assets()
+        base_dir, splits_dir = Path(demo.base_model_dir), Path(demo.splits_dir)
     with tempfile.TemporaryDirectory() as tmp:
         mlflow.set_tracking_uri(f"sqlite:///{Path(tmp) / 'mlflow.db'}")
-        tokenizer = AutoTokenizer.from_pretrained(demo.base_model_dir)
-        base = AutoModelForCausalLM.from_pretrained(demo.base_model_dir, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(base_dir)
+        base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
             model = get_peft_model(base, LoraConfig(r=8, target_modules=["q_proj", "v_proj"]))
         clock = type("Clock", (_StepClock, TrainerCallback), {})()
         callback = SommelierCallback(
-            Path(demo.splits_dir) / "test.jsonl",
+            splits_dir / "test.jsonl",
             tokenizer=tokenizer,
             max_examples=args.examples,
             every_n_steps=args.every,
@@ -100,7 +107,7 @@ def main() -> None:
         trainer = Trainer(
             model=model,
             args=training,
-            train_dataset=ToolCallRows(Path(demo.splits_dir) / "train.jsonl", tokenizer),
+            train_dataset=ToolCallRows(splits_dir / "train.jsonl", tokenizer),
             data_collator=pad_batch(tokenizer.pad_token_id),
             processing_class=tokenizer,
             callbacks=[clock, callback],
