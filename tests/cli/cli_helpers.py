@@ -119,3 +119,12 @@ def score_args(
     args += [] if revision is None else ["--revision", revision]
     args += ["--out", str(out), "--resamples", str(resamples)]
     return args + (["--adapter", str(files["adapter_dir"])] if kind == "adapter" else [])
+
+
+def evaluate_args(split: Path, out: Path, backend: str, *extra: str) -> list[str]:
+    """``evaluate`` of the fixture's base arm with ``backend`` (a model it declares, not loads)."""
+    return [
+        *("evaluate", "--test-split", str(split), "--model", "tiny/model"),
+        *("--revision", "abc123", "--model-kind", "base", "--batch-size", "2"),
+        *("--backend", backend, *extra, "--resamples", "100", "--out", str(out)),
+    ]

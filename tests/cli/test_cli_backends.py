@@ -12,7 +12,7 @@ import pytest
 from sommelier_mlflow.cli import main
 from sommelier_mlflow.data import ModelIdentity
 from sommelier_mlflow.generation import BackendRequest, NoOptions, register_backend
-from tests.cli.cli_helpers import BASE_OUTPUTS, examples
+from tests.cli.cli_helpers import BASE_OUTPUTS, evaluate_args, examples
 
 
 class FixtureBackend:
@@ -48,31 +48,7 @@ register_backend("cli_fixture")(FixtureBackend)
 
 
 def _evaluate(files: dict[str, Path], out: Path, backend: str) -> int:
-    return main(
-        [
-            "evaluate",
-            "--test-split",
-            str(files["split"]),
-            "--model",
-            "tiny/model",
-            "--revision",
-            "abc123",
-            "--model-kind",
-            "base",
-            "--max-new-tokens",
-            "32",
-            "--batch-size",
-            "2",
-            "--backend",
-            backend,
-            "--num-threads",
-            "1",
-            "--resamples",
-            "200",
-            "--out",
-            str(out),
-        ]
-    )
+    return main(evaluate_args(files["split"], out, backend, "--num-threads", "1"))
 
 
 def test_a_named_backend_generates_an_arm_and_is_recorded_in_its_decoding(

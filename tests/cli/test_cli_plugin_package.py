@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.cli_helpers import BASE_OUTPUTS, examples, write_fixture
+from tests.cli.cli_helpers import BASE_OUTPUTS, evaluate_args, examples, write_fixture
 
 _BACKEND = '''
 from pydantic import Field
@@ -160,28 +160,8 @@ def test_evaluate_runs_with_the_plugin_backend_and_output_format(
 ) -> None:
     files = write_fixture(tmp_path / "in")
     out = tmp_path / "arm"
-    done = _cli(
-        plugin_python,
-        "evaluate",
-        "--test-split",
-        str(files["split"]),
-        "--model",
-        "tiny/model",
-        "--revision",
-        "abc",
-        "--model-kind",
-        "base",
-        "--backend",
-        "toy",
-        "--backend-option",
-        "suffix= ",
-        "--output-format",
-        "toy_json",
-        "--resamples",
-        "50",
-        "--out",
-        str(out),
-    )
+    options = ("--backend-option", "suffix= ", "--output-format", "toy_json")
+    done = _cli(plugin_python, *evaluate_args(files["split"], out, "toy", *options))
     assert done.returncode == 0, done.stderr
     report = json.loads((out / "evaluation_report.json").read_text())
     assert report["identity"]["decoding"]["backend"] == "toy"

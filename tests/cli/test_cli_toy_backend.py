@@ -19,7 +19,7 @@ from pydantic import Field
 from sommelier_mlflow.cli import build_parser, main
 from sommelier_mlflow.data import ModelIdentity
 from sommelier_mlflow.generation import BackendOptions, BackendRequest, register_backend
-from tests.cli.cli_helpers import BASE_OUTPUTS, examples, write_fixture
+from tests.cli.cli_helpers import BASE_OUTPUTS, evaluate_args, examples, write_fixture
 
 
 class ToyOptions(BackendOptions):
@@ -66,28 +66,7 @@ class ToyBackend:
 
 def _evaluate(tmp_path: Path, *options: str) -> int:
     files = write_fixture(tmp_path / "in")
-    return main(
-        [
-            "evaluate",
-            "--test-split",
-            str(files["split"]),
-            "--model",
-            "tiny/model",
-            "--revision",
-            "abc123",
-            "--model-kind",
-            "base",
-            "--batch-size",
-            "2",
-            "--backend",
-            "toy_echo",
-            *options,
-            "--resamples",
-            "100",
-            "--out",
-            str(tmp_path / "arm"),
-        ]
-    )
+    return main(evaluate_args(files["split"], tmp_path / "arm", "toy_echo", *options))
 
 
 def test_a_registered_backend_runs_evaluate_with_its_typed_options(tmp_path: Path) -> None:

@@ -49,6 +49,17 @@ def _generator(url: str, tiny: TinyModels, **kwargs: Any) -> ServerGenerator:
     return ServerGenerator(ServerTransport(url, **wire), **options)
 
 
+def _generate(examples: list[TestExample], generator: ServerGenerator, out: Path) -> None:
+    run_generation(
+        examples,
+        generator,
+        decoding=Decoding(max_new_tokens=8, batch_size=4),
+        model_kind="base",
+        out_dir=out,
+        progress=False,
+    )
+
+
 def test_unreachable_server_is_exit_3_naming_the_url_without_credentials(
     tiny: TinyModels, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -205,14 +216,7 @@ def test_a_malformed_answer_is_exit_5_and_nothing_is_appended(
     with running_stub(_models(str(tiny.model_dir)), broken) as stub:
         generator = _generator(stub.url, tiny, concurrency=1)
         with pytest.raises(InvariantViolationError) as caught:
-            run_generation(
-                examples,
-                generator,
-                decoding=Decoding(max_new_tokens=8, batch_size=4),
-                model_kind="base",
-                out_dir=tmp_path,
-                progress=False,
-            )
+            _generate(examples, generator, tmp_path)
     assert caught.value.exit_code == 5 and "nothing from this batch was kept" in str(caught.value)
     for path in (tmp_path / "generations").glob("*.jsonl"):
         assert path.read_bytes() == b""
@@ -275,14 +279,7 @@ def test_a_200_answer_that_is_not_a_json_object_is_exit_3_and_nothing_is_kept(
     with running_stub(_models(str(tiny.model_dir)), lambda request: (200, body)) as stub:
         generator = _generator(stub.url, tiny, max_retries=1)
         with pytest.raises(DependencyError, match=r"after 2 attempts \(last: HTTP 200 with") as err:
-            run_generation(
-                examples,
-                generator,
-                decoding=Decoding(max_new_tokens=8, batch_size=4),
-                model_kind="base",
-                out_dir=tmp_path,
-                progress=False,
-            )
+            _generate(examples, generator, tmp_path)
     assert err.value.exit_code == 3
     assert ("empty body" if not body else "not a JSON object") in str(err.value)
     for path in (tmp_path / "generations").glob("*.jsonl"):
