@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+import pytest
 from mlflow.genai.scorers import ToolCallCorrectness
 from mlflow.tracking import MlflowClient
 
@@ -28,6 +29,13 @@ from tests.integration.integration_helpers import GOLD, Arms, Store
 
 PROJECT = Path(__file__).resolve().parents[2]
 CALLS = PROJECT / "examples" / "calls" / "data"
+
+
+@pytest.fixture(autouse=True)
+def _no_llm_judge(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLflow's scorer asks an LLM for the available tools when a key is set: never here."""
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "DATABRICKS_HOST", "DATABRICKS_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
 
 
 def _verdicts(experiment_id: str, run_id: str, ours: str) -> dict[str, tuple[bool | None, bool]]:
