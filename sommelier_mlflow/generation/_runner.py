@@ -121,9 +121,24 @@ def _batch_plan(
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
+def _valid_text(text: str) -> str:
+    """``text`` with each lone UTF-16 surrogate replaced by U+FFFD.
+
+    A server's JSON may escape one half of a surrogate pair alone; Python
+    decodes that into a string no UTF-8 file can hold, so writing the
+    generation would fail and lose the run. The completion is kept with the
+    replacement character instead, and parsed and scored as stored: the
+    ``raw_text`` in ``generations/`` is always exactly what was scored.
+    """
+    if text.isascii():
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
 def _make_record(
     item: _Prompted, raw_text: str, model_kind: ModelKind, decoding: Decoding
 ) -> GenerationRecord:
+    raw_text = _valid_text(raw_text)
     parsed = parse_tool_call(raw_text)
     return GenerationRecord(
         example_id=item.example.example_id,

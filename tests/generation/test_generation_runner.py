@@ -290,3 +290,27 @@ def test_refuses_to_resume_with_another_adapter(
     _run(subset, base_generator, tmp_path)
     with pytest.raises(ConfigError, match=r"generator\.adapter"):
         _run(subset, adapter_generator, tmp_path)
+
+
+class _HalfPairs:
+    """A backend whose answers hold lone surrogates, as a server's escaped JSON can."""
+
+    TEXTS = ('{"name": "get_weather", "arguments": {"city": "\ud800"}}', "a\udc00b\ud83d\ude00")
+
+    def generate(self, prompts: list[str], *, max_new_tokens: int) -> list[str]:
+        return [self.TEXTS[len(prompt) % 2] for prompt in prompts]
+
+
+def test_a_completion_with_a_lone_surrogate_is_stored_with_a_replacement_character(
+    examples: list[TestExample], tmp_path: Path
+) -> None:
+    paths = _run(examples, _HalfPairs(), tmp_path)
+    rows = [row for path in paths.values() for row in _rows(path)]
+    assert {row["raw_text"] for row in rows} <= {
+        '{"name": "get_weather", "arguments": {"city": "\ufffd"}}',
+        "a\ufffdb\U0001f600",
+    }
+    assert len(rows) == len(examples)
+    for row in rows:
+        parsed = parse_tool_call(row["raw_text"])
+        assert (row["parse_status"], row["parsed_call"]) == (parsed.status, parsed.call)
