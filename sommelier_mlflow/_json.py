@@ -337,6 +337,22 @@ def _current_umask() -> int:
     return mask
 
 
+@contextmanager
+def naming_path(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Give an ``OSError`` raised without a file name the name of ``path``.
+
+    A write, flush or fsync that fails on a full or broken disk raises an
+    error that names no file; the command line turns filesystem errors into
+    one ``error:`` line naming the path, and only can when it knows the path.
+    """
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), os.fspath(path)) from exc
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write a file so readers see either the old content or the whole new one.
 
@@ -349,7 +365,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     try:
         # mkstemp creates 0600; give the file the mode a plain open() would.
         os.fchmod(fd, 0o666 & ~_current_umask())
-        with os.fdopen(fd, "wb") as handle:
+        with naming_path(target), os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())

@@ -28,6 +28,7 @@ from sommelier_mlflow._json import (
     canonical_json,
     dumps_line,
     loads,
+    naming_path,
     sha256_text,
 )
 from sommelier_mlflow._progress import progress_bar
@@ -318,17 +319,26 @@ class _SliceWriters:
         if handle is None:
             handle = (self._directory / f"{language}.jsonl").open("ab")
             self._handles[language] = handle
-        handle.write(line)
+        with naming_path(self._directory / f"{language}.jsonl"):
+            handle.write(line)
 
     def sync(self) -> None:
-        for handle in self._handles.values():
-            handle.flush()
-            os.fsync(handle.fileno())
+        for language, handle in self._handles.items():
+            with naming_path(self._directory / f"{language}.jsonl"):
+                handle.flush()
+                os.fsync(handle.fileno())
 
     def close(self) -> None:
-        for handle in self._handles.values():
-            handle.close()
-        self._handles.clear()
+        handles, self._handles = self._handles, {}
+        failure: OSError | None = None
+        for language, handle in handles.items():
+            try:  # close every handle, then report the first failure
+                with naming_path(self._directory / f"{language}.jsonl"):
+                    handle.close()
+            except OSError as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
 
 def _generate_batch(
