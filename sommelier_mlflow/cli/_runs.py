@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from sommelier_mlflow._redact import contains_secret, redact
 from sommelier_mlflow.errors import ConfigError, DataError, InputError
+from sommelier_mlflow.evaluation import read_evaluation_report
 from sommelier_mlflow.integration import (
     arm_example_traces,
+    check_logged_report,
     check_registration,
     check_tracking_server,
     log_evaluation_run,
@@ -279,7 +281,7 @@ def download_evaluation_report(run_id: str, dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     with tracking_errors(f"fetch the evaluation report of run {run_id}"):
         client = _client()
-        client.get_run(run_id)
+        run = client.get_run(run_id)
         names = {item.path for item in client.list_artifacts(run_id, "sommelier")}
         if "sommelier/evaluation_report.json" not in names:
             raise DataError(
@@ -289,6 +291,8 @@ def download_evaluation_report(run_id: str, dest: Path) -> Path:
         local = mlflow.artifacts.download_artifacts(
             run_id=run_id, artifact_path="sommelier/evaluation_report.json", dst_path=str(dest)
         )
+    report = read_evaluation_report(local)
+    check_logged_report(run, Path(local), {name: m.value for name, m in report.metrics.items()})
     return Path(local)
 
 

@@ -78,13 +78,17 @@ def load_run_report(
     import mlflow
     from mlflow.tracking import MlflowClient
 
-    from sommelier_mlflow.integration import check_tracking_server, tracking_errors
+    from sommelier_mlflow.integration import (
+        check_logged_report,
+        check_tracking_server,
+        tracking_errors,
+    )
 
     uri = tracking_uri or str(mlflow.get_tracking_uri())
     check_tracking_server(uri)
     client = MlflowClient(uri)
     with tracking_errors(f"read run {run_id}", uri):
-        client.get_run(run_id)
+        run = client.get_run(run_id)
         names = {item.path for item in client.list_artifacts(run_id, "sommelier")}
     for artifact in (_COMPARISON, _EVALUATION):
         if artifact not in names:
@@ -93,8 +97,11 @@ def load_run_report(
             with tracking_errors(f"download {artifact} of run {run_id}", uri):
                 local = Path(client.download_artifacts(run_id, artifact, tmp))
             if artifact == _COMPARISON:
+                check_logged_report(run, local)
                 return read_comparison_report(local)
-            return read_evaluation_report(local)
+            report = read_evaluation_report(local)
+            check_logged_report(run, local, {n: m.value for n, m in report.metrics.items()})
+            return report
     raise DataError(
         f"run {run_id} logged no sommelier report ({_COMPARISON} or {_EVALUATION}): "
         "pass the id of a comparison run or of a base/adapter arm run"

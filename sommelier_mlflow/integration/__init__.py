@@ -30,6 +30,7 @@ from sommelier_mlflow.integration._leaderboard import TAG_BEST_ADAPTER_RUN, log_
 from sommelier_mlflow.integration._predictions import score_predictions
 from sommelier_mlflow.integration._primitives import (
     MAX_METRICS_PER_BATCH,
+    check_logged_report,
     log_artifact_files,
     log_json_artifact,
     log_metrics_batch,
@@ -66,6 +67,7 @@ __all__ = [
     "TAG_CLAIMS_SHA256",
     "TAG_VERDICT",
     "arm_example_traces",
+    "check_logged_report",
     "check_registration",
     "check_tracking_server",
     "comparison_figure",

@@ -13,6 +13,7 @@ MLflow is imported inside the functions, so importing this module stays cheap.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from sommelier_mlflow._json import canonical_json, dumps_pretty
 from sommelier_mlflow._redact import REDACTED, is_secret_key, redact, redact_value
-from sommelier_mlflow.errors import ConfigError
+from sommelier_mlflow.errors import ConfigError, InvariantViolationError
 from sommelier_mlflow.evaluation import ComparisonReport
 from sommelier_mlflow.integration._figure import comparison_figure, gaps_figure
 from sommelier_mlflow.integration._store_errors import tracking_errors
@@ -44,9 +45,12 @@ __all__ = [
     "MAX_METRICS_PER_BATCH",
     "TAG_MODEL_KIND",
     "TAG_PARSER_VERSION",
+    "TAG_REPORT_SHA256",
     "TAG_TEST_SPLIT_SHA256",
     "artifact_uri",
+    "check_logged_report",
     "client_uri",
+    "json_artifact_bytes",
     "log_artifact_files",
     "log_comparison_figure",
     "log_example_table",
@@ -69,6 +73,9 @@ COMPARISON_MARKDOWN_ARTIFACT: Final = f"{ARTIFACT_DIR}/comparison_report.md"
 TAG_MODEL_KIND: Final = "sommelier.model_kind"
 TAG_PARSER_VERSION: Final = "sommelier.parser_version"
 TAG_TEST_SPLIT_SHA256: Final = "sommelier.test_split_sha256"
+#: SHA-256 of the report artifact's bytes as logged: a report copied over the
+#: artifact later no longer matches it (see :func:`check_logged_report`).
+TAG_REPORT_SHA256: Final = "sommelier.report_sha256"
 #: MLflow's server-side limits per ``log_batch`` request.
 MAX_METRICS_PER_BATCH: Final = 1000
 _MAX_PARAMS_PER_BATCH: Final = 100
@@ -225,6 +232,48 @@ def _split_artifact_file(artifact_file: str) -> tuple[str | None, str]:
     return (directory or None), name
 
 
+def json_artifact_bytes(document: Any) -> bytes:
+    """The exact bytes :func:`log_json_artifact` logs for ``document``."""
+    return dumps_pretty(redact_value(document))
+
+
+def check_logged_report(
+    run: Any, local: Path, overall: Mapping[str, float] | None = None
+) -> None:
+    """Refuse a downloaded report that is not the one its run logged.
+
+    A report is checked for internal consistency by its reader, but a
+    self-consistent report from other outputs copied over the artifact would
+    pass that. So the bytes are held to the digest tag set when the run was
+    logged, and (for an arm) its overall values to the metrics the run logged.
+
+    Args:
+        run: The MLflow ``Run`` the report was downloaded from.
+        local: The downloaded report file.
+        overall: Metric name to overall value, from the report (an arm's).
+
+    Raises:
+        InvariantViolationError: The bytes or a value differ from what the run
+            logged (exit 5), naming both.
+    """
+    run_id = run.info.run_id
+    logged = run.data.tags.get(TAG_REPORT_SHA256)
+    actual = hashlib.sha256(local.read_bytes()).hexdigest()
+    if logged is not None and logged != actual:
+        raise InvariantViolationError(
+            f"run {run_id}: its report artifact has SHA-256 {actual}, but the run logged a "
+            f"report with SHA-256 {logged} (tag {TAG_REPORT_SHA256}); the artifact was "
+            "replaced after logging, so it is not trusted"
+        )
+    for name, value in (overall or {}).items():
+        metric = run.data.metrics.get(f"overall/{name}")
+        if metric is not None and abs(float(metric) - value) > 1e-12:
+            raise InvariantViolationError(
+                f"run {run_id}: its report says overall {name} = {value}, but the run logged "
+                f"overall/{name} = {metric}; the report artifact is not the run's own"
+            )
+
+
 def log_json_artifact(
     document: Any, artifact_file: str, *, run_id: str, client: MlflowClient | None = None
 ) -> str:
@@ -234,7 +283,7 @@ def log_json_artifact(
         The artifact's URI.
     """
     directory, name = _split_artifact_file(artifact_file)
-    data = dumps_pretty(redact_value(document))
+    data = json_artifact_bytes(document)
     with tempfile.TemporaryDirectory(prefix="sommelier-") as tmp:
         path = Path(tmp) / name
         path.write_bytes(data)

@@ -8,6 +8,7 @@ under ``sommelier/``. The single writes live in :mod:`._primitives`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,8 @@ from sommelier_mlflow.integration._primitives import (
     COMPARISON_MARKDOWN_ARTIFACT,
     COMPARISON_REPORT_ARTIFACT,
     EVALUATION_REPORT_ARTIFACT,
+    TAG_REPORT_SHA256,
+    json_artifact_bytes,
     log_artifact_files,
     log_comparison_figure,
     log_example_table,
@@ -100,6 +103,7 @@ def log_evaluation_run(
         model_kind=report.identity.model_kind,
         parser_version=report.identity.parser_version,
         test_split_sha256=report.identity.test_split_sha256,
+        extra={TAG_REPORT_SHA256: _digest(document)},
         client=tracker,
     )
     log_params(run_id, {**evaluation_params(document), **(params or {})}, client=tracker)
@@ -149,7 +153,10 @@ def log_comparison_run(
         model_kind="comparison",
         parser_version=report.identity.parser_version,
         test_split_sha256=report.identity.test_split_sha256,
-        extra=verdict_tags(report.claims) if report.claims is not None else None,
+        extra={
+            TAG_REPORT_SHA256: _digest(document),
+            **(verdict_tags(report.claims) if report.claims is not None else {}),
+        },
         client=tracker,
     )
     log_params(run_id, {**comparison_params(document), **(params or {})}, client=tracker)
@@ -168,3 +175,8 @@ def log_comparison_run(
     if figure:
         log_comparison_figure(report, run_id=run_id, client=tracker)
     return keys
+
+
+def _digest(document: object) -> str:
+    """SHA-256 of the report artifact exactly as it will be logged."""
+    return hashlib.sha256(json_artifact_bytes(document)).hexdigest()

@@ -357,6 +357,44 @@ def test_show_prints_the_logged_summary_from_any_store(
     assert "error:" in capsys.readouterr().err
 
 
+def test_a_report_copied_over_a_runs_artifact_is_refused(
+    files: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import re
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    ids = {}
+    for kind in ("base", "adapter"):
+        assert _score(files, tmp_path / kind, kind, "--mlflow", "--log-traces", "false") == 0
+        ids[kind] = re.findall(r"logged to MLflow run ([0-9a-f]+)", capsys.readouterr().out)[-1]
+    # The adapter's own, self-consistent report is copied over the base run's artifact.
+    swapped = tmp_path / "swap" / "evaluation_report.json"
+    swapped.parent.mkdir()
+    shutil.copy(tmp_path / "adapter" / "evaluation_report.json", swapped)
+    MlflowClient(uri).log_artifact(ids["base"], str(swapped), "sommelier")
+
+    assert main(["show", ids["base"]]) == 5
+    err = capsys.readouterr().err
+    assert f"error: run {ids['base']}" in err and "sommelier.report_sha256" in err
+    compare = ["compare", "--base-run-id", ids["base"], "--adapter-run-id", ids["adapter"]]
+    assert main([*compare, "--out", str(tmp_path / "cmp"), "--resamples", "200"]) == 5
+    assert "replaced after logging" in capsys.readouterr().err
+    assert not list((tmp_path / "cmp").rglob("comparison_report.*"))
+    # A run logged before the digest tag existed is still held to its logged metrics.
+    MlflowClient(uri).delete_tag(ids["base"], "sommelier.report_sha256")
+    assert main(["show", ids["base"]]) == 5
+    err = capsys.readouterr().err
+    assert "but the run logged overall/" in err, err
+
+
 def test_progress_bars_are_quiet_off_a_terminal_unless_asked(
     files: dict[str, Path], tmp_path: Path
 ) -> None:
