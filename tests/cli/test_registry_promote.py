@@ -65,7 +65,10 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 warnings.simplefilter("ignore", category)
             base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
             peft_model = PeftModel.from_pretrained(base, str(adapter_dir))
-            with mlflow.start_run() as run:
+            # Its own experiment, explicitly: an experiment another test left active in
+            # MLflow's process-wide state belongs to another store.
+            experiment_id = MlflowClient(uri).create_experiment("registry-fixture")
+            with mlflow.start_run(experiment_id=experiment_id) as run:
                 mlflow.transformers.log_model(
                     transformers_model={"model": peft_model, "tokenizer": tokenizer},
                     name="model",

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.cli_helpers import write_fixture
+from tests.cli.cli_helpers import CITIES, write_fixture
 from tests.support.programs import require
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -226,7 +226,8 @@ def test_evaluation_view_compares_the_arms_example_by_example(
         f"{server}/#/experiments/{demo_runs['experiment']}/evaluation-runs"
         f"?selectedRunUuid={demo_runs['adapter']}&compareToRunUuid={demo_runs['base']}"
     )
-    row = page.get_by_text('"example_id": "en-1"').first
+    # A trace's request preview is the example's query.
+    row = page.get_by_text(f"weather in {CITIES[1]} (en)").first
     row.wait_for(timeout=60_000)
     body = page.inner_text("body")
     assert "Comparing" in body and "adapter" in body and "base" in body
