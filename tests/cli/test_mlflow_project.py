@@ -307,7 +307,6 @@ def test_outputs_from_elsewhere_through_mlflow_run(server: str, tmp_path: Path) 
     artifacts = {a.path for a in client.list_artifacts(compare_id, "sommelier")}
     assert {"sommelier/comparison.png", "sommelier/gaps.png"} <= artifacts
 
-    previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(server)
     try:
         for run_id, kind in ((base_id, "base"), (adapter_id, "adapter")):
@@ -326,4 +325,4 @@ def test_outputs_from_elsewhere_through_mlflow_run(server: str, tmp_path: Path) 
             assert full == (1.0 if kind == "adapter" else 0.0)
             assert client.get_run(run_id).data.tags["mlflow.runType"] == "genai_evaluate"
     finally:
-        mlflow.set_tracking_uri(previous)
+        mlflow.set_tracking_uri(None)  # unset: later tests read the environment

@@ -46,7 +46,6 @@ def demo_runs(server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
 
     root = tmp_path_factory.mktemp("ui")
     files = write_fixture(root / "in")
-    previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(server)
     os.environ["MLFLOW_TRACKING_URI"] = server
     ids: dict[str, str] = {}
@@ -76,7 +75,7 @@ def demo_runs(server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
         ids["experiment"] = mlflow.get_run(ids["parent"]).info.experiment_id
     finally:
         os.environ.pop("MLFLOW_TRACKING_URI", None)
-        mlflow.set_tracking_uri(previous)
+        mlflow.set_tracking_uri(None)  # unset: later tests read the environment
     return ids
 
 

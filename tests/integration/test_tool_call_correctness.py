@@ -113,7 +113,6 @@ def test_calls_mode_verdicts_agree(tmp_path: Path, store: Store) -> None:
             check=False,
         )
         assert result.returncode == 0, result.stderr[-3000:]
-    previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(uri)
     try:
         client = MlflowClient()
@@ -138,4 +137,4 @@ def test_calls_mode_verdicts_agree(tmp_path: Path, store: Store) -> None:
             }
         assert outcomes == {True, False}
     finally:
-        mlflow.set_tracking_uri(previous)
+        mlflow.set_tracking_uri(None)  # unset: later tests read the environment
