@@ -17,7 +17,12 @@ from typing import Any
 import pytest
 
 from sommelier_mlflow.data import Decoding, format_examples, read_generations, read_test_split
-from sommelier_mlflow.generation import HFGenerator, ServerGenerator, run_generation
+from sommelier_mlflow.generation import (
+    HFGenerator,
+    ServerGenerator,
+    ServerTransport,
+    run_generation,
+)
 from tests.support.vllm_server import ADAPTER_NAME, BASE_NAME
 
 pytestmark = pytest.mark.slow
@@ -41,7 +46,7 @@ def test_served_greedy_outputs_equal_transformers_outputs(
     adapter = demo_assets.adapter_dir if kind == "adapter" else None
     local = HFGenerator(demo_assets.base_model_dir, adapter=adapter)
     served = ServerGenerator(
-        vllm_server.url,
+        ServerTransport(vllm_server.url),
         served_model=BASE_NAME,
         served_adapter=ADAPTER_NAME if adapter else None,
         adapter=adapter,
