@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.mlflow_run import mlflow_run
 from tests.support.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "native"
 DATA = EXAMPLE / "data"
-MLFLOW = str(Path(sys.executable).with_name("mlflow"))
 FILES = ("test_split.jsonl", "outputs_base.jsonl", "outputs_adapter.jsonl")
 #: Exact call sets out of 60 when decoded as Hermes output (``score --output-format hermes``).
 BASE_EXACT = 29
@@ -28,30 +24,14 @@ def test_the_committed_data_is_what_the_script_writes(tmp_path: Path) -> None:
         assert (tmp_path / name).read_bytes() == (DATA / name).read_bytes(), name
 
 
-def _mlflow_run(uri: str, cwd: Path, entry: str, **params: str) -> str:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    env.pop("MLFLOW_RUN_ID", None)
-    command = [MLFLOW, "run", str(REPO), "-e", entry, "--env-manager", "local"]
-    for key, value in params.items():
-        command += ["-P", f"{key}={value}"]
-    result = subprocess.run(
-        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
-    match = re.search(r"Run \(ID '([0-9a-f]+)'\) succeeded", output)
-    assert match, output[-2000:]
-    return match.group(1)
-
-
 @pytest.mark.slow
-def test_hermes_outputs_score_and_compare_through_mlflow_run(tmp_path: Path) -> None:
+def test_hermes_outputs_score_and_compare_throughmlflow_run(tmp_path: Path) -> None:
     # Three `mlflow run`s (two arms, one comparison): the path a user takes (about a minute).
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     run_ids = {
-        kind: _mlflow_run(
+        kind: mlflow_run(
             uri,
             tmp_path,
             "score",
@@ -68,7 +48,7 @@ def test_hermes_outputs_score_and_compare_through_mlflow_run(tmp_path: Path) -> 
         )
         for kind in ("base", "adapter")
     }
-    compare_id = _mlflow_run(
+    compare_id = mlflow_run(
         uri,
         tmp_path,
         "compare",
