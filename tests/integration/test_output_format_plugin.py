@@ -101,7 +101,10 @@ def test_an_unknown_format_is_exit_2_listing_the_registered_ones(
     code = main([*score_args(files, "base", tmp_path / "o"), "--output-format", "nope"])
     assert code == 2
     err = capsys.readouterr().err
-    assert "unknown output format 'nope'" in err and f"{callline}, json" in err
+    assert "unknown output format 'nope'" in err
+    registered = err.rsplit("registered: ", 1)[1].strip().split(", ")
+    assert callline in registered and "json" in registered
+    assert registered == sorted(registered)
 
 
 def _rows() -> pd.DataFrame:
