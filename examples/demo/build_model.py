@@ -122,6 +122,11 @@ _HERE: Final = Path(__file__).resolve().parent
 DEFAULT_RAW_PATH: Final = _HERE / "data" / "raw.jsonl"
 #: The committed model, tokenizer and adapter, with their manifest.
 MODEL_DIR: Final = _HERE / "model"
+#: The precision the demo generates in. In float32 the committed weights' smallest
+#: top-1/top-2 logit gap (5.6e-05) is only 2.7x the largest logit difference between
+#: CPU kernel levels (2.1e-05), so some CPU could flip a greedy choice; in float64 the
+#: kernels differ by ~1e-13 and cannot (``kernel_margins.py`` measures both).
+GENERATION_DTYPE: Final = "float64"
 #: Where the prepared splits are cached (they are derived, so not committed).
 DEFAULT_CACHE: Final = _REPO / ".cache" / "demo"
 
@@ -228,6 +233,7 @@ class DemoArtifacts:
         manifest: Its content: how the files were built, a summary and their digests.
         splits_dir: ``train``/``validation``/``test.jsonl`` and ``drop_summary.json``.
         test_split: ``splits_dir / "test.jsonl"``.
+        dtype: The precision the demo generates in (:data:`GENERATION_DTYPE`).
     """
 
     model_dir: Path
@@ -237,6 +243,7 @@ class DemoArtifacts:
     manifest: Mapping[str, Any]
     splits_dir: Path
     test_split: Path
+    dtype: str
 
 
 @dataclass(frozen=True)
@@ -450,6 +457,7 @@ def demo_assets(
         manifest=manifest,
         splits_dir=splits_dir,
         test_split=splits_dir / "test.jsonl",
+        dtype=GENERATION_DTYPE,
     )
 
 

@@ -5,7 +5,8 @@ committed. Greedy generation from fixed weights is reproducible only if no
 CPU's kernels move the logits far enough to swap the top two candidates of a
 generated token. This script measures both sides of that inequality on the
 demo's whole test split, for both arms, with the demo's own decoding (batch
-size 16, 96 new tokens, left padding, the package's generation runner):
+size 16, 96 new tokens, left padding, the package's generation runner, in the
+demo's precision, float64; ``--dtype float32`` shows why it is not float32):
 
 - **kernel drift**: the largest absolute difference between the logits computed
   with the most portable kernels (``ATEN_CPU_CAPABILITY=default`` for torch's
@@ -20,7 +21,8 @@ times the drift, and every configuration must generate byte-identical text.
 ``ATEN_CPU_CAPABILITY`` is read when torch is imported, so each kernel level
 runs in a subprocess of its own (thread counts change in-process).
 
-    python examples/demo/kernel_margins.py            # prints the figures as JSON; exit 1 if unmet
+    python examples/demo/kernel_margins.py                  # the figures as JSON; exit 1 if unmet
+    python examples/demo/kernel_margins.py --dtype float32  # the same in float32 (it fails)
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class Margins:
     """What :func:`measure` found.
 
     Attributes:
+        dtype: The precision the generations ran in.
         capabilities: The kernel level each subprocess reported (``DEFAULT``, ``AVX2``...).
         generations: SHA-256 of each configuration's generation files, by
             ``"<capability>/<threads> threads/<arm>"``.
@@ -77,6 +80,7 @@ class Margins:
         tokens: Generated tokens per arm (end-of-sequence included).
     """
 
+    dtype: str
     capabilities: tuple[str, ...]
     generations: dict[str, str]
     max_kernel_diff: float
@@ -102,6 +106,7 @@ class Margins:
     def as_json(self) -> dict[str, Any]:
         return {
             "capabilities": list(self.capabilities),
+            "dtype": self.dtype,
             "generations": dict(self.generations),
             "identical": self.identical,
             "max_kernel_diff": self.max_kernel_diff,
@@ -115,11 +120,13 @@ class Margins:
 # --- the worker: one kernel level, one thread count, both arms ---------------------------
 
 
-def _generate_with_logits(assets: Any, arm: str, threads: int, out_dir: Path) -> tuple[str, Any]:
+def _generate_with_logits(
+    assets: Any, arm: str, threads: int, dtype: str, out_dir: Path
+) -> tuple[str, Any]:
     """Run the demo's generation for one arm; return the files' digest and the logits.
 
     The logits are those of every generated token, in batch-plan order, as
-    one float32 array (tokens x vocabulary). They are captured by a forward
+    one float64 array (tokens x vocabulary). They are captured by a forward
     hook on the output layer; greedy decoding picks each step's argmax, so a
     row stops contributing after the step whose argmax is end-of-sequence.
     """
@@ -129,13 +136,15 @@ def _generate_with_logits(assets: Any, arm: str, threads: int, out_dir: Path) ->
     from sommelier_mlflow.generation import HFGenerator, run_generation
 
     adapter = assets.adapter_dir if arm == "adapter" else None
-    generator = HFGenerator(assets.base_model_dir, adapter=adapter, num_threads=threads)
+    generator = HFGenerator(
+        assets.base_model_dir, adapter=adapter, num_threads=threads, dtype=dtype
+    )
     examples = format_examples(read_test_split(assets.test_split).examples, generator.tokenizer)
     eos = int(generator.tokenizer.eos_token_id)
     steps: list[Any] = []
 
     def keep(_module: Any, _inputs: Any, output: Any) -> None:
-        steps.append(output[:, -1, :].detach().float().numpy().copy())
+        steps.append(output[:, -1, :].detach().double().numpy().copy())
 
     model: Any = generator._model  # the runner drives it; the hook only watches
     hook = model.get_output_embeddings().register_forward_hook(keep)
@@ -166,7 +175,9 @@ def _generate_with_logits(assets: Any, arm: str, threads: int, out_dir: Path) ->
     return digest.hexdigest(), np.concatenate(rows)
 
 
-def _worker(scratch: Path, threads: int, reference: bool, model_dir: Path) -> dict[str, Any]:
+def _worker(
+    scratch: Path, threads: int, reference: bool, model_dir: Path, dtype: str | None
+) -> dict[str, Any]:
     """Generate both arms with ``threads`` threads at this process's kernel level.
 
     The reference run (portable kernels, one thread) saves its logits for the
@@ -177,11 +188,12 @@ def _worker(scratch: Path, threads: int, reference: bool, model_dir: Path) -> di
     from build_model import demo_assets
 
     assets = demo_assets(model_dir=model_dir)
+    dtype = dtype or assets.dtype
     capability = str(torch.backends.cpu.get_cpu_capability())
     runs: dict[str, Any] = {}
     for arm in ARMS:
         digest, logits = _generate_with_logits(
-            assets, arm, threads, scratch / f"{capability}-{threads}-{arm}"
+            assets, arm, threads, dtype, scratch / f"{capability}-{threads}-{arm}"
         )
         top2 = np.partition(logits, -2, axis=1)[:, -2:]
         reference_path = scratch / f"reference-{arm}.npy"
@@ -199,13 +211,15 @@ def _worker(scratch: Path, threads: int, reference: bool, model_dir: Path) -> di
             "min_gap": float((top2[:, 1] - top2[:, 0]).min()),
             "tokens": int(logits.shape[0]),
         }
-    return {"capability": capability, "runs": runs}
+    return {"capability": capability, "dtype": dtype, "runs": runs}
 
 
 # --- the driver ---------------------------------------------------------------------------
 
 
-def _start(scratch: str, portable: bool, threads: int, model_dir: Path | None) -> Any:
+def _start(
+    scratch: str, portable: bool, threads: int, model_dir: Path | None, dtype: str | None
+) -> Any:
     env = {key: value for key, value in os.environ.items() if key not in PORTABLE}
     env["PYTHONPATH"] = str(_REPO)
     if portable:
@@ -216,6 +230,8 @@ def _start(scratch: str, portable: bool, threads: int, model_dir: Path | None) -
         command.append("--reference")
     if model_dir is not None:
         command += ["--model-dir", str(model_dir)]
+    if dtype is not None:
+        command += ["--dtype", dtype]
     return subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -229,7 +245,9 @@ def _report(process: Any) -> dict[str, Any]:
     return report
 
 
-def measure(scratch: Path | None = None, model_dir: Path | None = None) -> Margins:
+def measure(
+    scratch: Path | None = None, model_dir: Path | None = None, dtype: str | None = None
+) -> Margins:
     """Run every (kernel level, thread count) configuration and combine their figures.
 
     The reference (portable kernels, one thread) runs first; the three others
@@ -239,14 +257,16 @@ def measure(scratch: Path | None = None, model_dir: Path | None = None) -> Margi
         scratch: Where the temporary generations and logits go (default: the system's).
         model_dir: The model files to check (default: the committed ones), e.g.
             a ``build_model.py --rebuild --out DIR`` before it is committed.
+        dtype: The precision to generate in (default: the demo's, float64);
+            ``"float32"`` shows why the demo does not use it.
 
     Raises:
         RuntimeError: A worker failed (its stderr is quoted).
     """
     with tempfile.TemporaryDirectory(prefix="kernel-margins-", dir=scratch) as tmp:
-        reports = [_report(_start(tmp, True, THREADS[0], model_dir))]
+        reports = [_report(_start(tmp, True, THREADS[0], model_dir, dtype))]
         others = [
-            _start(tmp, portable, threads, model_dir)
+            _start(tmp, portable, threads, model_dir, dtype)
             for portable in (True, False)
             for threads in THREADS
             if (portable, threads) != (True, THREADS[0])
@@ -254,6 +274,7 @@ def measure(scratch: Path | None = None, model_dir: Path | None = None) -> Margi
         reports += [_report(process) for process in others]
     runs = {key: run for report in reports for key, run in report["runs"].items()}
     return Margins(
+        dtype=reports[0]["dtype"],
         capabilities=tuple(dict.fromkeys(report["capability"] for report in reports)),
         generations={key: run["generations_sha256"] for key, run in runs.items()},
         max_kernel_diff=max(run["max_diff"] for run in runs.values()),
@@ -271,15 +292,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--model-dir", type=Path, default=None, help="model files to check (default: committed)"
     )
+    parser.add_argument(
+        "--dtype", default=None, help="precision to generate in (default: the demo's, float64)"
+    )
     args = parser.parse_args(argv)
     if args.worker is not None:
         sys.path.insert(0, str(_HERE))
         from build_model import MODEL_DIR
 
-        report = _worker(args.worker, args.threads, args.reference, args.model_dir or MODEL_DIR)
+        report = _worker(
+            args.worker, args.threads, args.reference, args.model_dir or MODEL_DIR, args.dtype
+        )
         print(canonical_json(report))
         return 0
-    margins = measure(model_dir=args.model_dir)
+    margins = measure(model_dir=args.model_dir, dtype=args.dtype)
     print(canonical_json(margins.as_json()))
     return 0 if margins.identical and margins.ratio >= REQUIRED_RATIO else 1
 

@@ -6,7 +6,8 @@ demo's base model and LoRA adapter (committed under ``examples/demo/model/``
 and verified by digest on every use; a missing or altered file exits 3, it is
 never retrained), fills an empty ``--test-split`` of ``main`` with the demo's
 prepared test split (cached under ``.cache/demo/``) and passes
-its ``drop_summary.json`` to be logged, then hands the rewritten command line
+its ``drop_summary.json`` to be logged, has the demo generate in float64
+(see ``build_model.GENERATION_DTYPE``), then hands the rewritten command line
 to the package's CLI unchanged otherwise. The MLproject's ``main`` and
 ``evaluate`` entry points run through it, so ``mlflow run .`` with no
 parameters runs the demo; with your own model and adapter it only forwards.
@@ -25,21 +26,29 @@ from typing import Any, Final
 _HERE: Final = Path(__file__).resolve().parent
 _REPO: Final = _HERE.parents[1]
 DEMO: Final = "demo"
+#: The commands that generate, and so run in the demo's precision unless told otherwise.
+_GENERATING: Final = ("main", "evaluate")
 
 if str(_REPO) not in sys.path:
     # Run from a checkout: the package is importable without installing it.
     sys.path.insert(0, str(_REPO))
 
 
-def _value(argv: list[str], flag: str) -> str | None:
-    """The value of ``--flag VALUE`` or ``--flag=VALUE``; the last one wins, as in argparse."""
-    found = None
+def _values(argv: list[str], flag: str) -> list[str]:
+    """Every value of ``--flag VALUE`` or ``--flag=VALUE``, in order."""
+    found = []
     for index, token in enumerate(argv):
         if token == flag and index + 1 < len(argv):
-            found = argv[index + 1]
+            found.append(argv[index + 1])
         elif token.startswith(f"{flag}="):
-            found = token.split("=", 1)[1]
+            found.append(token.split("=", 1)[1])
     return found
+
+
+def _value(argv: list[str], flag: str) -> str | None:
+    """The value of ``--flag``; the last one wins, as in argparse."""
+    found = _values(argv, flag)
+    return found[-1] if found else None
 
 
 def _replace(argv: list[str], flag: str, value: str) -> list[str]:
@@ -69,7 +78,9 @@ def resolve_demo(argv: Sequence[str], build: Callable[[], Any]) -> list[str]:
     ``demo`` adapter goes only with the ``demo`` model, and the ``demo`` model
     takes no adapter but its own. ``build`` is called (once) only when
     ``demo`` is asked for; it returns an object with ``splits_dir``,
-    ``base_model_dir`` and ``adapter_dir``.
+    ``base_model_dir``, ``adapter_dir`` and ``dtype``. The demo generates in
+    its own precision (``dtype``) on the ``hf`` backend unless a
+    ``--backend-option dtype=...`` says otherwise.
 
     Raises:
         SystemExit: With exit code 2 and a message when the rule is broken.
@@ -91,6 +102,10 @@ def resolve_demo(argv: Sequence[str], build: Callable[[], Any]) -> list[str]:
     args = _replace(args, "--model", str(built.base_model_dir))
     if adapter == DEMO:
         args = _replace(args, "--adapter", str(built.adapter_dir))
+    if command in _GENERATING and _value(args, "--backend") in (None, "", "hf"):
+        options = ",".join(_values(args, "--backend-option")).split(",")
+        if not any(option.strip().startswith("dtype=") for option in options):
+            args += ["--backend-option", f"dtype={built.dtype}"]
     if command == "main" and not _value(args, "--test-split"):
         args = _replace(args, "--test-split", str(Path(built.splits_dir) / "test.jsonl"))
         drop_summary = Path(built.splits_dir) / "drop_summary.json"

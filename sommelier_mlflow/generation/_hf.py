@@ -10,28 +10,33 @@ from __future__ import annotations
 import copy
 import os
 import re
+import typing
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
+
+from pydantic import Field
 
 from sommelier_mlflow._redact import redact
 from sommelier_mlflow.errors import ConfigError, DependencyError
 from sommelier_mlflow.generation._identity import LocalSources, adapter_digest, load_pretrained
 from sommelier_mlflow.generation._protocol import BackendRequest, Completion, check_generate_args
-from sommelier_mlflow.generation._registry import NoOptions, register_backend
+from sommelier_mlflow.generation._registry import BackendOptions, register_backend
 
 __all__ = [
     "DTYPES",
     "HFGenerator",
+    "HFOptions",
     "greedy_completions",
     "greedy_generation_config",
     "hf_backend",
     "physical_cores",
 ]
 
+DType = Literal["float32", "float64", "bfloat16", "float16"]
 #: Accepted ``dtype`` names; anything else would be a silent precision change.
-DTYPES: Final = ("float32", "bfloat16", "float16")
+DTYPES: Final = typing.get_args(DType)
 
 _ADAPTER_WEIGHTS: Final = "adapter_model.safetensors"
 _ADAPTER_CONFIG: Final = "adapter_config.json"
@@ -541,12 +546,25 @@ def physical_cores() -> int:
     return max(1, min(candidates)) if candidates else 1
 
 
-@register_backend("hf")
-def hf_backend(request: BackendRequest, options: NoOptions) -> HFGenerator:
+class HFOptions(BackendOptions):
+    """The ``hf`` backend's one option: the precision the model computes in."""
+
+    dtype: DType | None = Field(
+        default=None,
+        description="compute precision (default float32 on CPU, bfloat16 on CUDA); "
+        "in float64 CPU kernel rounding is far too small to change a greedy choice",
+    )
+
+    def job_identity(self) -> dict[str, object]:
+        """The precision can change a greedy choice, so it names the run's outputs."""
+        return {} if self.dtype is None else {"dtype": self.dtype}
+
+
+@register_backend("hf", options=HFOptions)
+def hf_backend(request: BackendRequest, options: HFOptions) -> HFGenerator:
     """Transformers in this process, plus peft for the adapter (the default).
 
-    The Hub token comes from ``HF_TOKEN``, if set; the backend takes no options
-    (``NoOptions`` refuses any).
+    The Hub token comes from ``HF_TOKEN``, if set.
 
     Raises:
         ConfigError: A bad setting.
@@ -563,4 +581,5 @@ def hf_backend(request: BackendRequest, options: NoOptions) -> HFGenerator:
         hf_token=os.environ.get("HF_TOKEN") or None,
         num_threads=request.num_threads,
         keep_special_tokens=request.keep_special_tokens,
+        dtype=options.dtype,
     )

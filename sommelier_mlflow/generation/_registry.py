@@ -105,6 +105,8 @@ def _type_name(annotation: Any) -> str:
     origin = typing.get_origin(annotation)
     if origin is typing.Union or origin is types.UnionType:
         return " | ".join(_type_name(arg) for arg in typing.get_args(annotation))
+    if origin is typing.Literal:
+        return " | ".join(str(arg) for arg in typing.get_args(annotation))
     if origin is typing.Annotated:
         return _type_name(typing.get_args(annotation)[0])
     if origin is not None:

@@ -35,7 +35,10 @@ class Builds:
     def __init__(self, root: Path) -> None:
         self.calls = 0
         self.built = SimpleNamespace(
-            splits_dir=root / "splits", base_model_dir=root / "base", adapter_dir=root / "lora"
+            splits_dir=root / "splits",
+            base_model_dir=root / "base",
+            adapter_dir=root / "lora",
+            dtype="float64",
         )
         (root / "splits").mkdir()
         (root / "splits" / "drop_summary.json").write_text("{}")
@@ -70,6 +73,8 @@ def test_main_with_the_demo_gets_its_model_adapter_split_and_drop_summary(
         f"--adapter={tmp_path / 'lora'}",
         "--seed",
         "3",
+        "--backend-option",
+        "dtype=float64",
         "--drop-summary",
         str(tmp_path / "splits" / "drop_summary.json"),
     ]
@@ -89,7 +94,26 @@ def test_an_explicit_split_is_kept_and_evaluate_gets_no_drop_summary(
         str(tmp_path / "base"),
         "--adapter",
         "",
+        "--backend-option",
+        "dtype=float64",
     ]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--backend-option", "dtype=float32"],
+        ["--backend-option", "max_retries=1, dtype=bfloat16"],
+        ["--backend", "server", "--backend-option", "base_url=http://h/v1"],
+    ],
+)
+def test_the_demo_precision_yields_to_an_explicit_one_and_to_other_backends(
+    builds: Builds, extra: list[str]
+) -> None:
+    argv = ["evaluate", "--test-split", "s.jsonl", "--model", "demo", *extra]
+    resolved = _script().resolve_demo(argv, builds)
+    assert "dtype=float64" not in resolved
+    assert resolved[-len(extra) :] == extra
 
 
 @pytest.mark.parametrize(

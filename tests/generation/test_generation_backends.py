@@ -20,6 +20,7 @@ from sommelier_mlflow.generation import (
     NoOptions,
     ReplayGenerator,
     backend_names,
+    backend_spec,
     create_backend,
     find_recorded_identity,
     physical_cores,
@@ -173,6 +174,19 @@ def test_hf_backend_is_built_from_a_request(tiny: TinyModels) -> None:
     assert backend.fingerprint()["adapter"] == backend.adapter_info() is not None
     with pytest.raises(ConfigError, match="does not take the option"):
         create_backend("hf", BackendRequest(model=str(tiny.model_dir), options={"x": 1}))
+
+
+def test_the_hf_dtype_option_sets_the_precision_and_names_the_outputs(tiny: TinyModels) -> None:
+    request = BackendRequest(model=str(tiny.model_dir), options={"dtype": "float64"})
+    backend = create_backend("hf", request)
+    assert backend.runtime_info()["dtype"] == "float64"
+    assert str(next(backend._model.parameters()).dtype) == "torch.float64"
+    assert isinstance(backend.generate(["hello"], max_new_tokens=3)[0], str)
+    spec = backend_spec("hf")
+    assert spec.parse_options({"dtype": "float64"}).job_identity() == {"dtype": "float64"}
+    assert spec.parse_options({}).job_identity() == {}
+    with pytest.raises(ConfigError, match="dtype"):
+        create_backend("hf", BackendRequest(model=str(tiny.model_dir), options={"dtype": "int8"}))
 
 
 def test_a_manifest_without_an_identity_is_a_data_error(tmp_path: Path) -> None:
