@@ -46,6 +46,7 @@ from sommelier_mlflow.evaluation._comparison_report import (
     read_comparison_report,
 )
 from sommelier_mlflow.evaluation._digests import pair_set_digest, prompt_set_digest
+from sommelier_mlflow.evaluation._joining import score_run
 from sommelier_mlflow.evaluation._leaderboard import (
     LEADERBOARD_FILENAME,
     LEADERBOARD_MARKDOWN_FILENAME,
@@ -68,7 +69,7 @@ from sommelier_mlflow.evaluation._report import (
     validate_evaluation_report,
     write_evaluation_report,
 )
-from sommelier_mlflow.evaluation._scoring import (
+from sommelier_mlflow.evaluation._results import (
     AnsweredExample,
     BootstrapSettings,
     ExampleResult,
@@ -78,9 +79,8 @@ from sommelier_mlflow.evaluation._scoring import (
     ScoredRun,
     SliceResult,
     metrics_from_components,
-    score_completions,
-    score_run,
 )
+from sommelier_mlflow.evaluation._scoring import score_completions
 from sommelier_mlflow.evaluation._seeds import derive_seed
 from sommelier_mlflow.evaluation._stats import (
     BOOTSTRAP_METHOD,

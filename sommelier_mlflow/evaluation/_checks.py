@@ -26,7 +26,7 @@ from sommelier_mlflow.errors import (
     InvariantViolationError,
     SommelierError,
 )
-from sommelier_mlflow.evaluation._scoring import BootstrapSettings
+from sommelier_mlflow.evaluation._results import BootstrapSettings
 from sommelier_mlflow.evaluation._stats import (
     BOOTSTRAP_METHOD,
     QUANTILE_METHOD,

@@ -36,7 +36,7 @@ from sommelier_mlflow.evaluation._claims import (
 )
 from sommelier_mlflow.evaluation._markdown import render_comparison_markdown
 from sommelier_mlflow.evaluation._report import EvaluationReport, read_evaluation_report
-from sommelier_mlflow.evaluation._scoring import BootstrapSettings, metrics_from_components
+from sommelier_mlflow.evaluation._results import BootstrapSettings, metrics_from_components
 from sommelier_mlflow.evaluation._seeds import derive_seed
 from sommelier_mlflow.evaluation._stats import (
     BootstrapDraws,

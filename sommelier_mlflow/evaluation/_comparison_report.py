@@ -44,7 +44,7 @@ from sommelier_mlflow.evaluation._report import (
     metrics_to_dict,
     settings_to_dict,
 )
-from sommelier_mlflow.evaluation._scoring import BootstrapSettings, PairCoverage
+from sommelier_mlflow.evaluation._results import BootstrapSettings, PairCoverage
 from sommelier_mlflow.evaluation._stats import (
     MCNEMAR_METHOD,
     McNemarResult,

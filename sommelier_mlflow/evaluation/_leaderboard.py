@@ -33,7 +33,7 @@ from sommelier_mlflow.evaluation._claims import bootstrap_p_value, holm_adjust
 from sommelier_mlflow.evaluation._compare import compare_reports_with_draws
 from sommelier_mlflow.evaluation._comparison_report import ComparisonReport
 from sommelier_mlflow.evaluation._report import EvaluationReport
-from sommelier_mlflow.evaluation._scoring import BootstrapSettings
+from sommelier_mlflow.evaluation._results import BootstrapSettings
 from sommelier_mlflow.evaluation._stats import BootstrapDraws, mcnemar_one_sided
 
 __all__ = [

@@ -44,7 +44,7 @@ from sommelier_mlflow.data import (
 from sommelier_mlflow.errors import InputError
 from sommelier_mlflow.evaluation._checks import ReportChecker, ReportKeys, read_report_document
 from sommelier_mlflow.evaluation._digests import pair_set_digest, prompt_set_digest
-from sommelier_mlflow.evaluation._scoring import (
+from sommelier_mlflow.evaluation._results import (
     BootstrapSettings,
     PairCoverage,
     PairedSlice,
