@@ -43,7 +43,7 @@ from sommelier_mlflow.data import (
 )
 from sommelier_mlflow.errors import InputError
 from sommelier_mlflow.evaluation._checks import ReportChecker, ReportKeys, read_report_document
-from sommelier_mlflow.evaluation._digests import pair_set_digest, prompt_set_digest
+from sommelier_mlflow.evaluation._digests import pair_set_digest
 from sommelier_mlflow.evaluation._results import (
     BootstrapSettings,
     PairCoverage,
@@ -711,7 +711,7 @@ def _read(document: object, source: str) -> EvaluationReport:
     for language, raw in slice_entries.items():
         where = f"slices.{language}"
         check.language(language, where)
-        rows = np.flatnonzero(language_array == language)
+        rows = np.flatnonzero(language_array == language).tolist()
         slices[language] = _slice(
             check, where, language, raw, rows, names, prompts, numerators, denominators
         )
@@ -816,9 +816,16 @@ def _field_slices(
         check.broken("field_slices", f"are {sorted(stored)} but rows have {sorted(members)}")
     result: dict[str, SliceResult] = {}
     for key, raw in stored.items():
-        rows = np.array(members[key], dtype=np.intp)
         result[key] = _slice(
-            check, f"field_slices.{key}", key, raw, rows, names, prompts, numerators, denominators
+            check,
+            f"field_slices.{key}",
+            key,
+            raw,
+            members[key],
+            names,
+            prompts,
+            numerators,
+            denominators,
         )
     return result
 
@@ -828,7 +835,7 @@ def _slice(
     where: str,
     key: str,
     value: object,
-    rows: NDArray[np.intp],
+    rows: Sequence[int],
     names: tuple[str, ...],
     prompts: list[str],
     numerators: NDArray[np.int64],
@@ -839,22 +846,18 @@ def _slice(
     Language and field slices are stored alike; only how rows join a slice differs.
     """
     entry = check.mapping(value, where, _SLICE_KEYS)
-    if check.count(entry["examples"], f"{where}.examples") != rows.size:
-        check.broken(f"{where}.examples", f"is {entry['examples']}, rows say {rows.size}")
+    expected = SliceResult.from_rows(key, rows, prompts, numerators, denominators, names)
+    if check.count(entry["examples"], f"{where}.examples") != expected.examples:
+        check.broken(f"{where}.examples", f"is {entry['examples']}, rows say {expected.examples}")
     slice_metrics = check.metrics(entry["metrics"], f"{where}.metrics", names)
-    check.same_metrics(
-        slice_metrics,
-        metrics_from_components(numerators[rows], denominators[rows], names),
-        f"{where}.metrics",
-    )
-    digest = prompt_set_digest([prompts[row] for row in rows])
-    if entry["prompt_set_sha256"] != digest:
+    check.same_metrics(slice_metrics, expected.metrics, f"{where}.metrics")
+    if entry["prompt_set_sha256"] != expected.prompt_set_sha256:
         check.broken(f"{where}.prompt_set_sha256", "does not match the rows' prompt digests")
     return SliceResult(
         slice=key,
-        examples=int(rows.size),
+        examples=expected.examples,
         metrics=MappingProxyType(slice_metrics),
-        prompt_set_sha256=digest,
+        prompt_set_sha256=expected.prompt_set_sha256,
     )
 
 

@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from sommelier_mlflow.data import DEFAULT_PROMPT_FORMAT, Decoding, ModelIdentity, ModelKind
 from sommelier_mlflow.errors import ConfigError
+from sommelier_mlflow.evaluation._digests import prompt_set_digest
 from sommelier_mlflow.evaluation._stats import PairedBootstrapResult
 from sommelier_mlflow.toolcalls import (
     DEFAULT_MODE,
@@ -206,6 +207,43 @@ class SliceResult:
     examples: int
     metrics: Mapping[str, MetricValue]
     prompt_set_sha256: str | None
+
+    @classmethod
+    def from_rows(
+        cls,
+        name: str,
+        members: Sequence[int],
+        prompts: Sequence[str | None],
+        numerators: NDArray[np.int64],
+        denominators: NDArray[np.int64],
+        metric_names: Sequence[str],
+    ) -> SliceResult:
+        """The one way a slice is built: its rows' exact sums and prompt-set digest.
+
+        Scoring builds every slice with it and the report reader recomputes
+        every stored slice with it, so a language slice, a field slice and a
+        re-read slice can never disagree on how a slice is summed or digested.
+
+        Args:
+            name: The slice's name (language or ``F:V``).
+            members: The rows in the slice, in row order.
+            prompts: Every row's prompt digest (``None`` where unknown).
+            numerators: ``(n, m)`` components of every row.
+            denominators: Same shape.
+            metric_names: One name per column.
+        """
+        rows = np.array(members, dtype=np.int64)
+        chosen = [prompts[row] for row in members]
+        return cls(
+            slice=name,
+            examples=len(members),
+            metrics=metrics_from_components(numerators[rows], denominators[rows], metric_names),
+            prompt_set_sha256=(
+                prompt_set_digest([prompt or "" for prompt in chosen])
+                if all(prompt is not None for prompt in chosen)
+                else None
+            ),
+        )
 
 
 @dataclass(frozen=True, slots=True)

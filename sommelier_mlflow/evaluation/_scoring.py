@@ -28,7 +28,7 @@ from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow._progress import SCORING_PROGRESS_MIN, progress_bar
 from sommelier_mlflow.data import check_slice_fields, slice_name, slice_sections
 from sommelier_mlflow.errors import InputError, InvariantViolationError
-from sommelier_mlflow.evaluation._digests import pair_set_digest, prompt_set_digest
+from sommelier_mlflow.evaluation._digests import pair_set_digest
 from sommelier_mlflow.evaluation._results import (
     AnsweredExample,
     BootstrapSettings,
@@ -323,18 +323,14 @@ def score_completions(
             rows, parses, numerators.tolist(), denominators.tolist(), values, strict=True
         )
     )
-    languages_of = np.array([completion.language for completion in rows])
-    slices = {
-        language: _slice_result(
-            language,
-            np.flatnonzero(languages_of == language),
-            rows,
-            numerators,
-            denominators,
-            names,
-        )
-        for language in sorted(set(languages_of.tolist()))
-    }
+    slices = _slice_results(
+        sorted({completion.language for completion in rows}),
+        [(completion.language,) for completion in rows],
+        rows,
+        numerators,
+        denominators,
+        names,
+    )
     paired = _paired_slices(
         rows,
         numerators,
@@ -409,37 +405,39 @@ def _field_slices(
     names: tuple[str, ...],
 ) -> dict[str, SliceResult]:
     """One :class:`SliceResult` per ``F:V``, fields in definition order, values sorted."""
-    members: dict[str, list[int]] = defaultdict(list)
-    for row, row_values in enumerate(values):
-        for name, value in row_values:
-            members[slice_name(name, value)].append(row)
-    ordered = sorted(members, key=lambda key: (fields.index(key.split(":", 1)[0]), key))
+    keys = [tuple(slice_name(name, value) for name, value in row_values) for row_values in values]
+    ordered = sorted(
+        {key for row_keys in keys for key in row_keys},
+        key=lambda key: (fields.index(key.split(":", 1)[0]), key),
+    )
     slice_sections(ordered)  # refuses two slices that would share MLflow keys (exit 2)
-    return {
-        key: _slice_result(
-            key, np.array(members[key], dtype=np.int64), rows, numerators, denominators, names
-        )
-        for key in ordered
-    }
+    return _slice_results(ordered, keys, rows, numerators, denominators, names)
 
 
-def _slice_result(
-    name: str,
-    members: NDArray[np.int64],
+def _slice_results(
+    ordered: Sequence[str],
+    keys: Sequence[tuple[str, ...]],
     rows: Sequence[AnsweredExample],
     numerators: NDArray[np.int64],
     denominators: NDArray[np.int64],
     names: tuple[str, ...],
-) -> SliceResult:
-    """One slice's result, language or ``F:V`` alike: its rows' sums and prompt-set digest."""
-    prompts = [rows[row].prompt_sha256 for row in members]
-    return SliceResult(
-        slice=name,
-        examples=len(members),
-        metrics=metrics_from_components(numerators[members], denominators[members], names),
-        prompt_set_sha256=(
-            prompt_set_digest([prompt or "" for prompt in prompts])
-            if all(prompt is not None for prompt in prompts)
-            else None
-        ),
-    )
+) -> dict[str, SliceResult]:
+    """Every slice's result, language or ``F:V`` alike (see :meth:`SliceResult.from_rows`).
+
+    Args:
+        ordered: The slice names, in the order the result keeps.
+        keys: Per row, the names of the slices it belongs to.
+        rows: The scored completions, aligned with ``keys``.
+        numerators: ``(n, m)`` components of ``rows``.
+        denominators: Same shape.
+        names: The metric names, one per column.
+    """
+    members: dict[str, list[int]] = defaultdict(list)
+    for row, row_keys in enumerate(keys):
+        for key in row_keys:
+            members[key].append(row)
+    prompts = [completion.prompt_sha256 for completion in rows]
+    return {
+        key: SliceResult.from_rows(key, members[key], prompts, numerators, denominators, names)
+        for key in ordered
+    }
