@@ -54,7 +54,7 @@ from typing import Any, Final
 
 from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads
 from sommelier_mlflow._json import sha256_text as _sha256_text
-from sommelier_mlflow.data._jsonl import JsonlReader, iter_jsonl_objects
+from sommelier_mlflow.data._jsonl import JsonlReader, iter_jsonl_objects, open_data_file
 from sommelier_mlflow.data._provenance import Decoding, check_model_kind
 from sommelier_mlflow.data._schemas import (
     DEFAULT_PROMPT_FORMAT,
@@ -86,8 +86,10 @@ __all__ = [
     "FORMATTED_EXAMPLE_V2_SCHEMA",
     "PREPARED_EXAMPLE_V2_SCHEMA",
     "TEST_SPLIT_SCHEMAS",
+    "GenerationPrefix",
     "PrecomputedGeneration",
     "check_scoring_mode",
+    "read_generation_prefix",
     "read_generations",
     "read_precomputed",
     "read_test_split",
@@ -625,6 +627,64 @@ def read_generations(path: str | os.PathLike[str]) -> list[GenerationRecord]:
     if not records:
         raise DataError("generations file is empty", path=name)
     return records
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationPrefix:
+    """The complete records of a generations file an interrupted run left behind.
+
+    Attributes:
+        records: One record per complete line, in file order (line ``i + 1``).
+        lines: Each record's line exactly as stored, newline included, so a
+            resuming writer can check it would write the same bytes.
+        complete_bytes: Length of the complete lines; truncate to it before appending.
+        size: The file's length (larger than ``complete_bytes`` when the last
+            line is torn).
+    """
+
+    records: tuple[GenerationRecord, ...]
+    lines: tuple[bytes, ...]
+    complete_bytes: int
+    size: int
+
+
+def read_generation_prefix(path: str | os.PathLike[str]) -> GenerationPrefix:
+    """Read the complete lines of a generations file that a killed writer may have left torn.
+
+    A last line without its newline is the torn write of a killed process: it
+    is not read (the caller regenerates it). Every complete line must be a
+    valid generation record, checked exactly as :func:`read_generations`
+    checks one, and no example may occur twice. Unlike that reader, an empty
+    file is fine (nothing was finished yet) and agreement with the run
+    (its examples, arm and decoding) is the caller's to check.
+
+    Raises:
+        DataError: An unreadable file, or a complete line that is not JSON, not
+            a generation record, or a repeated ``example_id``.
+    """
+    name = os.fspath(path)
+    with open_data_file(name) as handle:
+        data = handle.read()
+    complete_end = data.rfind(b"\n") + 1
+    # Split on b"\n" only: the writer escapes every other control character.
+    lines = tuple(chunk + b"\n" for chunk in data[:complete_end].split(b"\n")[:-1])
+    records: list[GenerationRecord] = []
+    first_line: dict[str, int] = {}
+    for number, line in enumerate(lines, start=1):
+        try:
+            row = loads(line)
+        except JSONDecodeError as exc:
+            raise DataError(f"not a JSON line ({exc})", path=name, line=number) from exc
+        if not isinstance(row, dict) or set(row) != GENERATION_FIELDS:
+            found = sorted(row) if isinstance(row, dict) else type(row).__name__
+            raise DataError(f"not a generation record (fields {found})", path=name, line=number)
+        src = _Line(name, number, row)
+        record = _generation(src)
+        first = first_line.setdefault(record.example_id, number)
+        if first != number:
+            raise src.error(f"duplicate example_id {record.example_id!r} (first at line {first})")
+        records.append(record)
+    return GenerationPrefix(tuple(records), lines, complete_end, len(data))
 
 
 @dataclass(frozen=True, slots=True)

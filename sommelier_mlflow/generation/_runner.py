@@ -33,13 +33,12 @@ from sommelier_mlflow._json import (
 )
 from sommelier_mlflow._progress import progress_bar
 from sommelier_mlflow.data import (
-    GENERATION_FIELDS,
-    GENERATION_SCHEMA,
     Decoding,
     GenerationRecord,
     ModelKind,
     TestExample,
     check_model_kind,
+    read_generation_prefix,
 )
 from sommelier_mlflow.errors import (
     ConfigError,
@@ -229,74 +228,46 @@ def _read_slice(
     Returns:
         ``(records by example_id, byte length of the complete lines, file size)``.
     """
-    data = path.read_bytes()
-    complete_end = data.rfind(b"\n") + 1
+    try:
+        prefix = read_generation_prefix(path)
+    except DataError as exc:
+        hinted = DataError(f"{exc}; {_FRESH_DIR}")
+        hinted.path, hinted.line = exc.path, exc.line
+        raise hinted from exc
     records: dict[str, GenerationRecord] = {}
-    expected_decoding = decoding.to_dict()
-    # Split on b"\n" only: the writer escapes every other control character.
-    lines = [chunk + b"\n" for chunk in data[:complete_end].split(b"\n")[:-1]]
-    for number, line in enumerate(lines, start=1):
-        try:
-            row = loads(line)
-        except JSONDecodeError as exc:
-            raise DataError(
-                f"not a JSON line ({exc}); {_FRESH_DIR}", path=str(path), line=number
-            ) from exc
-        if not isinstance(row, dict) or set(row) != GENERATION_FIELDS:
-            found = sorted(row) if isinstance(row, dict) else type(row).__name__
-            raise DataError(
-                f"not a generation record (fields {found}); {_FRESH_DIR}",
-                path=str(path),
-                line=number,
-            )
-        if row["schema_version"] != GENERATION_SCHEMA:
-            raise DataError(
-                f"schema_version {row['schema_version']!r} is not {GENERATION_SCHEMA!r}; "
-                f"{_FRESH_DIR}",
-                path=str(path),
-                line=number,
-            )
-        example_id = row["example_id"]
-        item = by_id.get(example_id) if isinstance(example_id, str) else None
+    expected_decoding = canonical_json(decoding.to_dict())
+    for number, (stored, line) in enumerate(zip(prefix.records, prefix.lines, strict=True), 1):
+        example_id = stored.example_id
+        item = by_id.get(example_id)
         if item is None:
             raise ConfigError(
                 f"{path}:{number}: example_id {example_id!r} is not in this test split; "
                 f"the directory belongs to another run; {_FRESH_DIR}"
             )
-        if example_id in records:
+        if stored.language != language or item.example.language != language:
             raise DataError(
-                f"duplicate example_id {example_id!r}; {_FRESH_DIR}", path=str(path), line=number
-            )
-        if row["language"] != language or item.example.language != language:
-            raise DataError(
-                f"example {example_id!r} (language {row['language']!r}) does not belong in the "
+                f"example {example_id!r} (language {stored.language!r}) does not belong in the "
                 f"{language!r} slice; {_FRESH_DIR}",
                 path=str(path),
                 line=number,
             )
-        if row["prompt_sha256"] != item.prompt_sha256:
+        if stored.prompt_sha256 != item.prompt_sha256:
             raise InvariantViolationError(
                 f"{path}:{number}: example {example_id!r} was generated from a different prompt "
-                f"(prompt_sha256 {row['prompt_sha256']!r}, split has {item.prompt_sha256!r}); "
+                f"(prompt_sha256 {stored.prompt_sha256!r}, split has {item.prompt_sha256!r}); "
                 f"{_FRESH_DIR}"
             )
-        if row["model_kind"] != model_kind:
+        if stored.model_kind != model_kind:
             raise ConfigError(
-                f"{path}:{number}: record has model_kind {row['model_kind']!r}, this run is "
+                f"{path}:{number}: record has model_kind {stored.model_kind!r}, this run is "
                 f"{model_kind!r}; {_FRESH_DIR}"
             )
-        try:
-            stored = Decoding.from_dict(row["decoding"])
-        except ConfigError as exc:
-            raise ConfigError(f"{path}:{number}: {exc}; {_FRESH_DIR}") from exc
-        if canonical_json(stored.to_dict()) != canonical_json(expected_decoding):
+        if canonical_json(stored.decoding) != expected_decoding:
             raise ConfigError(
-                f"{path}:{number}: record was generated with decoding {stored.to_dict()}, this "
-                f"run uses {expected_decoding}; {_FRESH_DIR}"
+                f"{path}:{number}: record was generated with decoding {stored.decoding}, this "
+                f"run uses {decoding.to_dict()}; {_FRESH_DIR}"
             )
-        if not isinstance(row["raw_text"], str):
-            raise DataError(f"raw_text is not a string; {_FRESH_DIR}", path=str(path), line=number)
-        record = _make_record(item, row["raw_text"], model_kind, decoding)
+        record = _make_record(item, stored.raw_text, model_kind, decoding)
         if dumps_line(record.to_json()) != line:
             raise InvariantViolationError(
                 f"{path}:{number}: record for {example_id!r} differs from what this run writes "
@@ -304,7 +275,7 @@ def _read_slice(
                 f"{_FRESH_DIR}"
             )
         records[example_id] = record
-    return records, complete_end, len(data)
+    return records, prefix.complete_bytes, prefix.size
 
 
 class _SliceWriters:

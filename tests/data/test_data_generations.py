@@ -11,6 +11,7 @@ from sommelier_mlflow._json import dumps_line, sha256_text
 from sommelier_mlflow.data import (
     Decoding,
     GenerationRecord,
+    read_generation_prefix,
     read_generations,
     read_precomputed,
 )
@@ -149,6 +150,39 @@ def test_generation_empty_file(write_lines: WriteLines) -> None:
 
 
 # --------------------------------------------------------------------------- read_precomputed
+
+
+def test_generation_prefix_drops_a_torn_last_line(write_lines: WriteLines) -> None:
+    path = write_lines([record("a"), record("b")])
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-1])  # a killed writer left "b" without its newline
+    prefix = read_generation_prefix(path)
+    assert [r.example_id for r in prefix.records] == ["a"]
+    assert prefix.lines == (whole.splitlines(keepends=True)[0],)
+    assert (prefix.complete_bytes, prefix.size) == (len(prefix.lines[0]), len(whole) - 1)
+
+
+def test_generation_prefix_of_an_empty_file_is_empty(tmp_path: Path) -> None:
+    path = tmp_path / "en.jsonl"
+    path.write_bytes(b"")
+    assert read_generation_prefix(path).records == ()
+
+
+@pytest.mark.parametrize(
+    ("lines", "line", "fragment"),
+    [
+        ([dumps_line(record("a")), b"{not json}\n"], 2, "not a JSON line"),
+        ([dumps_line(record("a")), b'{"example_id": "x"}\n'], 2, "not a generation record"),
+        ([dumps_line(record("a", parse_status="no_json"))], 1, "parsed_call is not null"),
+        ([dumps_line(record("a")), dumps_line(record("a"))], 2, "duplicate example_id 'a'"),
+    ],
+)
+def test_generation_prefix_refuses_a_bad_complete_line(
+    tmp_path: Path, lines: list[bytes], line: int, fragment: str
+) -> None:
+    path = tmp_path / "en.jsonl"
+    path.write_bytes(b"".join(lines))
+    expect_error(path, line, fragment, reader=read_generation_prefix)
 
 
 def test_precomputed_rows_are_reparsed(write_lines: WriteLines) -> None:

@@ -208,9 +208,17 @@ def test_refuses_records_with_other_decoding_kind_or_parse(
     original = en.read_bytes()
     cases: list[tuple[dict[str, Any], type[Exception], str]] = [
         ({"decoding": {**DECODING.to_dict(), "batch_size": 5}}, ConfigError, "decoding"),
-        ({"decoding": {**DECODING.to_dict(), "temperature": 0.5}}, ConfigError, "temperature"),
+        # Not a valid (greedy) decoding at all: the data reader refuses the record.
+        ({"decoding": {**DECODING.to_dict(), "temperature": 0.5}}, DataError, "temperature"),
         ({"model_kind": "adapter"}, ConfigError, "model_kind"),
-        ({"parse_status": "ok"}, InvariantViolationError, "parse"),
+        # A well-formed parse this run's parser does not produce: the record was edited.
+        (
+            {"parse_status": "ok", "parsed_call": {"name": "edited", "arguments": {}}},
+            InvariantViolationError,
+            "parse",
+        ),
+        # A parse that contradicts itself is malformed, whoever wrote it.
+        ({"parse_status": "ok", "parsed_call": None}, DataError, "parsed_call"),
         ({"schema_version": "sommelier_mlflow.generation.v0"}, DataError, "schema_version"),
         ({"language": "de"}, DataError, "does not belong"),
         ({"example_id": "stranger"}, ConfigError, "not in this test split"),
