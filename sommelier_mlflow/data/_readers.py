@@ -162,6 +162,11 @@ class _Line:
         self.line = line
         self.row = row
 
+    @property
+    def where(self) -> str:
+        """The row's place in its source, as messages about another row cite it."""
+        return f"line {self.line}"
+
     def error(self, message: str) -> DataError:
         return DataError(message, path=self.path, line=self.line)
 
@@ -447,52 +452,65 @@ _ROW_READERS: Final = {
 }
 
 
-def _check_pairs(path: str, examples: list[TestExample], lines: dict[str, int]) -> None:
-    """Every translated row must join to exactly one untranslated root in the file.
+def _check_pairs(examples: list[TestExample], sources: dict[str, _Line]) -> None:
+    """Every translated row must join to exactly one untranslated root in the split.
 
     Matched-pair language gaps are computed on these joins; a dangling or
     chained link would silently shrink or distort the pair set.
     """
     by_id = {example.example_id: example for example in examples}
-    pair_lines: dict[tuple[str, str], int] = {}
+    pair_rows: dict[tuple[str, str], str] = {}
     for example in examples:
         root_id = example.source_example_id
         if root_id is None:
             continue
-        line = lines[example.example_id]
+        src = sources[example.example_id]
         if root_id == example.example_id:
-            raise DataError("source_example_id points at the row itself", path=path, line=line)
+            raise src.error("source_example_id points at the row itself")
         root = by_id.get(root_id)
         if root is None:
-            raise DataError(
+            raise src.error(
                 f"translated row's root {root_id!r} (source_example_id) is not in this split; "
-                "keep each root in the same file as its translations",
-                path=path,
-                line=line,
+                "keep each root in the same file as its translations"
             )
         if root.source_example_id is not None:
-            raise DataError(
-                f"root {root_id!r} (line {lines[root_id]}) is itself a translation of "
-                f"{root.source_example_id!r}; source_example_id must name an untranslated root",
-                path=path,
-                line=line,
+            raise src.error(
+                f"root {root_id!r} ({sources[root_id].where}) is itself a translation of "
+                f"{root.source_example_id!r}; source_example_id must name an untranslated root"
             )
         if root.language == example.language:
-            raise DataError(
+            raise src.error(
                 f"translated row has the same language {example.language!r} as its root "
-                f"{root_id!r}; a translation must be in another language",
-                path=path,
-                line=line,
+                f"{root_id!r}; a translation must be in another language"
             )
         key = (root_id, example.language)
-        if key in pair_lines:
-            raise DataError(
-                f"root {root_id!r} already has a {example.language!r} translation at line "
-                f"{pair_lines[key]}; keep one translation per root and language",
-                path=path,
-                line=line,
+        if key in pair_rows:
+            raise src.error(
+                f"root {root_id!r} already has a {example.language!r} translation at "
+                f"{pair_rows[key]}; keep one translation per root and language"
             )
-        pair_lines[key] = line
+        pair_rows[key] = src.where
+
+
+def checked_examples(
+    sources: Iterable[_Line], slice_by: tuple[str, ...]
+) -> tuple[TestExample, ...]:
+    """Build and check every row's example, then the split-wide rules: unique ids, pairs.
+
+    Files and MLflow evaluation datasets both come through here, so a row is
+    held to the same rules wherever it is stored.
+    """
+    examples: list[TestExample] = []
+    seen: dict[str, _Line] = {}
+    for src in sources:
+        example = _ROW_READERS[_schema_of(src, TEST_SPLIT_SCHEMAS)](src, slice_by)
+        first = seen.get(example.example_id)
+        if first is not None:
+            raise src.error(f"duplicate example_id {example.example_id!r} (first at {first.where})")
+        seen[example.example_id] = src
+        examples.append(example)
+    _check_pairs(examples, seen)
+    return tuple(examples)
 
 
 def read_test_split(path: str | os.PathLike[str], *, slice_by: Iterable[str] = ()) -> TestSplit:
@@ -513,22 +531,13 @@ def read_test_split(path: str | os.PathLike[str], *, slice_by: Iterable[str] = (
             empty file; the message names the file and line.
         InvariantViolationError: If a stored prompt does not match its digest.
     """
-    declared = tuple(slice_by)
     reader = JsonlReader(path)
-    examples: list[TestExample] = []
-    lines: dict[str, int] = {}
-    for line_no, row in reader:
-        src = _Line(reader.path, line_no, row)
-        example = _ROW_READERS[_schema_of(src, TEST_SPLIT_SCHEMAS)](src, declared)
-        first = lines.get(example.example_id)
-        if first is not None:
-            raise src.error(f"duplicate example_id {example.example_id!r} (first at line {first})")
-        lines[example.example_id] = line_no
-        examples.append(example)
+    examples = checked_examples(
+        (_Line(reader.path, line_no, row) for line_no, row in reader), tuple(slice_by)
+    )
     if not examples:
         raise DataError("test split is empty; it needs at least one example", path=reader.path)
-    _check_pairs(reader.path, examples, lines)
-    return TestSplit(path=reader.path, sha256=reader.sha256, examples=tuple(examples))
+    return TestSplit(path=reader.path, sha256=reader.sha256, examples=examples)
 
 
 def check_scoring_mode(split: TestSplit, scoring: str) -> None:

@@ -21,6 +21,7 @@ __all__ = [
     "COMPARISON_REPORT_SCHEMA",
     "DEFAULT_PROMPT_FORMAT",
     "DROP_SUMMARY_SCHEMA",
+    "DatasetRef",
     "EVALUATION_REPORT_SCHEMA",
     "GENERATION_FIELDS",
     "GENERATION_SCHEMA",
@@ -266,11 +267,35 @@ class GenerationRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class DatasetRef:
+    """The MLflow evaluation dataset a split was read from, as reports record it.
+
+    ``digest`` is MLflow's own: it changes with every edit of the dataset, so
+    two arms that record the same name, id and digest read the same records.
+
+    Attributes:
+        name: The dataset's name.
+        dataset_id: MLflow's id of it (``d-...``).
+        digest: MLflow's digest of its current state.
+    """
+
+    name: str
+    dataset_id: str
+    digest: str
+
+    def to_dict(self) -> dict[str, str]:
+        """``{"name", "id", "digest"}`` as reports store it."""
+        return {"name": self.name, "id": self.dataset_id, "digest": self.digest}
+
+
+@dataclass(frozen=True, slots=True)
 class TestSplit:
     """A read, validated test split: examples in file order plus the file's digest.
 
     ``sha256`` is over the file's bytes so that two arms can prove they
-    evaluated the very same split file, not merely one with the same ids.
+    evaluated the very same split file, not merely one with the same ids. A
+    split read from an MLflow evaluation dataset has ``dataset`` set, its
+    examples in ``example_id`` order and ``sha256`` over their rows.
     """
 
     __test__ = False
@@ -278,6 +303,7 @@ class TestSplit:
     path: str
     sha256: str
     examples: tuple[TestExample, ...]
+    dataset: DatasetRef | None = None
 
     @property
     def languages(self) -> tuple[str, ...]:

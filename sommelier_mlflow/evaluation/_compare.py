@@ -75,6 +75,9 @@ GATE_FIELDS: Final[tuple[str, ...]] = (
     "model_identity.tokenizer",
     "model_identity.tokenizer_revision",
     "prompt_format",
+    "dataset.name",
+    "dataset.id",
+    "dataset.digest",
     "test_split_sha256",
     "scoring",
     "parser_version",
@@ -102,6 +105,8 @@ _HINTS: Final = {
     "model_kind": "pass the base arm's report first and the adapter arm's report second",
     "adapter": "the base arm must have no adapter and the adapter arm must name one",
     "model_identity": "evaluate both arms with the same base model, tokenizer and revisions",
+    "dataset": "evaluate both arms on the same MLflow evaluation dataset, unchanged in between "
+    "(its digest changes with every edit), or both on the same split file",
     "test_split_sha256": "evaluate both arms on the same test-split file",
     "parser_version": "re-score both arms with the same parser version and --output-format",
     "scoring": "score both arms with the same --scoring mode",
@@ -158,6 +163,17 @@ def _adapter_json(report: EvaluationReport) -> dict[str, str] | None:
     return adapter.to_dict() if adapter is not None else None
 
 
+_DATASET: Final = ("name", "id", "digest")
+
+
+def _dataset_json(report: EvaluationReport) -> dict[str, str | None]:
+    """The report's dataset fields, each ``None`` for a split read from a file."""
+    dataset = report.identity.dataset
+    if dataset is None:
+        return dict.fromkeys(_DATASET)
+    return dict(dataset.to_dict())
+
+
 def _gate(base: EvaluationReport, adapter: EvaluationReport) -> None:
     bi, ai = base.identity, adapter.identity
     if bi.model_kind != "base" or ai.model_kind != "adapter":
@@ -168,10 +184,13 @@ def _gate(base: EvaluationReport, adapter: EvaluationReport) -> None:
     for key in ("base_model", "base_revision", "tokenizer", "tokenizer_revision"):
         if not _same(left_model[key], right_model[key]):
             _refuse(f"model_identity.{key}", base, adapter, left_model[key], right_model[key])
+    left_dataset, right_dataset = _dataset_json(base), _dataset_json(adapter)
     for key, left, right in (
         # Before the split's digest: a split rendered in another prompt format is
         # another file, and "another prompt format" says why.
         ("prompt_format", bi.prompt_format, ai.prompt_format),
+        # So is a split read from another dataset, or from an edited one.
+        *((f"dataset.{name}", left_dataset[name], right_dataset[name]) for name in _DATASET),
         ("test_split_sha256", bi.test_split_sha256, ai.test_split_sha256),
         # The mode before its parser: "scored in another mode" says more than a version.
         ("scoring", bi.scoring, ai.scoring),

@@ -335,4 +335,5 @@ def score_run(
         bootstrap=settings,
         scored=scored,
         prompt_format=prompt_format,
+        dataset=split.dataset,
     )

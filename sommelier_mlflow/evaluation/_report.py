@@ -35,6 +35,7 @@ from sommelier_mlflow._json import (
 from sommelier_mlflow.data import (
     DEFAULT_PROMPT_FORMAT,
     EVALUATION_REPORT_SCHEMA,
+    DatasetRef,
     Decoding,
     ModelIdentity,
     ModelKind,
@@ -109,7 +110,8 @@ _IDENTITY_KEYS: Final = frozenset(
 )
 # Written only when not the spec's defaults (``single`` scoring, language slices only),
 # so reports from before scoring modes and slice fields read and rewrite unchanged.
-_OPTIONAL_IDENTITY_KEYS: Final = frozenset({"scoring", "slice_by", "prompt_format"})
+_OPTIONAL_IDENTITY_KEYS: Final = frozenset({"scoring", "slice_by", "prompt_format", "dataset"})
+_DATASET_KEYS: Final = frozenset({"name", "id", "digest"})
 _SLICE_KEYS: Final = frozenset({"examples", "metrics", "prompt_set_sha256"})
 _ROW_KEYS: Final = frozenset(
     {"example_id", "language", "prompt_sha256", "parse_status", "numerators", "denominators"}
@@ -225,6 +227,8 @@ class ArmIdentity:
         slice_by: Slice fields beyond language (the slice definition).
         prompt_format: The prompt format of every prompt (``sommelier`` unless
             the report says otherwise).
+        dataset: The MLflow evaluation dataset the split was read from
+            (``--test-split mlflow-dataset:NAME``); ``None`` for a split file.
     """
 
     model_kind: ModelKind
@@ -236,6 +240,7 @@ class ArmIdentity:
     scoring: str = DEFAULT_MODE
     slice_by: tuple[str, ...] = ()
     prompt_format: str = DEFAULT_PROMPT_FORMAT
+    dataset: DatasetRef | None = None
 
 
 def _frozen(array: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -341,6 +346,7 @@ class EvaluationReport:
                 scoring=run.scored.scoring,
                 slice_by=run.scored.slice_by,
                 prompt_format=run.prompt_format,
+                dataset=run.dataset,
             ),
             metric_names=run.metric_names,
             bootstrap=run.bootstrap,
@@ -427,6 +433,8 @@ class EvaluationReport:
             extra["slice_by"] = list(self.identity.slice_by)
         if self.identity.prompt_format != DEFAULT_PROMPT_FORMAT:
             extra["prompt_format"] = self.identity.prompt_format
+        if self.identity.dataset is not None:
+            extra["dataset"] = self.identity.dataset.to_dict()
         return extra
 
     def _field_slices_json(self) -> dict[str, Any]:
@@ -674,6 +682,7 @@ def _read(document: object, source: str) -> EvaluationReport:
         scoring=scoring,
         slice_by=slice_by,
         prompt_format=prompt_format,
+        dataset=_dataset(check, identity_entry),
     )
     optional_top = {"format_hint"} & set(top)
     check.mapping(
@@ -757,6 +766,17 @@ def _read(document: object, source: str) -> EvaluationReport:
         ),
         document_sha256=sha256_text(canonical_json(top)),
         format_hint=format_hint,
+    )
+
+
+def _dataset(check: ReportChecker, identity: dict[str, Any]) -> DatasetRef | None:
+    if "dataset" not in identity:
+        return None
+    entry = check.mapping(identity["dataset"], "identity.dataset", _DATASET_KEYS)
+    return DatasetRef(
+        name=check.text(entry["name"], "identity.dataset.name"),
+        dataset_id=check.text(entry["id"], "identity.dataset.id"),
+        digest=check.text(entry["digest"], "identity.dataset.digest"),
     )
 
 

@@ -15,7 +15,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from sommelier_mlflow.data import DEFAULT_PROMPT_FORMAT, Decoding, ModelIdentity, ModelKind
+from sommelier_mlflow.data import (
+    DEFAULT_PROMPT_FORMAT,
+    DatasetRef,
+    Decoding,
+    ModelIdentity,
+    ModelKind,
+)
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.evaluation._digests import prompt_set_digest
 from sommelier_mlflow.evaluation._stats import PairedBootstrapResult
@@ -356,6 +362,7 @@ class ScoredRun:
         bootstrap: Bootstrap settings used for the language gaps.
         scored: Rows, components and every aggregate.
         prompt_format: The prompt format every prompt was rendered in.
+        dataset: The MLflow evaluation dataset the split was read from, if any.
     """
 
     model_kind: ModelKind
@@ -367,6 +374,7 @@ class ScoredRun:
     bootstrap: BootstrapSettings
     scored: ScoredExamples
     prompt_format: str = DEFAULT_PROMPT_FORMAT
+    dataset: DatasetRef | None = None
 
     @property
     def metric_names(self) -> tuple[str, ...]:

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from sommelier_mlflow.data import Decoding
+from sommelier_mlflow.data import DatasetRef, Decoding
 from sommelier_mlflow.errors import ComparisonRefusedError, DataError
 from sommelier_mlflow.evaluation import (
     GATE_FIELDS,
@@ -49,6 +49,20 @@ def _model_identity(field, value):
 def _decoding(kit, **changes):
     fields = {"max_new_tokens": 64, "batch_size": 4, **changes}
     return Decoding(**fields)
+
+
+DATASET = DatasetRef(name="tool-calls-test", dataset_id="d-" + "a" * 32, digest="1a2b3c4d")
+
+
+def _on_datasets(base_dataset, adapter_dataset):
+    """Both arms read from MLflow evaluation datasets (``None``: from the split file)."""
+
+    def build(kit, base):
+        split = kit.golden_split()
+        base = doc(kit.score(replace(split, dataset=base_dataset), kit.BASE_TEXTS, resamples=50))
+        return base, _adapter_report(kit, replace(split, dataset=adapter_dataset))
+
+    return build
 
 
 def _topics(value):
@@ -99,6 +113,15 @@ CASES = {
     "tokenizer_revision": (
         "model_identity.tokenizer_revision",
         _model_identity("tokenizer_revision", "rev-2"),
+    ),
+    "dataset.name": ("dataset.name", _on_datasets(None, DATASET)),
+    "dataset.id": (
+        "dataset.id",
+        _on_datasets(DATASET, replace(DATASET, dataset_id="d-" + "b" * 32)),
+    ),
+    "dataset.digest": (
+        "dataset.digest",
+        _on_datasets(DATASET, replace(DATASET, digest="5e6f7a8b")),
     ),
     "test_split_sha256": (
         "test_split_sha256",
