@@ -50,6 +50,11 @@ def _add_mlflow_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_SPLIT_HELP = (
+    "a split file, or mlflow-dataset:<name or id> for an MLflow evaluation dataset "
+    "(docs/datasets.md)"
+)
+
 #: Seeds are recorded in reports and MLflow params, which hold signed 64-bit integers.
 _MAX_SEED = 2**63 - 1
 #: A bound on memory and time: resamples x examples draws are kept in memory.
@@ -301,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = sub.add_parser(
         "format", help="render a split's prompts with a tokenizer, no generation (for serving)"
     )
-    fmt.add_argument("--test-split", required=True, help="the split to render")
+    fmt.add_argument("--test-split", required=True, help=f"the split to render: {_SPLIT_HELP}")
     fmt.add_argument("--tokenizer", required=True, help="tokenizer directory or hub id")
     fmt.add_argument("--tokenizer-revision", default=None, help="pinned hub revision of it")
     _add_trust_remote_code(fmt, "tokenizer")
@@ -318,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_mlflow_flag(fmt)
 
     evaluate = sub.add_parser("evaluate", help="generate greedily for one arm and score it")
-    evaluate.add_argument("--test-split", required=True)
+    evaluate.add_argument("--test-split", required=True, help=_SPLIT_HELP)
     _add_model(evaluate, required=False)  # a models:/ adapter names its base
     evaluate.add_argument("--model-kind", required=True, choices=["base", "adapter"])
     evaluate.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: auto)")
@@ -331,7 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_mlflow_flag(evaluate)
 
     score = sub.add_parser("score", help="score outputs that already exist, no model needed")
-    score.add_argument("--test-split", required=True, help="the formatted test split")
+    score.add_argument(
+        "--test-split", required=True, help=f"the formatted test split: {_SPLIT_HELP}"
+    )
     score.add_argument(
         "--generations", default=None, help="generations/ folder or one file (this package's)"
     )
@@ -369,7 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_mlflow_flag(compare)
 
     demo = sub.add_parser("main", help="base arm + adapter arm + comparison on one split")
-    demo.add_argument("--test-split", required=True, help="formatted or prepared test split")
+    demo.add_argument(
+        "--test-split", required=True, help=f"formatted or prepared test split: {_SPLIT_HELP}"
+    )
     demo.add_argument("--model", required=True, help="base model: local path or hub id")
     demo.add_argument("--adapter", required=True, help="peft LoRA adapter directory")
     demo.add_argument("--revision", default=None)
@@ -402,6 +411,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--tracking-uri", default=None, help="tracking store (default: MLFLOW_TRACKING_URI)"
     )
     show.set_defaults(mlflow=False)  # reads only; probes the store it is pointed at itself
+
+    dataset = sub.add_parser("dataset", help="MLflow evaluation datasets of test splits")
+    dataset_sub = dataset.add_subparsers(dest="dataset_command", required=True)
+    push = dataset_sub.add_parser(
+        "push", help="write a split file into a new MLflow evaluation dataset"
+    )
+    push.add_argument("split", metavar="SPLIT", help="the test split to write (.jsonl)")
+    push.add_argument("--name", required=True, help="the new dataset's name")
+    push.add_argument(
+        "--replace",
+        action="store_true",
+        help="if datasets of that name exist, delete them once the new one is written",
+    )
+    push.add_argument(
+        "--slice-by",
+        action="append",
+        default=[],
+        metavar="FIELD",
+        help="row fields to keep as record tags for --slice-by later (repeatable or "
+        "comma-separated)",
+    )
+    push.set_defaults(mlflow=False)  # writes a dataset, logs no run
 
     backends = sub.add_parser(
         "backends", help="list the generation backends and each one's options (--backend-option)"
@@ -459,14 +490,19 @@ def _cmd_import_bfcl(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fields(values: Sequence[str]) -> list[str]:
+    """``--slice-by`` values, each repeatable and comma-separated, as one list of fields."""
+    return [part.strip() for item in values for part in item.split(",") if part.strip()]
+
+
 def _cmd_format(args: argparse.Namespace) -> int:
+    from sommelier_mlflow.cli._options import read_split
     from sommelier_mlflow.cli._pipeline import format_split
-    from sommelier_mlflow.data import prompt_format, read_test_split
+    from sommelier_mlflow.data import prompt_format
     from sommelier_mlflow.generation import load_tokenizer
 
     prompt_format(args.prompt_format)  # an unknown name fails before the tokenizer loads
-    kept = [part.strip() for item in args.slice_by for part in item.split(",") if part.strip()]
-    split = read_test_split(args.test_split, slice_by=kept)
+    split = read_split(args.test_split, _fields(args.slice_by))
     tokenizer = load_tokenizer(
         args.tokenizer, args.tokenizer_revision or None, trust_remote_code=args.trust_remote_code
     )
@@ -560,7 +596,12 @@ def _given(path: str | None) -> str | None:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    from sommelier_mlflow.cli._options import DeclaredModel, ScoringOptions, out_folder
+    from sommelier_mlflow.cli._options import (
+        DeclaredModel,
+        ScoringOptions,
+        out_folder,
+        split_identity,
+    )
     from sommelier_mlflow.cli._pipeline import replay_precomputed, score_generations
     from sommelier_mlflow.data import Decoding
 
@@ -581,7 +622,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     names = ("model", "adapter", "max_new_tokens", "batch_size", "backend")
     identity = {name: getattr(args, name) for name in names}
     source = Path(generations or precomputed or "").resolve()
-    identity.update(split=Path(args.test_split).resolve(), generations=source)
+    identity.update(split=split_identity(args.test_split), generations=source)
     out = out_folder(args, f"score-{args.model_kind}", **identity)
     declared = DeclaredModel.from_args(args)
     scoring = ScoringOptions.from_args(args)
@@ -626,6 +667,23 @@ def _cmd_main(args: argparse.Namespace) -> int:
     return run_main(args)
 
 
+def _cmd_dataset(args: argparse.Namespace) -> int:
+    from sommelier_mlflow.data import read_test_split
+    from sommelier_mlflow.integration import DATASET_PREFIX, push_dataset_split
+
+    split = read_test_split(args.split, slice_by=_fields(args.slice_by))
+    pushed = push_dataset_split(split, args.name, replace=args.replace)
+    dataset = pushed.dataset
+    print(
+        f"evaluation dataset {dataset.name!r}: {pushed.records} records "
+        f"(id {dataset.dataset_id}, digest {dataset.digest}) in {pushed.tracking_uri}"
+    )
+    for old in pushed.replaced:
+        print(f"  replaced (deleted) {old}")
+    print(f"evaluate it with --test-split {DATASET_PREFIX}{dataset.name}")
+    return 0
+
+
 def _cmd_backends(args: argparse.Namespace) -> int:
     from sommelier_mlflow.generation import backend_names, backend_spec
 
@@ -652,6 +710,7 @@ _COMMANDS = {
     "main": _cmd_main,
     "claims": _cmd_claims,
     "show": _cmd_show,
+    "dataset": _cmd_dataset,
     "backends": _cmd_backends,
 }
 
@@ -669,11 +728,15 @@ def _filesystem_message(exc: OSError) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code (2-6 for expected outcomes, see the README)."""
+    from sommelier_mlflow.integration import is_dataset_reference
+
     args = build_parser().parse_args(argv)
     try:
         with contextlib.ExitStack() as stack:
             needs_store = (
-                getattr(args, "base_run_id", None)
+                args.command == "dataset"
+                or is_dataset_reference(getattr(args, "test_split", None))
+                or getattr(args, "base_run_id", None)
                 or getattr(args, "require_registered", False)
                 or any(
                     str(getattr(args, name, None) or "").startswith("models:/")

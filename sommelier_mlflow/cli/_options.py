@@ -44,7 +44,9 @@ __all__ = [
     "generation_job",
     "out_folder",
     "progress_wanted",
+    "read_split",
     "resolve_num_threads",
+    "split_identity",
 ]
 
 #: Where commands write when ``--out`` is not given (one folder per distinct job).
@@ -82,12 +84,36 @@ def generation_job(args: argparse.Namespace) -> dict[str, object]:
     # server keys stay, empty for a backend without them.
     identity = {"served_model": "", "served_adapter": "", **backend_options(args).job_identity()}
     job.update({key: "" if value is None else value for key, value in identity.items()})
-    job["split"] = Path(args.test_split).resolve()
+    job["split"] = split_identity(args.test_split)
     if args.prompt_format != DEFAULT_PROMPT_FORMAT or args.system_prompt:
         # Other prompts are another job; the default keeps existing folders' names.
         job["prompt_format"] = args.prompt_format
         job["system_prompt"] = args.system_prompt
     return job
+
+
+def split_identity(test_split: str) -> object:
+    """What names a ``--test-split`` in an output folder's identity.
+
+    A file by its absolute path (the same file from another directory is the
+    same job); an MLflow evaluation dataset by its reference as given.
+    """
+    from sommelier_mlflow.integration import is_dataset_reference
+
+    return test_split if is_dataset_reference(test_split) else Path(test_split).resolve()
+
+
+def read_split(test_split: str, slice_by: Sequence[str] = ()) -> TestSplit:
+    """Read ``--test-split``: a split file, or ``mlflow-dataset:<name or id>``.
+
+    Both are held to the same row checks; a dataset's name, id and digest
+    travel with the split into the report.
+    """
+    from sommelier_mlflow.integration import is_dataset_reference, read_dataset_split
+
+    if is_dataset_reference(test_split):
+        return read_dataset_split(test_split, slice_by=slice_by)
+    return read_test_split(test_split, slice_by=slice_by)
 
 
 def resolve_num_threads(requested: int) -> int:
@@ -212,15 +238,15 @@ class ScoringOptions:
             args.output_format,
         )
 
-    def read(self, path: str | os.PathLike[str]) -> TestSplit:
-        """Read the split with the declared row fields and check it suits the mode."""
+    def read(self, test_split: str) -> TestSplit:
+        """Read the split (a file or a dataset) with the declared row fields; check the mode."""
         derived = scoring_mode(self.mode).derived_slices  # computed from gold, not read
         row_fields = [
             field
             for field in check_slice_fields(self.slice_by, scoring=self.mode)
             if field not in derived
         ]
-        split = read_test_split(path, slice_by=row_fields)
+        split = read_split(test_split, row_fields)
         check_scoring_mode(split, self.mode)
         return split
 

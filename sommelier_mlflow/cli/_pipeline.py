@@ -186,7 +186,7 @@ def evaluate_arm(
     formatted = _formatted(
         examples, generator.tokenizer, backend, source.path, plan.prompt_format, plan.system_prompt
     )
-    split = TestSplit(path=source.path, sha256=source.sha256, examples=tuple(formatted))
+    split = replace(source, examples=tuple(formatted))
     return _generate_and_score(split, generator, kind, plan.decoding, Path(out_dir), scoring)
 
 

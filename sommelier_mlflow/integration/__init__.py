@@ -20,6 +20,13 @@ from sommelier_mlflow.integration._claims import (
     find_registration,
     register_claims,
 )
+from sommelier_mlflow.integration._datasets import (
+    DATASET_PREFIX,
+    PushedDataset,
+    is_dataset_reference,
+    push_dataset_split,
+    read_dataset_split,
+)
 from sommelier_mlflow.integration._figure import comparison_figure, gaps_figure, leaderboard_figure
 from sommelier_mlflow.integration._keys import (
     comparison_metric_keys,
@@ -58,8 +65,10 @@ from sommelier_mlflow.integration._tracking import log_comparison_run, log_evalu
 __all__ = [
     "AUTO_TRACE_LIMIT",
     "CLAIMS_ARTIFACT",
+    "DATASET_PREFIX",
     "ExampleTrace",
     "MAX_METRICS_PER_BATCH",
+    "PushedDataset",
     "REDACTED",
     "REGISTRY_PREFIX",
     "RegisteredModel",
@@ -76,6 +85,7 @@ __all__ = [
     "find_registration",
     "gaps_figure",
     "interval_label",
+    "is_dataset_reference",
     "is_registry_uri",
     "leaderboard_figure",
     "log_artifact_files",
@@ -88,6 +98,8 @@ __all__ = [
     "log_params",
     "parse_registry_uri",
     "promote_version",
+    "push_dataset_split",
+    "read_dataset_split",
     "redact",
     "register_claims",
     "resolve_registered_model",
