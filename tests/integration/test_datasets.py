@@ -1,0 +1,71 @@
+"""MLflow evaluation datasets against a real SQLite tracking store: push, read, refuse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sommelier_mlflow.data import TestSplit, read_test_split, write_test_split
+from sommelier_mlflow.errors import ConfigError, DependencyError
+from sommelier_mlflow.integration import push_dataset_split, read_dataset_split
+from tests.cli.cli_helpers import examples
+from tests.integration.integration_helpers import Store
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory: pytest.TempPathFactory) -> TestSplit:
+    return read_test_split(write_test_split(tmp_path_factory.mktemp("ds") / "t.jsonl", examples()))
+
+
+def test_a_pushed_split_reads_back_by_name_and_by_id(store: Store, split: TestSplit) -> None:
+    pushed = push_dataset_split(split, "round-trip")
+    assert (pushed.records, pushed.replaced) == (len(split.examples), ())
+    assert pushed.tracking_uri == store.uri
+    by_name = read_dataset_split("mlflow-dataset:round-trip")
+    by_id = read_dataset_split(f"mlflow-dataset:{pushed.dataset.dataset_id}")
+    assert by_name.dataset == by_id.dataset == pushed.dataset
+    assert pushed.dataset.name == "round-trip" and pushed.dataset.dataset_id.startswith("d-")
+    assert by_name.examples == by_id.examples
+    assert list(by_name.examples) == sorted(split.examples, key=lambda e: e.example_id)
+    assert by_name.path == "mlflow-dataset:round-trip"
+
+
+def test_a_taken_name_is_refused_unless_replaced(store: Store, split: TestSplit) -> None:
+    first = push_dataset_split(split, "taken")
+    with pytest.raises(ConfigError, match=r"already exists .* pass --replace") as info:
+        push_dataset_split(split, "taken")
+    assert info.value.exit_code == 2 and first.dataset.dataset_id in str(info.value)
+    second = push_dataset_split(split, "taken", replace=True)
+    assert second.replaced == (first.dataset.dataset_id,)
+    assert read_dataset_split("mlflow-dataset:taken").dataset == second.dataset
+    with pytest.raises(DependencyError):
+        read_dataset_split(f"mlflow-dataset:{first.dataset.dataset_id}")
+
+
+def test_a_missing_dataset_is_exit_3_naming_the_store_and_the_fix(store: Store) -> None:
+    with pytest.raises(DependencyError) as info:
+        read_dataset_split("mlflow-dataset:no-such-dataset")
+    message = str(info.value)
+    assert info.value.exit_code == 3 and store.uri in message
+    assert "sommelier-mlflow dataset push SPLIT --name no-such-dataset" in message
+    with pytest.raises(ConfigError, match="names no dataset"):
+        read_dataset_split("mlflow-dataset: ")
+
+
+def test_a_file_store_is_exit_2_with_its_uri_scrubbed(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mlflow
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    mlflow.set_tracking_uri(f"file://ana:s3cret-pw@{tmp_path / 'mlruns'}")
+    try:
+        with pytest.raises(ConfigError) as info:
+            read_dataset_split("mlflow-dataset:anything")
+    finally:
+        mlflow.set_tracking_uri(store.uri)
+    message = str(info.value)
+    assert info.value.exit_code == 2 and "s3cret-pw" not in message
+    assert f"file://**********@{tmp_path / 'mlruns'}" in message
+    assert "keeps no evaluation datasets" in message and "sqlite:///mlflow.db" in message
