@@ -46,6 +46,12 @@ from sommelier_mlflow.evaluation._comparison_report import (
     read_comparison_report,
 )
 from sommelier_mlflow.evaluation._digests import pair_set_digest, prompt_set_digest
+from sommelier_mlflow.evaluation._evaluator_report import (
+    EVALUATOR_REPORT_SCHEMA,
+    EvaluatorReport,
+    read_evaluator_report,
+    write_evaluator_report,
+)
 from sommelier_mlflow.evaluation._joining import score_run
 from sommelier_mlflow.evaluation._leaderboard import (
     LEADERBOARD_FILENAME,
@@ -115,7 +121,9 @@ __all__ = [
     "ComparisonIdentity",
     "ComparisonReport",
     "EVALUATION_REPORT_FILENAME",
+    "EVALUATOR_REPORT_SCHEMA",
     "EvaluationReport",
+    "EvaluatorReport",
     "ExampleResult",
     "GATE_FIELDS",
     "LEADERBOARD_FILENAME",
@@ -163,6 +171,7 @@ __all__ = [
     "read_claims",
     "read_comparison_report",
     "read_evaluation_report",
+    "read_evaluator_report",
     "render_comparison_markdown",
     "run_comparison",
     "score_completions",
@@ -171,5 +180,6 @@ __all__ = [
     "validate_evaluation_report",
     "write_comparison_report",
     "write_evaluation_report",
+    "write_evaluator_report",
     "write_leaderboard",
 ]

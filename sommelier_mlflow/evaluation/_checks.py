@@ -44,6 +44,18 @@ class ReportKeys:
     Both readers expect exactly these fields, so they are spelled once here.
     """
 
+    # What scoring computed, at the top of an evaluation and an evaluator report alike.
+    SCORED: Final = frozenset(
+        {
+            "schema_version",
+            "metric_names",
+            "examples",
+            "metrics",
+            "slices",
+            "paired_slices",
+            "bootstrap",
+        }
+    )
     ADAPTER: Final = frozenset({"source", "sha256"})
     BOOTSTRAP: Final = frozenset({"method", "quantile_method", "seed", "resamples", "confidence"})
     GAP_BOOTSTRAP: Final = BOOTSTRAP | {"n"}
@@ -60,6 +72,7 @@ class ReportKeys:
     )
     INTERVAL: Final = frozenset({"value", "lower", "upper"})
     # A matched-pair gap; the evaluation report also lists its pairs (``pair_ids``).
+    GAP_SIDES: Final = ("root_metrics", "target_metrics", "gaps", "target minus root")
     GAP: Final = frozenset(
         {
             "root_language",
@@ -201,6 +214,41 @@ class ReportChecker:
             n=n,
             intervals=tuple(intervals),
         )
+
+    def paired_sides(
+        self,
+        entry: Mapping[str, Any],
+        where: str,
+        names: Sequence[str],
+        n: int,
+        sides: tuple[str, str, str, str],
+    ) -> tuple[dict[str, MetricValue], dict[str, MetricValue], PairedBootstrapResult]:
+        """Read the two sides of a paired result and its intervals.
+
+        A comparison slice (base, adapter, delta) and a matched-pair gap (root,
+        target, gaps) are stored alike, so both are read here.
+
+        Args:
+            entry: The object holding both sides, the intervals and ``bootstrap``.
+            where: Its dotted path, for errors.
+            names: The metric names.
+            n: Paired rows the bootstrap must count.
+            sides: The fields of the low side, the high side and the intervals,
+                and how the difference is described (``"target minus root"``).
+        """
+        low_key, high_key, intervals_key, difference = sides
+        low = self.metrics(entry[low_key], f"{where}.{low_key}", names)
+        high = self.metrics(entry[high_key], f"{where}.{high_key}", names)
+        result = self.paired_result(
+            f"{where}.{intervals_key}",
+            entry[intervals_key],
+            entry["bootstrap"],
+            low,
+            high,
+            difference,
+            n,
+        )
+        return low, high, result
 
     def model_kind(self, value: object, where: str) -> ModelKind:
         try:

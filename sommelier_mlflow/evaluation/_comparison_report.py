@@ -603,16 +603,8 @@ class _Reader:
         where = f"slices.{name}"
         entry = check.mapping(value, where, _SLICE)
         examples = check.count(entry["examples"], f"{where}.examples")
-        base = check.metrics(entry["base"], f"{where}.base", names)
-        adapter = check.metrics(entry["adapter"], f"{where}.adapter", names)
-        delta = check.paired_result(
-            f"{where}.delta",
-            entry["delta"],
-            entry["bootstrap"],
-            base,
-            adapter,
-            "adapter minus base",
-            examples,
+        base, adapter, delta = check.paired_sides(
+            entry, where, names, examples, ("base", "adapter", "delta", "adapter minus base")
         )
         mcnemar = check.mapping(entry["mcnemar"], f"{where}.mcnemar", _MCNEMAR)
         metric = check.text(mcnemar["metric"], f"{where}.mcnemar.metric")
@@ -655,8 +647,9 @@ class _Reader:
             check.broken(f"{where}.coverage", "counts disagree with the pairs")
         if coverage_to_dict(coverage) != stored:
             check.broken(f"{where}.coverage", "rates disagree with the counts")
-        root = check.metrics(entry["root_metrics"], f"{where}.root_metrics", names)
-        target = check.metrics(entry["target_metrics"], f"{where}.target_metrics", names)
+        root, target, bootstrap = check.paired_sides(
+            entry, where, names, pairs, ReportKeys.GAP_SIDES
+        )
         return LanguageGap(
             root_language=check.language(entry["root_language"], f"{where}.root_language"),
             pairs=pairs,
@@ -664,15 +657,7 @@ class _Reader:
             pair_set_sha256=check.text(entry["pair_set_sha256"], f"{where}.pair_set_sha256"),
             root_metrics=MappingProxyType(root),
             target_metrics=MappingProxyType(target),
-            bootstrap=check.paired_result(
-                f"{where}.gaps",
-                entry["gaps"],
-                entry["bootstrap"],
-                root,
-                target,
-                "target minus root",
-                pairs,
-            ),
+            bootstrap=bootstrap,
         )
 
     def marginal(self, where: str, value: object, names: Sequence[str]) -> MarginalGap:

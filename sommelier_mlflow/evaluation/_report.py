@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -76,6 +76,8 @@ __all__ = [
     "coverage_to_dict",
     "intervals_to_dict",
     "metrics_to_dict",
+    "paired_to_dict",
+    "read_gap",
     "read_evaluation_report",
     "settings_to_dict",
     "validate_evaluation_report",
@@ -84,19 +86,7 @@ __all__ = [
 
 EVALUATION_REPORT_FILENAME: Final = "evaluation_report.json"
 
-_TOP_KEYS: Final = frozenset(
-    {
-        "schema_version",
-        "identity",
-        "metric_names",
-        "examples",
-        "metrics",
-        "slices",
-        "paired_slices",
-        "bootstrap",
-        "per_example",
-    }
-)
+_TOP_KEYS: Final = ReportKeys.SCORED | {"identity", "per_example"}
 _IDENTITY_KEYS: Final = frozenset(
     {
         "model_kind",
@@ -183,13 +173,92 @@ def coverage_to_dict(coverage: PairCoverage) -> dict[str, Any]:
     }
 
 
-def _paired_to_dict(paired: PairedSlice) -> dict[str, Any]:
+def read_gap(
+    check: ReportChecker,
+    language: str,
+    value: object,
+    keys: frozenset[str],
+    slices: Mapping[str, SliceResult],
+    names: Sequence[str],
+) -> PairedSlice:
+    """Read one matched-pair gap as both report kinds store it (the one gap reader).
+
+    The pairs must be sorted by target id, the coverage must be what the pairs
+    and slice sizes say (only ``unmatched_targets`` comes from the file) and
+    the gaps must be target minus root. Checking pairs and metrics against
+    rows is the caller's, where it has rows; so is ``pair_set_sha256``, which
+    comes back ``None``.
+
+    Args:
+        check: The report's checker.
+        language: The target language (the gap's key).
+        value: The stored gap.
+        keys: The fields the gap must have (the evaluator report has no digest).
+        slices: The report's language slices, already read.
+        names: The metric names.
+    """
+    where = f"paired_slices.{language}"
+    entry = check.mapping(value, where, keys)
+    if language not in slices:
+        check.fail(where, f"target language {language!r} is not among the slices")
+    root_language = check.text(entry["root_language"], f"{where}.root_language")
+    if root_language not in slices or root_language == language:
+        check.fail(f"{where}.root_language", f"{root_language!r} is not another evaluated slice")
+    pair_ids = check.array(entry["pair_ids"], f"{where}.pair_ids")
+    count = check.count(entry["pairs"], f"{where}.pairs")
+    if count == 0 or count != len(pair_ids):
+        check.fail(f"{where}.pairs", f"{count} does not match {len(pair_ids)} listed pairs")
+    pairs: list[tuple[str, str]] = []
+    for index, pair in enumerate(pair_ids):
+        at = f"{where}.pair_ids[{index}]"
+        items = check.array(pair, at)
+        if len(items) != 2:
+            check.fail(at, "must be [root_id, target_id]")
+        root_id = check.text(items[0], at)
+        target_id = check.text(items[1], at)
+        if pairs and target_id <= pairs[-1][1]:
+            check.fail(at, "pairs must be sorted by target id without repeats")
+        pairs.append((root_id, target_id))
+    stored = check.mapping(entry["coverage"], f"{where}.coverage", ReportKeys.COVERAGE)
+    coverage = PairCoverage(
+        target_rows=slices[language].examples,
+        paired_targets=count,
+        root_rows=slices[root_language].examples,
+        paired_roots=len({root for root, _ in pairs}),
+        unmatched_targets=check.count(
+            stored["unmatched_targets"], f"{where}.coverage.unmatched_targets"
+        ),
+    )
+    for key, wanted in coverage_to_dict(coverage).items():
+        if stored[key] != wanted:
+            check.broken(f"{where}.coverage.{key}", f"is {stored[key]!r}, rows say {wanted!r}")
+    root, target, bootstrap = check.paired_sides(entry, where, names, count, ReportKeys.GAP_SIDES)
+    return PairedSlice(
+        language=language,
+        root_language=root_language,
+        pairs=tuple(pairs),
+        coverage=coverage,
+        pair_set_sha256=None,
+        root_metrics=MappingProxyType(root),
+        target_metrics=MappingProxyType(target),
+        bootstrap=bootstrap,
+    )
+
+
+def paired_to_dict(paired: PairedSlice, *, digest: bool = True) -> dict[str, Any]:
+    """One matched-pair gap as both report kinds write it.
+
+    Args:
+        paired: The gap.
+        digest: Write ``pair_set_sha256`` (the evaluator report has no prompts,
+            so it writes no digest).
+    """
     return {
         "root_language": paired.root_language,
         "pairs": len(paired.pairs),
         "pair_ids": [list(pair) for pair in paired.pairs],
         "coverage": coverage_to_dict(paired.coverage),
-        "pair_set_sha256": paired.pair_set_sha256,
+        **({"pair_set_sha256": paired.pair_set_sha256} if digest else {}),
         "root_metrics": metrics_to_dict(paired.root_metrics),
         "target_metrics": metrics_to_dict(paired.target_metrics),
         "gaps": intervals_to_dict(paired.bootstrap),
@@ -402,7 +471,7 @@ class EvaluationReport:
                 for language, entry in self.slices.items()
             },
             "paired_slices": {
-                language: _paired_to_dict(paired) for language, paired in self.paired_slices.items()
+                language: paired_to_dict(paired) for language, paired in self.paired_slices.items()
             },
             **self._field_slices_json(),
             "bootstrap": settings_to_dict(self.bootstrap),
@@ -565,95 +634,41 @@ def _paired(
     numerators: NDArray[np.int64],
     denominators: NDArray[np.int64],
 ) -> PairedSlice:
+    """Read one gap and check its pairs, digest and metrics against the report's rows."""
+    result = read_gap(check, language, value, ReportKeys.GAP | {"pair_ids"}, slices, names)
     where = f"paired_slices.{language}"
-    paired = check.mapping(value, where, ReportKeys.GAP | {"pair_ids"})
-    if language not in slices:
-        check.fail(where, f"target language {language!r} is not among the slices")
-    root_language = check.text(paired["root_language"], f"{where}.root_language")
-    if root_language not in slices or root_language == language:
-        check.fail(f"{where}.root_language", f"{root_language!r} is not another evaluated slice")
-    pair_ids = check.array(paired["pair_ids"], f"{where}.pair_ids")
-    count = check.count(paired["pairs"], f"{where}.pairs")
-    if count == 0 or count != len(pair_ids):
-        check.fail(f"{where}.pairs", f"{count} does not match {len(pair_ids)} listed pairs")
-    pairs: list[tuple[str, str]] = []
     root_rows: list[int] = []
     target_rows: list[int] = []
-    previous = ""
-    for index, pair in enumerate(pair_ids):
+    for index, (root_id, target_id) in enumerate(result.pairs):
         at = f"{where}.pair_ids[{index}]"
-        items = check.array(pair, at)
-        if len(items) != 2:
-            check.fail(at, "must be [root_id, target_id]")
-        root_id = check.text(items[0], at)
-        target_id = check.text(items[1], at)
-        if target_rows and target_id <= previous:
-            check.fail(at, "pairs must be sorted by target id without repeats")
-        previous = target_id
         if root_id not in row_of or target_id not in row_of:
             check.broken(at, "names an example that is not in per_example")
         root_row, target_row = row_of[root_id], row_of[target_id]
-        if languages[root_row] != root_language or languages[target_row] != language:
-            check.broken(at, f"does not join a {root_language} root to a {language} target")
-        pairs.append((root_id, target_id))
+        if languages[root_row] != result.root_language or languages[target_row] != language:
+            check.broken(at, f"does not join a {result.root_language} root to a {language} target")
         root_rows.append(root_row)
         target_rows.append(target_row)
     digest = pair_set_digest(
         (root_id, target_id, prompts[root_row], prompts[target_row])
         for (root_id, target_id), root_row, target_row in zip(
-            pairs, root_rows, target_rows, strict=True
+            result.pairs, root_rows, target_rows, strict=True
         )
     )
-    if digest != paired["pair_set_sha256"]:
+    if digest != cast(dict[str, Any], value)["pair_set_sha256"]:
         check.broken(f"{where}.pair_set_sha256", "does not match the listed pairs and prompts")
-
-    stored = check.mapping(paired["coverage"], f"{where}.coverage", ReportKeys.COVERAGE)
-    coverage = PairCoverage(
-        target_rows=slices[language].examples,
-        paired_targets=count,
-        root_rows=slices[root_language].examples,
-        paired_roots=len(set(root_rows)),
-        unmatched_targets=check.count(
-            stored["unmatched_targets"], f"{where}.coverage.unmatched_targets"
-        ),
-    )
-    for key, wanted in coverage_to_dict(coverage).items():
-        if stored[key] != wanted:
-            check.broken(f"{where}.coverage.{key}", f"is {stored[key]!r}, rows say {wanted!r}")
-
     roots = np.array(root_rows, dtype=np.int64)
     targets = np.array(target_rows, dtype=np.int64)
-    root_metrics = check.metrics(paired["root_metrics"], f"{where}.root_metrics", names)
-    target_metrics = check.metrics(paired["target_metrics"], f"{where}.target_metrics", names)
     check.same_metrics(
-        root_metrics,
+        result.root_metrics,
         metrics_from_components(numerators[roots], denominators[roots], names),
         f"{where}.root_metrics",
     )
     check.same_metrics(
-        target_metrics,
+        result.target_metrics,
         metrics_from_components(numerators[targets], denominators[targets], names),
         f"{where}.target_metrics",
     )
-    bootstrap = check.paired_result(
-        f"{where}.gaps",
-        paired["gaps"],
-        paired["bootstrap"],
-        root_metrics,
-        target_metrics,
-        "target minus root",
-        count,
-    )
-    return PairedSlice(
-        language=language,
-        root_language=root_language,
-        pairs=tuple(pairs),
-        coverage=coverage,
-        pair_set_sha256=digest,
-        root_metrics=MappingProxyType(root_metrics),
-        target_metrics=MappingProxyType(target_metrics),
-        bootstrap=bootstrap,
-    )
+    return replace(result, pair_set_sha256=digest)
 
 
 def _read(document: object, source: str) -> EvaluationReport:

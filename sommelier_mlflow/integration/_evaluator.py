@@ -384,11 +384,13 @@ class SommelierEvaluator(ModelEvaluator):
     @staticmethod
     def _log(run_id: str, scores: PredictionScores, table: bool) -> EvaluationResult:
         log_metrics_batch(run_id, scores.metrics)
-        set_sommelier_tags(run_id, parser_version=str(scores.report["parser_version"]))
-        report_uri = log_json_artifact(scores.report, EVALUATOR_REPORT_ARTIFACT, run_id=run_id)
+        set_sommelier_tags(run_id, parser_version=scores.report.parser_version)
+        report_uri = log_json_artifact(
+            scores.report.to_json(), EVALUATOR_REPORT_ARTIFACT, run_id=run_id
+        )
         artifacts: dict[str, Any] = {
             "sommelier_evaluator_report": JsonEvaluationArtifact(  # type: ignore[no-untyped-call]
-                uri=report_uri, content=redact_value(scores.report)
+                uri=report_uri, content=redact_value(scores.report.to_json())
             )
         }
         if table:

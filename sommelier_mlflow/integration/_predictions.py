@@ -9,9 +9,9 @@ an arm, and adds the optional catalog metrics per row.
 
 An arm's report certifies *how* its outputs were produced (model identity,
 decoding, prompt digests). Here nothing is known about that, and nothing is
-invented: the result is a smaller *evaluator report*
-(``sommelier_mlflow.evaluator_report.v1``) with the metrics, slices, gaps and
-bootstrap settings and no provenance fields. Its gap seeds use the base-arm
+invented: the result is a smaller
+:class:`~sommelier_mlflow.evaluation.EvaluatorReport` with the metrics,
+slices, gaps and bootstrap settings and no provenance fields. Its gap seeds use the base-arm
 label (``gap/base/<language>``), so evaluating an arm's outputs here
 reproduces that arm's gap intervals.
 
@@ -28,20 +28,13 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from sommelier_mlflow.data import OVERALL, schema_version, validate_language
+from sommelier_mlflow.data import OVERALL, validate_language
 from sommelier_mlflow.errors import ConfigError, InputError
 from sommelier_mlflow.evaluation import (
     AnsweredExample,
     BootstrapSettings,
-    ScoredExamples,
+    EvaluatorReport,
     score_completions,
-)
-from sommelier_mlflow.evaluation._report import (
-    bootstrap_provenance,
-    coverage_to_dict,
-    intervals_to_dict,
-    metrics_to_dict,
-    settings_to_dict,
 )
 from sommelier_mlflow.integration._keys import evaluation_metric_keys
 from sommelier_mlflow.metrics import BaseMetric, MetricSpec
@@ -57,14 +50,12 @@ from sommelier_mlflow.toolcalls import (
 from sommelier_mlflow.toolcalls import output_format as registered_output_format
 
 __all__ = [
-    "EVALUATOR_REPORT_SCHEMA",
     "PredictionScores",
     "extra_metric_keys",
     "score_predictions",
     "table_columns",
 ]
 
-EVALUATOR_REPORT_SCHEMA: Final = schema_version("evaluator_report")
 #: The bootstrap label of the evaluator's gaps (see the module docstring).
 _GAP_SCOPE: Final = "base"
 _AGGREGATES: Final = ("mean", "min", "max")
@@ -87,13 +78,13 @@ class PredictionScores:
     """What the evaluator logs and returns.
 
     Attributes:
-        report: The evaluator report document.
+        report: The evaluator report.
         table_rows: One flat row per input row, in input order.
         metrics: Every MLflow metric key (the five metrics per slice, gaps,
             and the catalog-metric aggregates).
     """
 
-    report: dict[str, Any]
+    report: EvaluatorReport
     table_rows: list[dict[str, Any]]
     metrics: dict[str, float] = field(default_factory=dict)
 
@@ -350,7 +341,7 @@ def score_predictions(
             table_row[key] = value
     extra_keys, extra_summary = extra_metric_keys(rows, list(extra_columns), langs)
 
-    report = _evaluator_report(scored, settings, extra_summary)
+    report = EvaluatorReport.from_scored(scored, settings, extra_summary)
     keys = evaluation_metric_keys(scored)
     keys.update(extra_keys)
     return PredictionScores(report=report, table_rows=rows, metrics=keys)
@@ -370,49 +361,3 @@ def _slice_rows(
                 )
             rows[row].append((name, value))
     return [tuple(sorted(row)) for row in rows]
-
-
-def _evaluator_report(
-    scored: ScoredExamples,
-    settings: BootstrapSettings,
-    extra_summary: dict[str, dict[str, dict[str, float]]],
-) -> dict[str, Any]:
-    # Scoring mode and field slices appear only when not the defaults, like in arm reports.
-    extra: dict[str, Any] = {}
-    if scored.scoring != DEFAULT_MODE:
-        extra["scoring"] = scored.scoring
-    if scored.output_format != JSON_FORMAT:
-        extra["output_format"] = scored.output_format
-    if scored.slice_by:
-        extra["slice_by"] = list(scored.slice_by)
-        extra["field_slices"] = {
-            name: {"examples": entry.examples, "metrics": metrics_to_dict(entry.metrics)}
-            for name, entry in scored.field_slices.items()
-        }
-    return {
-        "schema_version": EVALUATOR_REPORT_SCHEMA,
-        "parser_version": scored.parser_version,
-        **extra,
-        "metric_names": list(scored.metric_names),
-        "examples": len(scored.examples),
-        "metrics": metrics_to_dict(scored.metrics),
-        "slices": {
-            language: {"examples": entry.examples, "metrics": metrics_to_dict(entry.metrics)}
-            for language, entry in scored.slices.items()
-        },
-        "paired_slices": {
-            language: {
-                "root_language": paired.root_language,
-                "pairs": len(paired.pairs),
-                "pair_ids": [list(pair) for pair in paired.pairs],
-                "coverage": coverage_to_dict(paired.coverage),
-                "root_metrics": metrics_to_dict(paired.root_metrics),
-                "target_metrics": metrics_to_dict(paired.target_metrics),
-                "gaps": intervals_to_dict(paired.bootstrap),
-                "bootstrap": bootstrap_provenance(paired.bootstrap),
-            }
-            for language, paired in scored.paired_slices.items()
-        },
-        "bootstrap": settings_to_dict(settings),
-        "extra_metrics": extra_summary,
-    }

@@ -11,6 +11,7 @@ import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from sommelier_mlflow.evaluation import EvaluatorReport
 from sommelier_mlflow.integration import score_predictions
 from sommelier_mlflow.toolcalls import CALLS_METRIC_NAMES, CALLS_PARSER_VERSION
 from tests.integration.integration_helpers import Store
@@ -88,8 +89,25 @@ def test_bad_calls_configuration_is_refused(store: Store) -> None:
 
 def test_single_scoring_output_is_unchanged_by_the_calls_options() -> None:
     single = score_predictions(DATA["output"][:2].tolist(), [W, W])
-    assert single.report["parser_version"] == "sommelier.parser.v1"
-    assert "scoring" not in single.report and "field_slices" not in single.report
+    assert single.report.parser_version == "sommelier.parser.v1"
+    document = single.report.to_json()
+    assert "scoring" not in document and "field_slices" not in document
+
+
+def test_calls_evaluator_report_reads_back_as_written() -> None:
+    scores = score_predictions(
+        DATA["output"].tolist(),
+        DATA["gold"].tolist(),
+        scoring="calls",
+        slice_columns={"topic": DATA["topic"].tolist()},
+    )
+    document = scores.report.to_json()
+    assert document["scoring"] == "calls" and document["slice_by"] == ["calls", "topic"]
+    again = EvaluatorReport.from_json(document)
+    assert again.to_json() == document
+    assert again.field_slices["topic:small talk"].metrics == (
+        scores.report.field_slices["topic:small talk"].metrics
+    )
 
 
 def test_calls_scorers_score_rows_offline() -> None:

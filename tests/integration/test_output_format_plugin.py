@@ -141,6 +141,7 @@ def test_a_registered_format_scores_through_the_genai_scorers(callline: str) -> 
     direct = score_predictions(
         frame["output"].tolist(), frame["gold"].tolist(), output_format=callline
     )
-    assert direct.report["parser_version"] == f"{PARSER_VERSION}+callline.v1"
-    full_call = direct.report["metrics"]["full_call_exact_match"]
-    assert (full_call["numerator"], full_call["denominator"]) == (2, 4)
+    assert direct.report.parser_version == f"{PARSER_VERSION}+callline.v1"
+    assert direct.report.to_json()["output_format"] == "callline"
+    full_call = direct.report.metrics["full_call_exact_match"]
+    assert (full_call.numerator, full_call.denominator) == (2, 4)

@@ -10,8 +10,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sommelier_mlflow._json import loads
-from sommelier_mlflow.evaluation import ComparisonReport, EvaluationReport
+import pytest
+
+from sommelier_mlflow._json import dumps_pretty, loads
+from sommelier_mlflow.errors import DataError, InvariantViolationError
+from sommelier_mlflow.evaluation import (
+    ComparisonReport,
+    EvaluationReport,
+    EvaluatorReport,
+    read_evaluator_report,
+    write_evaluator_report,
+)
 from sommelier_mlflow.integration import (
     comparison_metric_keys,
     evaluation_metric_keys,
@@ -57,8 +66,51 @@ def test_evaluator_output_is_unchanged() -> None:
         resamples=inputs["resamples"],
     )
     expected = _load("evaluator_report.json")
-    assert scores.report == expected["report"]
+    assert scores.report.to_json() == expected["report"]
     assert scores.table_rows == expected["table_rows"]
     # The column order of the per-example table, as the pre-registry code wrote it.
     assert all(list(row) == list(LEGACY_COLUMNS) for row in scores.table_rows)
     assert scores.metrics == expected["metrics"]
+
+
+def test_evaluator_report_reads_and_rewrites_the_fixture_byte_for_byte(tmp_path: Path) -> None:
+    document = _load("evaluator_report.json")["report"]
+    report = EvaluatorReport.from_json(document)
+    assert report.to_json() == document
+    path = write_evaluator_report(tmp_path / "evaluator_report.json", report)
+    assert path.read_bytes() == dumps_pretty(document)
+    assert read_evaluator_report(path).to_json() == document
+
+
+@pytest.mark.parametrize(
+    ("edit", "error", "message"),
+    [
+        (
+            lambda doc: doc["slices"]["en"]["metrics"]["valid_json_rate"].update(
+                numerator=4, value=1.0
+            ),
+            InvariantViolationError,
+            "metrics.valid_json_rate",
+        ),
+        (
+            lambda doc: doc["slices"]["en"].update(examples=5),
+            InvariantViolationError,
+            "do not add up",
+        ),
+        (
+            lambda doc: doc["paired_slices"]["fr"]["gaps"]["argument_f1"].update(value=0.5),
+            InvariantViolationError,
+            "target minus root",
+        ),
+        (lambda doc: doc["paired_slices"]["fr"].update(pairs=3), DataError, "4 listed pairs"),
+        (lambda doc: doc.pop("bootstrap"), DataError, "missing ['bootstrap']"),
+        (lambda doc: doc.update(schema_version="other"), DataError, "schema_version"),
+    ],
+)
+def test_evaluator_report_reader_refuses_an_edited_document(
+    edit: Any, error: type[Exception], message: str
+) -> None:
+    document = _load("evaluator_report.json")["report"]
+    edit(document)
+    with pytest.raises(error, match=message.replace("[", r"\[").replace("]", r"\]")):
+        EvaluatorReport.from_json(document)
