@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.cli_helpers import write_fixture
+from tests.support.mlflow_server import server_env
 from tests.support.net import free_port
 
 MLFLOW = str(Path(sys.executable).with_name("mlflow"))
@@ -41,6 +42,7 @@ def _start_server(root: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env=server_env(),
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
@@ -79,7 +81,6 @@ def test_server_killed_mid_run_is_exit_3_within_a_minute(tmp_path: Path) -> None
     command += ["--test-split", str(files["split"]), "--generations", str(files["base"])]
     command += ["--model-kind", "base", "--model", "tiny/model", "--out", str(out)]
     command += ["--resamples", "50", "--mlflow"]
-    started = time.monotonic()
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
@@ -87,6 +88,7 @@ def test_server_killed_mid_run_is_exit_3_within_a_minute(tmp_path: Path) -> None
         while not _run_rows(database) and process.poll() is None:
             time.sleep(0.005)
         os.killpg(server.pid, signal.SIGKILL)  # the moment the run exists
+        killed = time.monotonic()
         server.wait()
         _, err = process.communicate(timeout=120)
     finally:
@@ -95,9 +97,11 @@ def test_server_killed_mid_run_is_exit_3_within_a_minute(tmp_path: Path) -> None
             process.communicate()
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGKILL)
-    elapsed = time.monotonic() - started
+    # From the server's death, not the start: importing MLflow on a loaded CI
+    # machine is no part of what this checks (that no retry loop runs for minutes).
+    elapsed = time.monotonic() - killed
     assert process.returncode == 3, err
-    assert elapsed < 60
+    assert elapsed < 60, elapsed
     assert err.startswith("error: ") and "127.0.0.1" in err
     assert "cannot end the run" not in err  # the logging failure is the one reported
     assert (out / "evaluation_report.json").is_file()  # local results intact

@@ -22,6 +22,20 @@ from tests.support.net import free_port
 MLFLOW = str(Path(sys.executable).with_name("mlflow"))
 
 
+def server_env() -> dict[str, str]:
+    """The environment a test's ``mlflow server`` runs in.
+
+    MLflow 3.x servers on a SQL store start a job runner by default: half a
+    dozen ``huey`` worker processes that each import MLflow (about 1.5 GB and
+    tens of CPU-seconds per server). No test submits server jobs, so they are
+    switched off; on a 2-core CI machine they slowed every test near a server.
+    """
+    return {
+        **os.environ,
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+    }
+
 
 @contextmanager
 def local_mlflow_server(root: Path, *, start_timeout: float = 180.0) -> Iterator[str]:
@@ -50,6 +64,7 @@ def local_mlflow_server(root: Path, *, start_timeout: float = 180.0) -> Iterator
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
+        env=server_env(),
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"

@@ -21,6 +21,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.mlflow_server import server_env
 from tests.support.net import free_port
 
 __all__ = ["MlflowServer", "Postgres", "postgres_bin"]
@@ -111,7 +112,7 @@ class MlflowServer:
 
     def start(self, timeout: float = 180.0) -> None:
         """Launch the server and wait for ``/health``."""
-        env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+        env = server_env()
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [
