@@ -316,6 +316,13 @@ class ReportChecker:
         except InputError as exc:
             self.fail(where, str(exc))
 
+    def metric_names(self, value: object) -> tuple[str, ...]:
+        """Read ``metric_names``: at least one name, none twice."""
+        names = tuple(self.text(name, "metric_names") for name in self.array(value, "metric_names"))
+        if not names or len(set(names)) != len(names):
+            self.fail("metric_names", f"must be unique names, at least one, got {list(names)}")
+        return names
+
     def metrics(self, value: object, where: str, names: Sequence[str]) -> dict[str, MetricValue]:
         entries = self.mapping(value, where, frozenset(names))
         parsed: dict[str, MetricValue] = {}

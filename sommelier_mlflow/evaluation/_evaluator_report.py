@@ -161,10 +161,7 @@ class EvaluatorReport:
             check.fail(
                 "schema_version", f"is {top['schema_version']!r}, not {EVALUATOR_REPORT_SCHEMA!r}"
             )
-        names = tuple(
-            check.text(name, f"metric_names[{index}]")
-            for index, name in enumerate(check.array(top["metric_names"], "metric_names"))
-        )
+        names = check.metric_names(top["metric_names"])
         metrics = check.metrics(top["metrics"], "metrics", names)
         slices = _read_slices(check, top["slices"], "slices", names)
         examples = check.count(top["examples"], "examples")

@@ -682,33 +682,15 @@ def _read(document: object, source: str) -> EvaluationReport:
             f"unsupported {top['schema_version']!r}; "
             f"this version reads {EVALUATION_REPORT_SCHEMA!r}",
         )
-    raw_identity = check.mapping(top.get("identity"), "identity")
-    identity_entry = check.mapping(
-        raw_identity, "identity", _IDENTITY_KEYS | (_OPTIONAL_IDENTITY_KEYS & set(raw_identity))
-    )
-    scoring, slice_by = _scoring(check, identity_entry)
-    prompt_format = DEFAULT_PROMPT_FORMAT
-    if "prompt_format" in identity_entry:
-        prompt_format = check.text(identity_entry["prompt_format"], "identity.prompt_format")
-        if prompt_format == DEFAULT_PROMPT_FORMAT:
-            check.fail("identity.prompt_format", f"is left out for {DEFAULT_PROMPT_FORMAT!r}")
-    identity = replace(
-        _identity(check, identity_entry),
-        scoring=scoring,
-        slice_by=slice_by,
-        prompt_format=prompt_format,
-        dataset=_dataset(check, identity_entry),
-    )
+    identity_entry, identity = _read_identity(check, top)
+    slice_by = identity.slice_by
     optional_top = {"format_hint"} & set(top)
     check.mapping(
         top, "report", _TOP_KEYS | ({"field_slices"} if slice_by else set()) | optional_top
     )
     format_hint = check.text(top["format_hint"], "format_hint") if optional_top else None
 
-    names_raw = check.array(top["metric_names"], "metric_names")
-    names = tuple(check.text(name, "metric_names") for name in names_raw)
-    if not names or len(set(names)) != len(names):
-        check.fail("metric_names", f"must be unique names, at least one, got {list(names)}")
+    names = check.metric_names(top["metric_names"])
     settings = check.settings(top["bootstrap"])
 
     ids, languages, prompts, statuses, numerators, denominators = _check_rows(
@@ -722,25 +704,9 @@ def _read(document: object, source: str) -> EvaluationReport:
     metrics = check.metrics(top["metrics"], "metrics", names)
     check.same_metrics(metrics, metrics_from_components(numerators, denominators, names), "metrics")
 
-    slice_entries = check.mapping(top["slices"], "slices")
-    language_array = np.array(languages)
-    if set(slice_entries) != set(languages):
-        check.broken(
-            "slices", f"are {sorted(slice_entries)} but rows have {sorted(set(languages))}"
-        )
-    prompt_sets = identity_entry["prompt_set_sha256"]
-    if set(prompt_sets) != set(slice_entries):
-        check.broken("identity.prompt_set_sha256", "does not name exactly the slices")
-    slices: dict[str, SliceResult] = {}
-    for language, raw in slice_entries.items():
-        where = f"slices.{language}"
-        check.language(language, where)
-        rows = np.flatnonzero(language_array == language).tolist()
-        slices[language] = _slice(
-            check, where, language, raw, rows, names, prompts, numerators, denominators
-        )
-        if prompt_sets[language] != slices[language].prompt_set_sha256:
-            check.broken(f"{where}.prompt_set_sha256", "does not match the rows' prompt digests")
+    slices = _language_slices(
+        check, top["slices"], identity_entry, languages, names, prompts, numerators, denominators
+    )
 
     row_of = {example_id: row for row, example_id in enumerate(ids)}
     paired_entries = check.mapping(top["paired_slices"], "paired_slices")
@@ -782,6 +748,61 @@ def _read(document: object, source: str) -> EvaluationReport:
         document_sha256=sha256_text(canonical_json(top)),
         format_hint=format_hint,
     )
+
+
+def _read_identity(check: ReportChecker, top: dict[str, Any]) -> tuple[dict[str, Any], ArmIdentity]:
+    """The report's ``identity`` object as stored and as read."""
+    raw_identity = check.mapping(top.get("identity"), "identity")
+    identity_entry = check.mapping(
+        raw_identity, "identity", _IDENTITY_KEYS | (_OPTIONAL_IDENTITY_KEYS & set(raw_identity))
+    )
+    scoring, slice_by = _scoring(check, identity_entry)
+    prompt_format = DEFAULT_PROMPT_FORMAT
+    if "prompt_format" in identity_entry:
+        prompt_format = check.text(identity_entry["prompt_format"], "identity.prompt_format")
+        if prompt_format == DEFAULT_PROMPT_FORMAT:
+            check.fail("identity.prompt_format", f"is left out for {DEFAULT_PROMPT_FORMAT!r}")
+    identity = replace(
+        _identity(check, identity_entry),
+        scoring=scoring,
+        slice_by=slice_by,
+        prompt_format=prompt_format,
+        dataset=_dataset(check, identity_entry),
+    )
+    return identity_entry, identity
+
+
+def _language_slices(
+    check: ReportChecker,
+    value: object,
+    identity_entry: dict[str, Any],
+    languages: list[str],
+    names: tuple[str, ...],
+    prompts: list[str],
+    numerators: NDArray[np.int64],
+    denominators: NDArray[np.int64],
+) -> dict[str, SliceResult]:
+    """Read the language slices and recompute each from its rows."""
+    slice_entries = check.mapping(value, "slices")
+    language_array = np.array(languages)
+    if set(slice_entries) != set(languages):
+        check.broken(
+            "slices", f"are {sorted(slice_entries)} but rows have {sorted(set(languages))}"
+        )
+    prompt_sets = identity_entry["prompt_set_sha256"]
+    if set(prompt_sets) != set(slice_entries):
+        check.broken("identity.prompt_set_sha256", "does not name exactly the slices")
+    slices: dict[str, SliceResult] = {}
+    for language, raw in slice_entries.items():
+        where = f"slices.{language}"
+        check.language(language, where)
+        rows = np.flatnonzero(language_array == language).tolist()
+        slices[language] = _slice(
+            check, where, language, raw, rows, names, prompts, numerators, denominators
+        )
+        if prompt_sets[language] != slices[language].prompt_set_sha256:
+            check.broken(f"{where}.prompt_set_sha256", "does not match the rows' prompt digests")
+    return slices
 
 
 def _dataset(check: ReportChecker, identity: dict[str, Any]) -> DatasetRef | None:

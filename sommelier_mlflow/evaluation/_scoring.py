@@ -142,6 +142,7 @@ def _paired_slices(
     gap_scope: str,
     settings: BootstrapSettings,
 ) -> dict[str, PairedSlice]:
+    """Matched-pair gaps: per target language, its pairs, their metrics and bootstrap."""
     row_of = {completion.example_id: row for row, completion in enumerate(completions)}
     translated: dict[str, list[int]] = defaultdict(list)
     for row, completion in enumerate(completions):
@@ -150,43 +151,8 @@ def _paired_slices(
 
     paired: dict[str, PairedSlice] = {}
     for language in sorted(translated):
-        pair_rows: list[tuple[int, int]] = []
-        unmatched = 0
-        for target_row in translated[language]:
-            target = completions[target_row]
-            root_row = row_of.get(target.source_example_id or "")
-            if root_row is None:
-                unmatched += 1
-                continue
-            root = completions[root_row]
-            if root.language == language:
-                raise InputError(
-                    f"example {target.example_id!r} ({language}) names source example "
-                    f"{root.example_id!r} of the same language; a translation's root must be "
-                    "in another language"
-                )
-            if canonical_json(list(root.expected_calls)) != canonical_json(
-                list(target.expected_calls)
-            ):
-                raise InvariantViolationError(
-                    f"translated example {target.example_id!r} and its root {root.example_id!r} "
-                    "have different gold calls; a matched pair must ask for the identical call "
-                    "(prepare drops such rows)"
-                )
-            pair_rows.append((root_row, target_row))
-        if not pair_rows:
-            raise InputError(
-                f"language {language!r} has {unmatched} translated row(s) but none of their "
-                "roots is evaluated, so no matched-pair gap can be measured; include the root "
-                "language in the evaluated slices (or drop the dangling source_example_id)"
-            )
-        root_languages = sorted({completions[root_row].language for root_row, _ in pair_rows})
-        if len(root_languages) != 1:
-            raise InputError(
-                f"translated rows of {language!r} have roots in several languages "
-                f"{root_languages}; a language gap needs one root language per target language"
-            )
-        root_language = root_languages[0]
+        pair_rows, unmatched = _pair_rows(completions, language, translated[language], row_of)
+        root_language = completions[pair_rows[0][0]].language
         roots = np.fromiter((root for root, _ in pair_rows), dtype=np.int64, count=len(pair_rows))
         targets = np.fromiter(
             (target for _, target in pair_rows), dtype=np.int64, count=len(pair_rows)
@@ -201,23 +167,7 @@ def _paired_slices(
             confidence=settings.confidence,
             metric_names=metric_names,
         )
-        prompts = [
-            (completions[root].prompt_sha256, completions[target].prompt_sha256)
-            for root, target in pair_rows
-        ]
-        pair_digest = None
-        if all(root is not None and target is not None for root, target in prompts):
-            pair_digest = pair_set_digest(
-                (
-                    completions[root].example_id,
-                    completions[target].example_id,
-                    root_prompt or "",
-                    target_prompt or "",
-                )
-                for (root, target), (root_prompt, target_prompt) in zip(
-                    pair_rows, prompts, strict=True
-                )
-            )
+        pair_digest = _pair_digest(completions, pair_rows)
         paired[language] = PairedSlice(
             language=language,
             root_language=root_language,
@@ -242,6 +192,73 @@ def _paired_slices(
             bootstrap=bootstrap,
         )
     return paired
+
+
+def _pair_rows(
+    completions: Sequence[AnsweredExample],
+    language: str,
+    target_rows: Sequence[int],
+    row_of: Mapping[str, int],
+) -> tuple[list[tuple[int, int]], int]:
+    """Join one language's translated rows to their evaluated roots.
+
+    Returns:
+        ``(root_row, target_row)`` per pair, in target order (all roots of one
+        language), and how many targets name a root that was not evaluated.
+
+    Raises:
+        InputError: A root of the same language, no pair at all, or roots
+            in several languages.
+        InvariantViolationError: A pair whose gold calls differ.
+    """
+    pair_rows: list[tuple[int, int]] = []
+    unmatched = 0
+    for target_row in target_rows:
+        target = completions[target_row]
+        root_row = row_of.get(target.source_example_id or "")
+        if root_row is None:
+            unmatched += 1
+            continue
+        root = completions[root_row]
+        if root.language == language:
+            raise InputError(
+                f"example {target.example_id!r} ({language}) names source example "
+                f"{root.example_id!r} of the same language; a translation's root must be "
+                "in another language"
+            )
+        if canonical_json(list(root.expected_calls)) != canonical_json(list(target.expected_calls)):
+            raise InvariantViolationError(
+                f"translated example {target.example_id!r} and its root {root.example_id!r} "
+                "have different gold calls; a matched pair must ask for the identical call "
+                "(prepare drops such rows)"
+            )
+        pair_rows.append((root_row, target_row))
+    if not pair_rows:
+        raise InputError(
+            f"language {language!r} has {unmatched} translated row(s) but none of their "
+            "roots is evaluated, so no matched-pair gap can be measured; include the root "
+            "language in the evaluated slices (or drop the dangling source_example_id)"
+        )
+    root_languages = sorted({completions[root_row].language for root_row, _ in pair_rows})
+    if len(root_languages) != 1:
+        raise InputError(
+            f"translated rows of {language!r} have roots in several languages "
+            f"{root_languages}; a language gap needs one root language per target language"
+        )
+    return pair_rows, unmatched
+
+
+def _pair_digest(
+    completions: Sequence[AnsweredExample], pair_rows: Sequence[tuple[int, int]]
+) -> str | None:
+    """The pair-set digest of the pairs and their prompts (``None`` when a prompt is unknown)."""
+    pairs = [(completions[root], completions[target]) for root, target in pair_rows]
+    if any(root.prompt_sha256 is None or target.prompt_sha256 is None for root, target in pairs):
+        return None
+    return pair_set_digest(
+        (root.example_id, target.example_id, root.prompt_sha256 or "", target.prompt_sha256 or "")
+        for root, target in pairs
+    )
 
 
 @paused_gc()  # parsing builds objects per example; see sommelier_mlflow._gc
@@ -296,21 +313,7 @@ def score_completions(
     fields = check_slice_fields(slice_by, scoring=scoring)
     chosen = mode.metrics() if metrics is None else tuple(metrics)
     names = tuple(metric.name for metric in chosen)
-    rows = sorted(completions, key=lambda completion: completion.example_id)
-    if not rows:
-        raise InputError("there are no completions to score")
-    repeated = sorted(
-        {
-            rows[i].example_id
-            for i in range(1, len(rows))
-            if rows[i].example_id == rows[i - 1].example_id
-        }
-    )
-    if repeated:
-        raise InputError(
-            f"{len(repeated)} example id(s) occur more than once: {preview_ids(repeated)}; "
-            "each example is scored exactly once"
-        )
+    rows = _in_id_order(completions)
     with progress_bar(
         len(rows), "score", enabled=progress and len(rows) > SCORING_PROGRESS_MIN
     ) as bar:
@@ -354,6 +357,26 @@ def score_completions(
         output_format=fmt.name,
         format_hint=_format_hint(rows, parses, mode, fmt),
     )
+
+
+def _in_id_order(completions: Iterable[AnsweredExample]) -> list[AnsweredExample]:
+    """The completions sorted by ``example_id``; none, or a repeated id, is refused."""
+    rows = sorted(completions, key=lambda completion: completion.example_id)
+    if not rows:
+        raise InputError("there are no completions to score")
+    repeated = sorted(
+        {
+            rows[i].example_id
+            for i in range(1, len(rows))
+            if rows[i].example_id == rows[i - 1].example_id
+        }
+    )
+    if repeated:
+        raise InputError(
+            f"{len(repeated)} example id(s) occur more than once: {preview_ids(repeated)}; "
+            "each example is scored exactly once"
+        )
+    return rows
 
 
 def _format_hint(
