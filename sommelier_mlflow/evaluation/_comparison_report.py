@@ -196,6 +196,11 @@ class ComparisonReport:
         return document
 
     def _core_json(self) -> dict[str, Any]:
+        """The document without claims and registration: the report's on-disk layout.
+
+        Long because it is the one literal of that layout, field by field in
+        file order; split up, the order a reader checks would be scattered.
+        """
         identity = self.identity
         return {
             "schema_version": COMPARISON_REPORT_SCHEMA,

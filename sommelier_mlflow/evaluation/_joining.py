@@ -227,6 +227,20 @@ def _audit_stored_parse(record: GenerationRecord, result: ExampleResult, same: b
         )
 
 
+def _answered(example: TestExample, record: GenerationRecord) -> AnsweredExample:
+    """What scoring needs of one example and its (already verified) generation."""
+    return AnsweredExample(
+        example_id=example.example_id,
+        language=example.language,
+        source_example_id=example.source_example_id,
+        gold_call=example.gold_calls[0] if len(example.gold_calls) == 1 else None,
+        raw_text=record.raw_text,
+        prompt_sha256=record.prompt_sha256,  # verified equal to the example's digest
+        gold_calls=example.gold_calls,
+        slice_values=example.slice_values,
+    )
+
+
 def score_run(
     split: TestSplit,
     generations: Iterable[GenerationRecord],
@@ -247,7 +261,8 @@ def score_run(
     """Score one arm's generations against the test split.
 
     The join and every provenance check happen here; the scoring itself is
-    :func:`score_completions`.
+    :func:`score_completions`. Long because the docstring documents every
+    argument of this public entry point; the code is a sequence of checks.
 
     Args:
         split: The (formatted) test split the generations were produced from.
@@ -301,19 +316,7 @@ def score_run(
         _check_record(example, record, model_kind)
     run_decoding = _run_decoding(records, decoding)
     scored = score_completions(
-        [
-            AnsweredExample(
-                example_id=example.example_id,
-                language=example.language,
-                source_example_id=example.source_example_id,
-                gold_call=example.gold_calls[0] if len(example.gold_calls) == 1 else None,
-                raw_text=record.raw_text,
-                prompt_sha256=record.prompt_sha256,  # verified equal to the example's digest
-                gold_calls=example.gold_calls,
-                slice_values=example.slice_values,
-            )
-            for example, record in zip(selected, records, strict=True)
-        ],
+        [_answered(example, record) for example, record in zip(selected, records, strict=True)],
         bootstrap=settings,
         gap_scope=model_kind,
         scoring=scoring,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final, ParamSpec
@@ -313,6 +313,62 @@ def _resample_counts(rng: np.random.Generator, n: int, rows: int) -> NDArray[np.
     return counts.reshape(rows, n).astype(np.float64)
 
 
+def _paired_components(arrays: Mapping[str, ArrayLike], width: int) -> dict[str, NDArray[np.int64]]:
+    """Check the four component arrays of a paired bootstrap and return them as int64.
+
+    Raises:
+        InvariantViolationError: Not 2-D, not one shape, or not ``width`` columns.
+        InputError: An empty cohort, bad components, or counts too large for exact sums.
+    """
+    raw = {label: _as_component_matrix(label, array) for label, array in arrays.items()}
+    shapes = {label: array.shape for label, array in raw.items()}
+    if len(set(shapes.values())) != 1:
+        raise InvariantViolationError(
+            f"paired arrays must share one (examples x metrics) shape, got {shapes}; "
+            "rows must be aligned by example identity before bootstrapping"
+        )
+    n, m = raw["num_a"].shape
+    if m != width:
+        raise InvariantViolationError(
+            f"component arrays have {m} metric columns but {width} metric names were given"
+        )
+    if n == 0:
+        raise InputError("cannot bootstrap an empty cohort: there are no paired rows to resample")
+    comps = {label: _to_int64(label, array) for label, array in raw.items()}
+    largest = max(int(array.max()) for array in comps.values())
+    if n * largest >= _EXACT_FLOAT_LIMIT:
+        raise InputError(
+            f"component counts up to {largest} over {n} rows could exceed 2**53 when "
+            "resampled, beyond exact float64 sums; these are not per-example counts"
+        )
+    return comps
+
+
+def _resampled_differences(
+    comps: Mapping[str, NDArray[np.int64]], resamples: int, seed: int, chunk_cells: int
+) -> NDArray[np.float64]:
+    """The ``(resamples, m)`` matrix of resampled ``value_b - value_a``, chunk by chunk."""
+    n, m = comps["num_a"].shape
+    # One matrix of the distinct component columns, so each chunk is a single
+    # matrix product; ``spread`` maps them back to the 4m (num_a, den_a,
+    # num_b, den_b) columns. Rate metrics share an all-ones denominator, so
+    # deduplicating typically removes a third of the product's work.
+    stacked, spread = _distinct_columns(
+        np.concatenate([comps["num_a"], comps["den_a"], comps["num_b"], comps["den_b"]], axis=1)
+    )
+    rng = np.random.Generator(np.random.PCG64(seed))
+    chunk = max(1, min(resamples, chunk_cells // n))
+    diffs = np.empty((resamples, m), dtype=np.float64)
+    for start in range(0, resamples, chunk):
+        rows = min(chunk, resamples - start)
+        resampled = (_resample_counts(rng, n, rows) @ stacked)[:, spread]
+        va = _ratios(resampled[:, 0:m], resampled[:, m : 2 * m])
+        vb = _ratios(resampled[:, 2 * m : 3 * m], resampled[:, 3 * m : 4 * m])
+        diffs[start : start + rows] = vb - va
+
+    return diffs
+
+
 def paired_bootstrap_draws(
     num_a: ArrayLike,
     den_a: ArrayLike,
@@ -326,6 +382,10 @@ def paired_bootstrap_draws(
     _chunk_cells: int = _DEFAULT_CHUNK_CELLS,
 ) -> BootstrapDraws:
     """Percentile bootstrap intervals of ``value_b - value_a`` and the draws behind them.
+
+    Long because the docstring states the statistical contract in full; the
+    checks and the resampling are :func:`_paired_components` and
+    :func:`_resampled_differences`.
 
     Row ``i`` of every array must describe the same example identity (or the
     same matched pair), because the bootstrap draws the *same* row indices for
@@ -371,54 +431,17 @@ def paired_bootstrap_draws(
     """
     resamples, seed, confidence = _check_config(resamples, seed, confidence)
     names = _check_metric_names(metric_names)
-    raw = {
-        "num_a": _as_component_matrix("num_a", num_a),
-        "den_a": _as_component_matrix("den_a", den_a),
-        "num_b": _as_component_matrix("num_b", num_b),
-        "den_b": _as_component_matrix("den_b", den_b),
-    }
-    shapes = {label: array.shape for label, array in raw.items()}
-    if len(set(shapes.values())) != 1:
-        raise InvariantViolationError(
-            f"paired arrays must share one (examples x metrics) shape, got {shapes}; "
-            "rows must be aligned by example identity before bootstrapping"
-        )
-    n, m = raw["num_a"].shape
-    if m != len(names):
-        raise InvariantViolationError(
-            f"component arrays have {m} metric columns but {len(names)} metric names were given"
-        )
-    if n == 0:
-        raise InputError("cannot bootstrap an empty cohort: there are no paired rows to resample")
-    comps = {label: _to_int64(label, array) for label, array in raw.items()}
-    largest = max(int(array.max()) for array in comps.values())
-    if n * largest >= _EXACT_FLOAT_LIMIT:
-        raise InputError(
-            f"component counts up to {largest} over {n} rows could exceed 2**53 when "
-            "resampled, beyond exact float64 sums; these are not per-example counts"
-        )
+    comps = _paired_components(
+        {"num_a": num_a, "den_a": den_a, "num_b": num_b, "den_b": den_b}, len(names)
+    )
+    n, m = comps["num_a"].shape
 
     # Point estimates from exact Python integer sums.
     sums = {label: [int(total) for total in array.sum(axis=0)] for label, array in comps.items()}
     value_a = [_ratio(sums["num_a"][j], sums["den_a"][j]) for j in range(m)]
     value_b = [_ratio(sums["num_b"][j], sums["den_b"][j]) for j in range(m)]
 
-    # One matrix of the distinct component columns, so each chunk is a single
-    # matrix product; ``spread`` maps them back to the 4m (num_a, den_a,
-    # num_b, den_b) columns. Rate metrics share an all-ones denominator, so
-    # deduplicating typically removes a third of the product's work.
-    stacked, spread = _distinct_columns(
-        np.concatenate([comps["num_a"], comps["den_a"], comps["num_b"], comps["den_b"]], axis=1)
-    )
-    rng = np.random.Generator(np.random.PCG64(seed))
-    chunk = max(1, min(resamples, _chunk_cells // n))
-    diffs = np.empty((resamples, m), dtype=np.float64)
-    for start in range(0, resamples, chunk):
-        rows = min(chunk, resamples - start)
-        resampled = (_resample_counts(rng, n, rows) @ stacked)[:, spread]
-        va = _ratios(resampled[:, 0:m], resampled[:, m : 2 * m])
-        vb = _ratios(resampled[:, 2 * m : 3 * m], resampled[:, 3 * m : 4 * m])
-        diffs[start : start + rows] = vb - va
+    diffs = _resampled_differences(comps, resamples, seed, _chunk_cells)
 
     alpha = (1.0 - confidence) / 2.0
     bounds = np.quantile(diffs, [alpha, 1.0 - alpha], axis=0, method=QUANTILE_METHOD)

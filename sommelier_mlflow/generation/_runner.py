@@ -344,6 +344,72 @@ def _generate_batch(
     return list(outputs)
 
 
+def _prepare_directory(
+    gen_dir: Path,
+    new_manifest: tuple[Path, dict[str, Any]] | None,
+    truncations: Sequence[tuple[Path, int]],
+    languages: Sequence[str],
+) -> None:
+    """Make the output directory ready to append to, once everything on it checked out.
+
+    Writes the manifest of a new run, cuts each torn last line off (durably,
+    before anything is appended after it) and removes temp files a killed
+    rewrite left behind.
+    """
+    gen_dir.mkdir(parents=True, exist_ok=True)
+    if new_manifest is not None:
+        atomic_write_json(*new_manifest)
+    for path, complete_end in truncations:
+        with path.open("r+b") as handle:
+            handle.truncate(complete_end)
+            handle.flush()
+            os.fsync(handle.fileno())
+    for language in languages:
+        for stale in gen_dir.glob(f".{language}.jsonl.*.tmp"):
+            stale.unlink(missing_ok=True)
+
+
+def _generate_missing(
+    writers: _SliceWriters,
+    prompted: Sequence[_Prompted],
+    plan: Sequence[Sequence[int]],
+    records: dict[str, GenerationRecord],
+    generator: TextGenerator,
+    model_kind: ModelKind,
+    decoding: Decoding,
+    on_batch: Callable[[Sequence[Completion], float], None] | None,
+    bar: Any,
+) -> None:
+    """Generate every batch of ``plan`` that holds a missing example, appending as it goes.
+
+    A batch runs whole (so each prompt sees the same batch as in an
+    uninterrupted run) but only its missing examples are written; each batch
+    is made durable before the next starts. ``records`` gains the new records.
+    """
+    try:
+        for batch in plan:
+            missing = {i for i in batch if prompted[i].example.example_id not in records}
+            if not missing:
+                continue
+            started = time.perf_counter()
+            completions = _generate_batch(
+                generator, [prompted[i] for i in batch], decoding.max_new_tokens
+            )
+            if on_batch is not None:
+                on_batch(completions, time.perf_counter() - started)
+            for position, index in enumerate(batch):
+                if index not in missing:
+                    continue
+                item = prompted[index]
+                record = _make_record(item, completions[position].text, model_kind, decoding)
+                writers.append(item.example.language, dumps_line(record.to_json()))
+                records[item.example.example_id] = record
+            writers.sync()
+            bar.update(len(missing))
+    finally:
+        writers.close()
+
+
 def run_generation(
     examples: Sequence[TestExample],
     generator: TextGenerator,
@@ -359,7 +425,9 @@ def run_generation(
     Re-running the same call after a crash (even ``kill -9``) resumes: records
     already on disk are verified and kept, an interrupted batch is regenerated
     with its original prompts, and the final files are rewritten atomically in
-    test-split order, byte-identical to an uninterrupted run.
+    test-split order, byte-identical to an uninterrupted run. Long because
+    the resume protocol reads best as one sequence: check everything on disk,
+    then touch it, then generate, then rewrite.
 
     Args:
         examples: The formatted test split, in file order; each example needs
@@ -422,45 +490,24 @@ def run_generation(
 
     # Everything on disk checked out; only now touch it.
     plan = _batch_plan(prompted, generator, decoding.batch_size)
-    gen_dir.mkdir(parents=True, exist_ok=True)
-    if not has_manifest:
-        atomic_write_json(manifest_path, manifest)
-    for path, complete_end in truncations:
-        with path.open("r+b") as handle:
-            handle.truncate(complete_end)
-            handle.flush()
-            os.fsync(handle.fileno())
-    for language in languages:
-        for stale in gen_dir.glob(f".{language}.jsonl.*.tmp"):
-            stale.unlink(missing_ok=True)
+    _prepare_directory(
+        gen_dir, None if has_manifest else (manifest_path, manifest), truncations, languages
+    )
 
-    writers = _SliceWriters(gen_dir)
-    try:
-        with progress_bar(
-            len(prompted), f"generate {model_kind}", enabled=progress, initial=len(records)
-        ) as bar:
-            for batch in plan:
-                missing = {i for i in batch if prompted[i].example.example_id not in records}
-                if not missing:
-                    continue
-                started = time.perf_counter()
-                completions = _generate_batch(
-                    generator, [prompted[i] for i in batch], decoding.max_new_tokens
-                )
-                if on_batch is not None:
-                    on_batch(completions, time.perf_counter() - started)
-                outputs = [completion.text for completion in completions]
-                for position, index in enumerate(batch):
-                    if index not in missing:
-                        continue
-                    item = prompted[index]
-                    record = _make_record(item, outputs[position], model_kind, decoding)
-                    writers.append(item.example.language, dumps_line(record.to_json()))
-                    records[item.example.example_id] = record
-                writers.sync()
-                bar.update(len(missing))
-    finally:
-        writers.close()
+    with progress_bar(
+        len(prompted), f"generate {model_kind}", enabled=progress, initial=len(records)
+    ) as bar:
+        _generate_missing(
+            _SliceWriters(gen_dir),
+            prompted,
+            plan,
+            records,
+            generator,
+            model_kind,
+            decoding,
+            on_batch,
+            bar,
+        )
 
     paths: dict[str, Path] = {}
     for language in languages:
