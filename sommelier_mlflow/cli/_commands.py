@@ -379,8 +379,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--test-split", required=True, help=f"formatted or prepared test split: {_SPLIT_HELP}"
     )
-    demo.add_argument("--model", required=True, help="base model: local path or hub id")
-    demo.add_argument("--adapter", required=True, help="peft LoRA adapter directory")
+    demo.add_argument(
+        "--model",
+        default=None,
+        help="base model: local path, hub id or models:/ URI (default: the base that a "
+        "registered --adapter names)",
+    )
+    demo.add_argument(
+        "--adapter",
+        required=True,
+        help="peft LoRA adapter directory, or models:/<name>/<version> | models:/<name>@<alias>",
+    )
     demo.add_argument("--revision", default=None)
     demo.add_argument(
         "--drop-summary",
@@ -570,7 +579,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from sommelier_mlflow.cli._pipeline import evaluate_arm
     from sommelier_mlflow.cli._registry import resolve_registry_options
 
-    registry_tags = resolve_registry_options(args)
+    registry_tags = resolve_registry_options(args).for_arm(args.model_kind)
     out = out_folder(args, args.model_kind, tokenizer=args.tokenizer, **generation_job(args))
     plan = GenerationPlan.from_args(args, args.model_kind)
     declared = DeclaredModel.from_args(args)
@@ -603,8 +612,11 @@ def _cmd_score(args: argparse.Namespace) -> int:
         split_identity,
     )
     from sommelier_mlflow.cli._pipeline import replay_precomputed, score_generations
+    from sommelier_mlflow.cli._registry import resolve_registry_options
     from sommelier_mlflow.data import Decoding
 
+    # Resolved first, so the declared identity (and the gate) sees the folders evaluate saw.
+    registry_tags = resolve_registry_options(args).for_arm(args.model_kind)
     generations, precomputed = _given(args.generations), _given(args.precomputed)
     if (generations is None) == (precomputed is None):
         raise ConfigError(
@@ -638,7 +650,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
         arm = score_generations(split, generations or "", declared, out, scoring)
     _print_arm(arm)
     if _wants_mlflow(args):
-        _log_arm_run(arm, args, args.model_kind, extra)
+        _log_arm_run(arm, args, args.model_kind, extra, registry_tags)
     return 0
 
 

@@ -40,6 +40,11 @@ def _resolve(args: argparse.Namespace) -> tuple[str, str, str, Path | None]:
     """Model, adapter, test split and drop summary, checked before any model loads."""
     if not args.test_split:
         raise ConfigError("test_split is required: the split both arms are evaluated on")
+    if not args.model:
+        raise ConfigError(
+            "model is required: the base both arms load (it may be left out only when "
+            "--adapter is a registered PEFT model, whose flavor names its base)"
+        )
     drop_summary = Path(args.drop_summary) if args.drop_summary else None
     if drop_summary is not None and not drop_summary.is_file():
         raise ConfigError(f"drop summary {drop_summary} does not exist; pass prepare's file")
@@ -89,7 +94,7 @@ def run_main(args: argparse.Namespace) -> int:
     claims = read_claims_option(args.claims)
     # With --require-registered, refuse before hours of generation, not after.
     registration_for(args, claims, [], logged=False)
-    resolve_registry_options(args)
+    registry_tags = resolve_registry_options(args)
     model, adapter, split_path, drop_summary = _resolve(args)
     scoring = ScoringOptions.from_args(args)
     split = scoring.read(split_path)  # once, for both arms
@@ -110,6 +115,12 @@ def run_main(args: argparse.Namespace) -> int:
                 arms[kind] = evaluate_arm(split, _declared(args, kind), plan, out / kind, scoring)
                 if run_id is not None:
                     child_ids[kind] = run_id
+                    # Which registry versions this arm ran, as `evaluate` records them.
+                    arm_tags = registry_tags.for_arm(kind)
+                    if arm_tags:
+                        from sommelier_mlflow.integration import set_sommelier_tags
+
+                        set_sommelier_tags(run_id, extra=arm_tags)
                     log_arm(
                         arms[kind],
                         run_id,

@@ -5,17 +5,37 @@ local folders the backends load (the adapter is the version's ``peft/``
 folder; its base is the model the flavor names, unless ``--model`` says
 otherwise), so everything downstream (the resume folder, the digests, the
 gate) treats it as the directories it is. What the folders were in the
-registry is returned as run tags.
+registry is returned as run tags, per role, so that each arm's run records
+exactly the registry models it ran: a base arm the model, an adapter arm the
+model and the adapter.
 """
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sommelier_mlflow.errors import ConfigError
 
-__all__ = ["resolve_registry_options"]
+__all__ = ["RegistryTags", "resolve_registry_options"]
+
+
+@dataclass(frozen=True)
+class RegistryTags:
+    """The ``sommelier.registry.<role>.*`` run tags of the options that named registry versions.
+
+    Attributes:
+        model: Tags of ``--model`` (empty when it was no ``models:/`` URI).
+        adapter: Tags of ``--adapter`` (empty when it was no ``models:/`` URI).
+    """
+
+    model: dict[str, str] = field(default_factory=dict)
+    adapter: dict[str, str] = field(default_factory=dict)
+
+    def for_arm(self, kind: str) -> dict[str, str]:
+        """The tags an arm's run carries: a base arm never ran the adapter."""
+        return {**self.model, **self.adapter} if kind == "adapter" else dict(self.model)
 
 
 def _download_root(args: argparse.Namespace) -> Path:
@@ -24,7 +44,7 @@ def _download_root(args: argparse.Namespace) -> Path:
     return Path(getattr(args, "out", None) or DEFAULT_OUT) / "registry"
 
 
-def resolve_registry_options(args: argparse.Namespace) -> dict[str, str]:
+def resolve_registry_options(args: argparse.Namespace) -> RegistryTags:
     """Rewrite registry URIs in ``args.model`` / ``args.adapter``; return the identity tags.
 
     Raises:
@@ -34,7 +54,8 @@ def resolve_registry_options(args: argparse.Namespace) -> dict[str, str]:
     """
     from sommelier_mlflow.integration import is_registry_uri, resolve_registered_model
 
-    tags: dict[str, str] = {}
+    model_tags: dict[str, str] = {}
+    adapter_tags: dict[str, str] = {}
     root = _download_root(args)
     if is_registry_uri(args.adapter):
         found = resolve_registered_model(args.adapter, root)
@@ -44,7 +65,7 @@ def resolve_registry_options(args: argparse.Namespace) -> dict[str, str]:
                 "PEFT adapter (no peft/ folder); evaluate it with --model, not --adapter"
             )
         args.adapter = str(found.adapter_dir)
-        tags.update(found.tags("adapter"))
+        adapter_tags = found.tags("adapter")
         if not args.model:
             if not found.base_model:
                 raise ConfigError(
@@ -55,7 +76,7 @@ def resolve_registry_options(args: argparse.Namespace) -> dict[str, str]:
                 args.revision = found.base_revision or None
     if is_registry_uri(args.model):
         found = resolve_registered_model(args.model, root)
-        tags.update(found.tags("model"))
+        model_tags = found.tags("model")
         if found.adapter_dir is not None or found.model_dir is None:
             # A PEFT version (or one saved by reference) stands for the base it names.
             if not found.base_model:
@@ -66,4 +87,4 @@ def resolve_registry_options(args: argparse.Namespace) -> dict[str, str]:
             args.model = str(found.model_dir)
             if found.tokenizer_dir is not None and not getattr(args, "tokenizer", None):
                 args.tokenizer = str(found.tokenizer_dir)
-    return tags
+    return RegistryTags(model=model_tags, adapter=adapter_tags)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from sommelier_mlflow._redact import redact
 from sommelier_mlflow.errors import ConfigError, DependencyError
 from sommelier_mlflow.generation import adapter_digest
 from sommelier_mlflow.integration._store_errors import tracking_errors
@@ -105,20 +106,22 @@ class RegisteredModel:
 
 
 def _lookup(client: Any, uri: str, name: str, version: str | None, alias: str | None) -> Any:
-    from mlflow.exceptions import MlflowException
+    import mlflow
 
+    # The registry may live apart from the tracking store (MLFLOW_REGISTRY_URI).
+    store = redact(str(mlflow.get_registry_uri()))
     try:
-        with tracking_errors(f"look up {uri} in the Model Registry"):
+        with tracking_errors(f"look up {uri} in the Model Registry", store):
             if alias is not None:
                 return client.get_model_version_by_alias(name, alias)
             return client.get_model_version(name, version)
     except ConfigError as exc:  # MLflow refused: no such model, version or alias
+        reason = redact(str(exc.__cause__ or exc).strip().splitlines()[0])
         raise DependencyError(
-            f"{uri} does not resolve in the Model Registry ({exc}); check the name, the "
-            "version or alias (`mlflow models` / the UI's Models page) and MLFLOW_TRACKING_URI"
+            f"{uri} does not resolve in the Model Registry at {store} ({reason}); check the "
+            "name and the version or alias on the MLflow UI's Models page, and that "
+            "MLFLOW_TRACKING_URI (or MLFLOW_REGISTRY_URI) names the store it was registered in"
         ) from exc
-    except MlflowException as exc:
-        raise DependencyError(f"{uri} does not resolve in the Model Registry: {exc}") from exc
 
 
 def resolve_registered_model(uri: str, download_root: str | Path) -> RegisteredModel:

@@ -113,7 +113,10 @@ def _evaluate(registry: dict[str, Any], out: Path, *model: str) -> str:
 
 @pytest.fixture(scope="module")
 def arm_runs(registry: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The base (by the version's flavor) and the adapter (by alias), logged as arm runs."""
+    """The base (by the version's flavor) and the adapter (by alias), logged as arm runs.
+
+    ``adapter_out`` is the adapter arm's output folder (its generations, for ``score``).
+    """
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MLFLOW_TRACKING_URI", registry["uri"])
         patch.delenv("MLFLOW_RUN_ID", raising=False)
@@ -129,7 +132,7 @@ def arm_runs(registry: dict[str, Any], tmp_path_factory: pytest.TempPathFactory)
             "--model-kind",
             "adapter",
         )
-    return {"base": base, "adapter": adapter}
+    return {"base": base, "adapter": adapter, "adapter_out": str(out / "adapter")}
 
 
 def test_an_adapter_evaluated_by_alias_records_its_registry_identity(
@@ -150,6 +153,73 @@ def test_an_adapter_evaluated_by_alias_records_its_registry_identity(
             )
         ).read_text()
     )
+    assert report["identity"]["adapter"]["sha256"] == registry["adapter_sha256"]
+    assert report["identity"]["model_identity"]["base_model"] == str(registry["model_dir"])
+
+
+def _registry_tags(run_id: str) -> dict[str, str]:
+    from mlflow.tracking import MlflowClient
+
+    tags = MlflowClient().get_run(run_id).data.tags
+    return {key: value for key, value in tags.items() if key.startswith("sommelier.registry.")}
+
+
+def test_main_tags_each_child_run_with_the_registry_versions_it_ran(
+    tracking: str, registry: dict[str, Any], tmp_path: Path
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"models:/{NAME}@candidate"
+    args = ["main", "--test-split", str(registry["split"]), "--model", f"models:/{NAME}/1"]
+    args += ["--adapter", uri, "--out", str(tmp_path / "main"), "--max-new-tokens", "8"]
+    args += ["--batch-size", "4", "--resamples", RESAMPLES, "--log-traces", "false"]
+    assert main([*args, "--mlflow"]) == 0
+    client = MlflowClient()
+    # main's two child runs (the module's evaluate runs named the model by alias, not /1).
+    found = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()],
+        filter_string=f"tags.`sommelier.registry.model.uri` = 'models:/{NAME}/1'",
+    )
+    assert len({run.data.tags["mlflow.parentRunId"] for run in found}) == 1
+    children = {run.info.run_name: run.info.run_id for run in found}
+    model_tags = {
+        "sommelier.registry.model.uri": f"models:/{NAME}/1",
+        "sommelier.registry.model.name": NAME,
+        "sommelier.registry.model.version": "1",
+        "sommelier.registry.model.source_run_id": registry["logged_run"],
+        "sommelier.registry.model.adapter_sha256": registry["adapter_sha256"],
+    }
+    # The base arm ran the version's base only: it carries no adapter identity.
+    assert _registry_tags(children["base"]) == model_tags
+    assert _registry_tags(children["adapter"]) == {
+        **model_tags,
+        "sommelier.registry.adapter.uri": uri,
+        "sommelier.registry.adapter.name": NAME,
+        "sommelier.registry.adapter.version": "1",  # the alias, resolved
+        "sommelier.registry.adapter.source_run_id": registry["logged_run"],
+        "sommelier.registry.adapter.adapter_sha256": registry["adapter_sha256"],
+    }
+
+
+def test_score_takes_a_registry_adapter_as_evaluate_does(
+    tracking: str, registry: dict[str, Any], arm_runs: dict[str, str], tmp_path: Path
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    generations = Path(arm_runs["adapter_out"]) / "generations"
+    uri = f"models:/{NAME}@candidate"
+    args = ["score", "--test-split", str(registry["split"]), "--generations", str(generations)]
+    args += ["--adapter", uri, "--model-kind", "adapter", "--out", str(tmp_path / "score")]
+    assert main([*args, "--resamples", RESAMPLES, "--mlflow"]) == 0
+    client = MlflowClient()
+    scored = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()],
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )[0]
+    # The same registry identity, and the same report identity, as the evaluate run.
+    assert _registry_tags(scored.info.run_id) == _registry_tags(arm_runs["adapter"])
+    report = json.loads((tmp_path / "score" / "evaluation_report.json").read_text())
     assert report["identity"]["adapter"]["sha256"] == registry["adapter_sha256"]
     assert report["identity"]["model_identity"]["base_model"] == str(registry["model_dir"])
 
@@ -199,12 +269,30 @@ def test_bad_registry_input_exits_with_the_documented_codes(
     arm_runs: dict[str, str],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     split = str(registry["split"])
-    for uri in (f"models:/{NAME}@nowhere", "models:/no-such-model/3"):
-        args = ["evaluate", "--test-split", split, "--adapter", uri, "--model-kind", "adapter"]
+    for command, uri in (
+        ("evaluate", f"models:/{NAME}@nowhere"),
+        ("evaluate", "models:/no-such-model/3"),
+        ("score", f"models:/{NAME}/7"),
+    ):
+        args = [command, "--test-split", split, "--adapter", uri, "--model-kind", "adapter"]
+        if command == "score":
+            args += ["--generations", str(tmp_path)]
         assert main([*args, "--out", str(tmp_path / "x")]) == 3
-        assert uri in capsys.readouterr().err
+        err = capsys.readouterr().err
+        # The URI, the store it was looked up in, and what to check.
+        assert uri in err and f"Model Registry at {registry['uri']}" in err
+        assert "MLFLOW_TRACKING_URI" in err
+    # A registry store behind credentials is named without them.
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", "http://alice:s3cret@127.0.0.1:9")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    args = ["evaluate", "--test-split", split, "--adapter", f"models:/{NAME}/1"]
+    assert main([*args, "--model-kind", "adapter", "--out", str(tmp_path / "x")]) == 3
+    err = capsys.readouterr().err
+    assert "http://**********@127.0.0.1:9" in err and "s3cret" not in err
+    monkeypatch.delenv("MLFLOW_REGISTRY_URI")
     # --promote without claims, or on an arm not from the registry: exit 2, nothing computed.
     assert _compare(arm_runs, tmp_path / "c1", "--promote", "champion") == 2
     assert "--claims" in capsys.readouterr().err
