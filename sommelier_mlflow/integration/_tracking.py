@@ -98,12 +98,19 @@ def log_evaluation_run(
         raise ConfigError(f"extra metric keys collide with report keys: {', '.join(clashes)}")
     keys = {**keys, **(metrics or {})}
     document = report.to_json()
+    dataset = report.identity.dataset
+    # An arm read from an MLflow evaluation dataset is found by its dataset in a search.
+    dataset_tags = (
+        {f"sommelier.dataset.{key}": value for key, value in dataset.to_dict().items()}
+        if dataset is not None
+        else {}
+    )
     set_sommelier_tags(
         run_id,
         model_kind=report.identity.model_kind,
         parser_version=report.identity.parser_version,
         test_split_sha256=report.identity.test_split_sha256,
-        extra={TAG_REPORT_SHA256: _digest(document)},
+        extra={TAG_REPORT_SHA256: _digest(document), **dataset_tags},
         client=tracker,
     )
     log_params(run_id, {**evaluation_params(document), **(params or {})}, client=tracker)

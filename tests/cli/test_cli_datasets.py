@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,10 +23,12 @@ def store_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield uri
 
 
-def _score(files: dict[str, Path], kind: str, out: Path, dataset: str) -> dict[str, object]:
+def _score(
+    files: dict[str, Path], kind: str, out: Path, dataset: str, *extra: str
+) -> dict[str, object]:
     args = score_args(files, kind, out)
     args[args.index("--test-split") + 1] = f"mlflow-dataset:{dataset}"
-    assert main(args) == 0
+    assert main([*args, *extra]) == 0
     identity = json.loads((out / "evaluation_report.json").read_text())["identity"]
     assert isinstance(identity, dict)
     return identity
@@ -45,6 +48,7 @@ def test_a_pushed_split_is_evaluated_by_name_and_the_gate_holds_its_digest(
     store_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from mlflow.genai.datasets import get_dataset
+    from mlflow.tracking import MlflowClient
 
     files = write_fixture(tmp_path / "in")
     assert main(["dataset", "push", str(files["split"]), "--name", "weather"]) == 0
@@ -52,11 +56,15 @@ def test_a_pushed_split_is_evaluated_by_name_and_the_gate_holds_its_digest(
     assert "evaluation dataset 'weather': 8 records" in printed and store_uri in printed
     assert "--test-split mlflow-dataset:weather" in printed
 
-    base = _score(files, "base", tmp_path / "base", "weather")
+    logged = ("--mlflow", "--log-traces", "false")
+    base = _score(files, "base", tmp_path / "base", "weather", *logged)
+    run_id = re.findall(r"logged to MLflow run ([0-9a-f]+)", capsys.readouterr().out)[-1]
     adapter = _score(files, "adapter", tmp_path / "adapter", "weather")
     pushed = get_dataset(name="weather")
     expected = {"name": "weather", "id": pushed.dataset_id, "digest": pushed.digest}
     assert base["dataset"] == adapter["dataset"] == expected
+    tags = MlflowClient().get_run(run_id).data.tags
+    assert {key: tags[f"sommelier.dataset.{key}"] for key in expected} == expected
     assert _compare(tmp_path, tmp_path / "base", tmp_path / "adapter") == 0
     capsys.readouterr()
 
