@@ -45,8 +45,10 @@ def test_score_and_compare_through_mlflow_run(server: str, tmp_path: Path) -> No
     from mlflow.tracking import MlflowClient
 
     files = write_fixture(tmp_path / "in")
-    # Relative paths are resolved from where the user runs `mlflow run`.
+    # `path` parameters are resolved from where the user runs `mlflow run`; test_split is
+    # a string (it may name an MLflow dataset), so a relative one is the project's.
     rel = {key: os.path.relpath(path, tmp_path) for key, path in files.items()}
+    rel["split"] = os.path.relpath(files["split"], PROJECT)
     base_id = _mlflow_run(
         server,
         tmp_path,
@@ -275,7 +277,7 @@ def test_outputs_from_elsewhere_through_mlflow_run(server: str, tmp_path: Path) 
         server,
         tmp_path,
         "score",
-        test_split=os.path.relpath(files["split"], tmp_path),
+        test_split=os.path.relpath(files["split"], PROJECT),  # a string: the project's
         precomputed="base.jsonl",
         model_kind="base",
         **declared,
@@ -326,3 +328,34 @@ def test_outputs_from_elsewhere_through_mlflow_run(server: str, tmp_path: Path) 
             assert client.get_run(run_id).data.tags["mlflow.runType"] == "genai_evaluate"
     finally:
         mlflow.set_tracking_uri(None)  # unset: later tests read the environment
+
+
+@pytest.mark.slow
+def test_score_reads_an_mlflow_dataset_through_mlflow_run(server: str, tmp_path: Path) -> None:
+    """MLflow would download a `path` parameter that looks like a URI; test_split passes through."""
+    from mlflow.tracking import MlflowClient
+
+    files = write_fixture(tmp_path / "in")
+    push = [sys.executable, "-m", "sommelier_mlflow.cli", "dataset", "push", str(files["split"])]
+    env = {**os.environ, "MLFLOW_TRACKING_URI": server, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    env.pop("MLFLOW_RUN_ID", None)
+    pushed = subprocess.run(
+        [*push, "--name", "weather"], env=env, capture_output=True, text=True, check=False
+    )
+    assert pushed.returncode == 0, pushed.stderr[-2000:]
+    run_id = _mlflow_run(
+        server,
+        tmp_path,
+        "score",
+        test_split="mlflow-dataset:weather",
+        generations=str(files["base"]),
+        model_kind="base",
+        model="tiny/model",
+        revision="abc123",
+        resamples="200",
+    )
+    client = MlflowClient(tracking_uri=server)
+    local = client.download_artifacts(run_id, "sommelier/evaluation_report.json", str(tmp_path))
+    identity = json.loads(Path(local).read_text())["identity"]
+    assert identity["dataset"]["name"] == "weather"
+    assert identity["dataset"]["id"].startswith("d-")
