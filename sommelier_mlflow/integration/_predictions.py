@@ -242,6 +242,9 @@ def score_predictions(
 ) -> PredictionScores:
     """Score outputs against gold calls, with slices, gaps and optional catalog metrics.
 
+    Long because the docstring documents every column and option the evaluator
+    accepts; the code checks columns, scores, then adds catalog columns.
+
     Args:
         outputs: Raw output texts (or decoded JSON calls), one per row.
         gold_calls: Gold calls (dicts, JSON strings, or one-element lists).
@@ -273,17 +276,16 @@ def score_predictions(
     """
     count = len(outputs)
     extra_fields = dict(slice_columns or {})
-    for label, column in (
-        ("gold calls", gold_calls),
-        ("example ids", example_ids),
-        ("languages", languages),
-        ("source example ids", source_example_ids),
-        *((f"values of slice column {name!r}", values) for name, values in extra_fields.items()),
-    ):
-        if column is not None and len(column) != count:
-            raise ConfigError(f"got {count} outputs but {len(column)} {label}; give one per row")
-    if count == 0:
-        raise ConfigError("there are no rows to evaluate")
+    _check_lengths(
+        count,
+        {
+            "gold calls": gold_calls,
+            "example ids": example_ids,
+            "languages": languages,
+            "source example ids": source_example_ids,
+            **{f"values of slice column {name!r}": values for name, values in extra_fields.items()},
+        },
+    )
     validate_language(default_language)
     texts = [
         completion_text(value, where=f"row {row}: output") for row, value in enumerate(outputs)
@@ -323,13 +325,44 @@ def score_predictions(
     rows: list[dict[str, Any]] = [{} for _ in range(count)]
     for table_row in scored.table_rows():
         rows[position[table_row["example_id"]]] = table_row
+    references = [mode.catalog_reference(gold) for gold in gold_sets] if catalog else []
     fixed = set(table_columns(scored.metrics_scored))
+    extra_columns = _add_catalog_columns(rows, catalog, texts, references, fixed)
+    extra_keys, extra_summary = extra_metric_keys(rows, extra_columns, langs)
+
+    report = EvaluatorReport.from_scored(scored, settings, extra_summary)
+    keys = evaluation_metric_keys(scored)
+    keys.update(extra_keys)
+    return PredictionScores(report=report, table_rows=rows, metrics=keys)
+
+
+def _check_lengths(count: int, columns: Mapping[str, Sequence[object] | None]) -> None:
+    """Refuse no rows, or a given column whose length is not the outputs' ``count``."""
+    for label, column in columns.items():
+        if column is not None and len(column) != count:
+            raise ConfigError(f"got {count} outputs but {len(column)} {label}; give one per row")
+    if count == 0:
+        raise ConfigError("there are no rows to evaluate")
+
+
+def _add_catalog_columns(
+    rows: list[dict[str, Any]],
+    catalog: Sequence[BaseMetric[Any]],
+    texts: Sequence[str],
+    references: Sequence[object],
+    fixed: set[str],
+) -> list[str]:
+    """Score every row with the catalog metrics into new table columns; returns their names.
+
+    Raises:
+        ConfigError: A metric result that would overwrite a scored column.
+    """
     extra_columns: dict[str, None] = {}
     for row_index, table_row in enumerate(rows if catalog else ()):
         merged: dict[str, object] = {}
         for metric in catalog:
-            reference = mode.catalog_reference(gold_sets[row_index])
-            for key, value in metric.score(texts[row_index], reference=reference).items():
+            result = metric.score(texts[row_index], reference=references[row_index])
+            for key, value in result.items():
                 _flatten_result(key, value, merged)
         for key, value in merged.items():
             if key in fixed:
@@ -339,12 +372,7 @@ def score_predictions(
                 )
             extra_columns.setdefault(key)
             table_row[key] = value
-    extra_keys, extra_summary = extra_metric_keys(rows, list(extra_columns), langs)
-
-    report = EvaluatorReport.from_scored(scored, settings, extra_summary)
-    keys = evaluation_metric_keys(scored)
-    keys.update(extra_keys)
-    return PredictionScores(report=report, table_rows=rows, metrics=keys)
+    return list(extra_columns)
 
 
 def _slice_rows(
