@@ -264,7 +264,22 @@ def build_parser() -> argparse.ArgumentParser:
         description="Strict tool-call evaluation of a base model vs its LoRA adapter, in MLflow.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    _command_prepare(sub)
+    _command_import_bfcl(sub)
+    _command_format(sub)
+    _command_evaluate(sub)
+    _command_score(sub)
+    _command_compare(sub)
+    _command_main(sub)
+    _command_claims(sub)
+    _command_show(sub)
+    _command_dataset(sub)
+    _command_backends(sub)
+    return parser
 
+
+def _command_prepare(sub: Any) -> None:
+    """The ``prepare`` subcommand (raw rows -> splits)."""
     prepare = sub.add_parser("prepare", help="raw xlam-shaped rows -> train/validation/test splits")
     prepare.add_argument("--raw", required=True, help="raw JSONL (query/tools/answers strings)")
     prepare.add_argument("--out", required=True, help="output folder for the splits")
@@ -279,6 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_mlflow_flag(prepare)
 
+
+def _command_import_bfcl(sub: Any) -> None:
+    """The ``import-bfcl`` subcommand (BFCL v4 -> a test split)."""
     bfcl = sub.add_parser(
         "import-bfcl",
         help="BFCL v4 questions and possible answers -> a test split for --scoring bfcl",
@@ -303,6 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_mlflow_flag(bfcl)
 
+
+def _command_format(sub: Any) -> None:
+    """The ``format`` subcommand (render prompts without generating)."""
     fmt = sub.add_parser(
         "format", help="render a split's prompts with a tokenizer, no generation (for serving)"
     )
@@ -322,6 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_prompt_format(fmt)
     _add_mlflow_flag(fmt)
 
+
+def _command_evaluate(sub: Any) -> None:
+    """The ``evaluate`` subcommand (one arm: generate and score)."""
     evaluate = sub.add_parser("evaluate", help="generate greedily for one arm and score it")
     evaluate.add_argument("--test-split", required=True, help=_SPLIT_HELP)
     _add_model(evaluate, required=False)  # a models:/ adapter names its base
@@ -335,6 +359,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scoring(evaluate)
     _add_mlflow_flag(evaluate)
 
+
+def _command_score(sub: Any) -> None:
+    """The ``score`` subcommand (score existing outputs)."""
     score = sub.add_parser("score", help="score outputs that already exist, no model needed")
     score.add_argument(
         "--test-split", required=True, help=f"the formatted test split: {_SPLIT_HELP}"
@@ -363,6 +390,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scoring(score)
     _add_mlflow_flag(score)
 
+
+def _command_compare(sub: Any) -> None:
+    """The ``compare`` subcommand (gate and compare two arms)."""
     compare = sub.add_parser("compare", help="gate and compare a base and an adapter evaluation")
     source = compare.add_mutually_exclusive_group(required=True)
     source.add_argument("--base-report", help="base arm evaluation_report.json")
@@ -375,35 +405,41 @@ def build_parser() -> argparse.ArgumentParser:
     _add_claims(compare)
     _add_mlflow_flag(compare)
 
-    demo = sub.add_parser("main", help="base arm + adapter arm + comparison on one split")
-    demo.add_argument(
+
+def _command_main(sub: Any) -> None:
+    """The ``main`` subcommand (base arm + adapter arm + comparison)."""
+    main_parser = sub.add_parser("main", help="base arm + adapter arm + comparison on one split")
+    main_parser.add_argument(
         "--test-split", required=True, help=f"formatted or prepared test split: {_SPLIT_HELP}"
     )
-    demo.add_argument(
+    main_parser.add_argument(
         "--model",
         default=None,
         help="base model: local path, hub id or models:/ URI (default: the base that a "
         "registered --adapter names)",
     )
-    demo.add_argument(
+    main_parser.add_argument(
         "--adapter",
         required=True,
         help="peft LoRA adapter directory, or models:/<name>/<version> | models:/<name>@<alias>",
     )
-    demo.add_argument("--revision", default=None)
-    demo.add_argument(
+    main_parser.add_argument("--revision", default=None)
+    main_parser.add_argument(
         "--drop-summary",
         default=None,
         help="the drop_summary.json `prepare` wrote for this split, logged with the comparison",
     )
-    _add_generation(demo, batch_size=16)
-    demo.add_argument("--out", default=None)
-    _add_experience(demo)
-    _add_stats(demo)
-    _add_scoring(demo)
-    _add_claims(demo)
-    _add_mlflow_flag(demo)
+    _add_generation(main_parser, batch_size=16)
+    main_parser.add_argument("--out", default=None)
+    _add_experience(main_parser)
+    _add_stats(main_parser)
+    _add_scoring(main_parser)
+    _add_claims(main_parser)
+    _add_mlflow_flag(main_parser)
 
+
+def _command_claims(sub: Any) -> None:
+    """The ``claims`` subcommand (preregister claims)."""
     claims = sub.add_parser("claims", help="preregister claims before any result exists")
     claims_sub = claims.add_subparsers(dest="claims_command", required=True)
     register = claims_sub.add_parser(
@@ -412,6 +448,9 @@ def build_parser() -> argparse.ArgumentParser:
     register.add_argument("claims_file", help="the claims file (sommelier_mlflow.claims.v1)")
     register.set_defaults(mlflow=True)  # a registration exists only in MLflow
 
+
+def _command_show(sub: Any) -> None:
+    """The ``show`` subcommand (print a logged summary)."""
     show = sub.add_parser(
         "show", help="print a logged arm's or comparison's summary table from its MLflow run"
     )
@@ -421,6 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.set_defaults(mlflow=False)  # reads only; probes the store it is pointed at itself
 
+
+def _command_dataset(sub: Any) -> None:
+    """The ``dataset`` subcommand (MLflow evaluation datasets)."""
     dataset = sub.add_parser("dataset", help="MLflow evaluation datasets of test splits")
     dataset_sub = dataset.add_subparsers(dest="dataset_command", required=True)
     push = dataset_sub.add_parser(
@@ -443,11 +485,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     push.set_defaults(mlflow=False)  # writes a dataset, logs no run
 
+
+def _command_backends(sub: Any) -> None:
+    """The ``backends`` subcommand (list the backends)."""
     backends = sub.add_parser(
         "backends", help="list the generation backends and each one's options (--backend-option)"
     )
     backends.set_defaults(mlflow=False)
-    return parser
 
 
 def _wants_mlflow(args: argparse.Namespace) -> bool:
