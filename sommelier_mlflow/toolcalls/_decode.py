@@ -17,7 +17,8 @@ that no format is more generous than another:
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
 
 from sommelier_mlflow._json import JSONDecodeError, loads_small
 from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
@@ -31,9 +32,12 @@ __all__ = [
     "NO_JSON",
     "json_value_at",
     "json_values_between",
+    "separated_items",
     "skip_whitespace",
     "strict_json",
 ]
+
+T = TypeVar("T")
 
 NO_JSON: Final = CallsParseResult("no_json")
 INVALID_JSON: Final = CallsParseResult("invalid_json")
@@ -82,6 +86,32 @@ def skip_whitespace(text: str, pos: int) -> int:
     return pos
 
 
+def separated_items(
+    text: str, separator: str, read: Callable[[str, int], tuple[T, int] | None]
+) -> list[T] | None:
+    """Read items joined by ``separator`` over the whole of ``text``, or ``None``.
+
+    ``read(text, pos)`` returns one item starting at ``pos`` and the position
+    after it, or ``None``; JSON whitespace may follow an item, and an empty
+    item (a trailing or doubled separator) is not one. Formats that chain
+    values share this loop and differ only in how one item reads.
+    """
+    items: list[T] = []
+    pos = 0
+    while True:
+        found = read(text, pos)
+        if found is None:
+            return None
+        item, pos = found
+        items.append(item)
+        pos = skip_whitespace(text, pos)
+        if pos == len(text):
+            return items
+        if not text.startswith(separator, pos):
+            return None
+        pos += len(separator)
+
+
 def json_values_between(text: str, separator: str) -> list[Any] | None:
     """Decode ``text`` as bracketed JSON values joined by ``separator``, or ``None``.
 
@@ -89,17 +119,4 @@ def json_values_between(text: str, separator: str) -> list[Any] | None:
     each value is read by :func:`json_value_at`; JSON whitespace may surround
     values and separators; an empty value (``{...};`` or ``;;``) is not one.
     """
-    values: list[Any] = []
-    pos = 0
-    while True:
-        found = json_value_at(text, pos)
-        if found is None:
-            return None
-        value, pos = found
-        values.append(value)
-        pos = skip_whitespace(text, pos)
-        if pos == len(text):
-            return values
-        if not text.startswith(separator, pos):
-            return None
-        pos += len(separator)
+    return separated_items(text, separator, json_value_at)

@@ -39,7 +39,7 @@ from sommelier_mlflow.toolcalls._decode import (
     JSON_WHITESPACE,
     NO_JSON,
     json_value_at,
-    skip_whitespace,
+    separated_items,
     strict_json,
 )
 from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
@@ -83,28 +83,24 @@ def _segments_fast(rest: str) -> list[tuple[str, Any]] | None:
     return segments
 
 
+def _segment_at(rest: str, pos: int) -> tuple[tuple[str, Any], int] | None:
+    """One ``name[ARGS]value`` segment starting at ``pos``, its value cut at its balanced end."""
+    args_at = rest.find(_ARGS, pos)
+    if args_at < 0:
+        return None
+    name = rest[pos:args_at]
+    if _NAME.fullmatch(name) is None:
+        return None
+    found = json_value_at(rest, args_at + len(_ARGS))
+    if found is None:
+        return None
+    value, end = found
+    return (name, value), end
+
+
 def _segments_scanned(rest: str) -> list[tuple[str, Any]] | None:
-    """The reference reading of the segment form: each value cut at its balanced end."""
-    segments: list[tuple[str, Any]] = []
-    pos = 0
-    while True:
-        args_at = rest.find(_ARGS, pos)
-        if args_at < 0:
-            return None
-        name = rest[pos:args_at]
-        if _NAME.fullmatch(name) is None:
-            return None
-        found = json_value_at(rest, args_at + len(_ARGS))
-        if found is None:
-            return None
-        value, pos = found
-        segments.append((name, value))
-        pos = skip_whitespace(rest, pos)
-        if pos == len(rest):
-            return segments
-        if not rest.startswith(_MARKER, pos):
-            return None
-        pos += len(_MARKER)
+    """The reference reading of the segment form: segments joined by the marker."""
+    return separated_items(rest, _MARKER, _segment_at)
 
 
 def decode_mistral(text: str) -> CallsParseResult:
