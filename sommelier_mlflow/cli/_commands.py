@@ -124,12 +124,9 @@ def _add_scoring(parser: argparse.ArgumentParser) -> None:
         "see docs/formats.md for the registered formats); its decoder version is recorded "
         "in the report's parser_version",
     )
-    parser.add_argument(
-        "--slice-by",
-        action="append",
-        default=[],
-        metavar="FIELD",
-        help="also slice by this row field (repeatable or comma-separated); language is always "
+    _add_slice_by(
+        parser,
+        "also slice by this row field (repeatable or comma-separated); language is always "
         "sliced, and --scoring calls adds the call-count slice 'calls'",
     )
 
@@ -257,6 +254,11 @@ def _options_help() -> str:
     return "; ".join(parts).replace("%", "%%") + "."
 
 
+def _add_slice_by(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """``--slice-by FIELD``: repeatable; each value may also be comma-separated."""
+    parser.add_argument("--slice-by", action="append", default=[], metavar="FIELD", help=help_text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; exposed so the docs and tests can read its help."""
     parser = argparse.ArgumentParser(
@@ -332,12 +334,9 @@ def _command_format(sub: Any) -> None:
     fmt.add_argument("--tokenizer-revision", default=None, help="pinned hub revision of it")
     _add_trust_remote_code(fmt, "tokenizer")
     fmt.add_argument("--out", required=True, help="the formatted split to write (.jsonl)")
-    fmt.add_argument(
-        "--slice-by",
-        action="append",
-        default=[],
-        metavar="FIELD",
-        help="row fields to keep for slicing later (repeatable or comma-separated), e.g. "
+    _add_slice_by(
+        fmt,
+        "row fields to keep for slicing later (repeatable or comma-separated), e.g. "
         "category for a split from import-bfcl",
     )
     _add_prompt_format(fmt)
@@ -475,13 +474,9 @@ def _command_dataset(sub: Any) -> None:
         action="store_true",
         help="if datasets of that name exist, delete them once the new one is written",
     )
-    push.add_argument(
-        "--slice-by",
-        action="append",
-        default=[],
-        metavar="FIELD",
-        help="row fields to keep as record tags for --slice-by later (repeatable or "
-        "comma-separated)",
+    _add_slice_by(
+        push,
+        "row fields to keep as record tags for --slice-by later (repeatable or comma-separated)",
     )
     push.set_defaults(mlflow=False)  # writes a dataset, logs no run
 
