@@ -188,3 +188,42 @@ def check_hostile_outputs_are_kept_as_text(experiment_id: str) -> None:
 
 def test_hostile_outputs_are_logged_as_text_on_sqlite(store: Store) -> None:
     check_hostile_outputs_are_kept_as_text(store.experiment_id)
+
+
+def _counted(index: int) -> ExampleTrace:
+    """Example ``index`` decodes ``index % 3`` calls: none, one or two TOOL spans."""
+    calls = tuple({"name": f"tool_{k}", "arguments": {"i": index}} for k in range(index % 3))
+    gold = {"name": "tool_0", "arguments": {"i": index}}
+    return ExampleTrace(
+        example_id=f"c{index:02d}",
+        language="en",
+        query=f"Call tool_0 with {index}",
+        raw_output=str(list(calls)),
+        parse_status="ok" if calls else "no_json",
+        expected_call=gold,
+        components={name: (int(len(calls) == 1), 1) for name in METRIC_NAMES},
+        model_kind="adapter",
+        decoded_calls=calls,
+        gold_calls=(gold,),
+    )
+
+
+def test_every_trace_keeps_each_tool_span_and_assessment_once(store: Store) -> None:
+    """Counted, not sampled: the guard any faster logging path must keep passing.
+
+    Per trace: one root span, one TOOL span per decoded call, and exactly the
+    expected_call, expected_tool_calls, parse_status, one per metric and
+    raw_output assessments, none twice.
+    """
+    run_id = MlflowClient().create_run(store.experiment_id).info.run_id
+    examples = [_counted(index) for index in range(12)]
+    assert log_example_traces(run_id, examples, workers=3) == len(examples)
+    traces = _traces(store, run_id)
+    assert sorted(traces) == [example.example_id for example in examples]
+    names = ["expected_call", "expected_tool_calls", "parse_status", *METRIC_NAMES, "raw_output"]
+    for example in examples:
+        trace = traces[example.example_id]
+        types = [span.span_type for span in trace.data.spans]
+        assert types.count("TOOL") == len(example.decoded_calls)
+        assert len(types) == 1 + len(example.decoded_calls)
+        assert sorted(a.name for a in trace.info.assessments) == sorted(names)
