@@ -1,6 +1,6 @@
 """``--scoring bfcl`` against BFCL's own AST checker, side by side on the same outputs.
 
-Run: ``python benchmarks/bench_bfcl.py [--repeats 3]``. Needs PyPI once: BFCL's
+Run: ``python benchmarks/bench_bfcl.py [--repeats 5]``. Needs PyPI once: BFCL's
 wheel (``bfcl-eval``, no dependencies) is fetched and cached by
 ``tests/support/bfcl_reference.py``, which also loads its checker.
 
@@ -12,16 +12,22 @@ written as the raw text a Hermes-format model (``--output-format hermes``)
 would emit: one ``<tool_call>`` block per call, prose to abstain, and an
 unclosed block for the undecodable one.
 
-Timed, best of ``--repeats``:
+Timed, in CPU seconds (the VM is shared), best of ``--repeats``, the two
+sides alternating so that a change of load hits both:
 
-- ours: decode every raw text (the ``hermes`` decoder) and judge it with
-  :func:`check_bfcl`, each question's answer key built once, as scoring does;
+- ours: what ``score --scoring bfcl --output-format hermes`` does per example:
+  each question's answer key built once (the mode's ``make_gold``), every raw
+  text decoded (the mode's ``parse`` through the ``hermes`` format) and
+  compared (``BfclComparison``: the AST rules), then the mode's metric
+  components counted by ``score_components``;
 - BFCL: its ``ast_checker`` (and, on irrelevance, its empty-output rule) on the
   already decoded calls, already in its own ``[{name: arguments}]`` shape, so
   BFCL is charged for checking only.
 
-Target: ours at least 3x faster. The run also checks that both reach the
-same conclusion on every output (``BfclVerdict.bfcl_passed``).
+Both run with the cycle collector paused: scoring pauses it for its batch
+(``sommelier_mlflow._gc``), and BFCL gets the same. Target: ours at least 3x
+faster. The run also checks that both reach the same conclusion on every
+output (``BfclVerdict.bfcl_passed``).
 """
 
 from __future__ import annotations
@@ -36,9 +42,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sommelier_mlflow._gc import paused_gc  # noqa: E402
 from sommelier_mlflow.data import BFCL_DEFAULT_CATEGORIES, import_bfcl  # noqa: E402
-from sommelier_mlflow.toolcalls._bfcl import BfclGold, check_bfcl  # noqa: E402
-from sommelier_mlflow.toolcalls._decode_hermes import decode_hermes  # noqa: E402
+from sommelier_mlflow.toolcalls import output_format, scoring_mode  # noqa: E402
+from sommelier_mlflow.toolcalls._score import score_components  # noqa: E402
 from tests.support.bfcl_reference import (  # noqa: E402
     derived_outputs,
     load_bfcl,
@@ -74,23 +81,23 @@ def workload(tmp: Path) -> tuple[list[Any], list[Any], Any]:
     return ours, theirs, reference
 
 
+MODE = scoring_mode("bfcl")
+HERMES = output_format("hermes")
+
+
 def run_ours(questions: list[Any]) -> list[bool]:
-    verdicts = []
+    mode, fmt = MODE, HERMES
+    comparisons = []
     for gold_calls, texts in questions:
-        gold = BfclGold(gold_calls)
-        for text in texts:
-            parsed = decode_hermes(text)
-            calls = (
-                None
-                if parsed.status in ("invalid_json", "invalid_shape")
-                else parsed.predicted_calls
-            )
-            verdicts.append(check_bfcl(calls, gold).bfcl_passed)
-    return verdicts
+        gold = mode.make_gold(gold_calls)
+        comparisons.extend(mode.compare(mode.parse(text, fmt), gold) for text in texts)
+    score_components(comparisons, mode.metrics())
+    return [comparison.verdict.bfcl_passed for comparison in comparisons]
 
 
 def run_decode(questions: list[Any]) -> list[Any]:
-    return [decode_hermes(text) for _, texts in questions for text in texts]
+    mode, fmt = MODE, HERMES
+    return [mode.parse(text, fmt) for _, texts in questions for text in texts]
 
 
 def run_bfcl(questions: list[Any], reference: Any) -> list[bool]:
@@ -108,18 +115,16 @@ def run_bfcl(questions: list[Any], reference: Any) -> list[bool]:
     return verdicts
 
 
-def best(fn: Any, repeats: int) -> tuple[float, Any]:
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
+def cpu_seconds(fn: Any) -> tuple[float, Any]:
+    with paused_gc():
+        start = time.process_time()
         result = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), result
+        return time.process_time() - start, result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--tmp", default="/tmp/sommelier-bench-bfcl.jsonl")
     args = parser.parse_args()
     ours_q, theirs_q, reference = workload(Path(args.tmp))
@@ -129,11 +134,16 @@ def main() -> None:
         for c, f, a, outs in theirs_q
     ]
     outputs = sum(len(texts) for _, texts in ours_q)
-    ours_s, ours_v = best(lambda: run_ours(ours_q), args.repeats)
-    bfcl_s, bfcl_v = best(lambda: run_bfcl(theirs_q, reference), args.repeats)
-    decode_s, _ = best(lambda: run_decode(ours_q), args.repeats)
+    times: dict[str, list[float]] = {"ours": [], "bfcl": [], "decode": []}
+    for _ in range(args.repeats):
+        seconds, ours_v = cpu_seconds(lambda: run_ours(ours_q))
+        times["ours"].append(seconds)
+        seconds, bfcl_v = cpu_seconds(lambda: run_bfcl(theirs_q, reference))
+        times["bfcl"].append(seconds)
+        times["decode"].append(cpu_seconds(lambda: run_decode(ours_q))[0])
+    ours_s, bfcl_s, decode_s = (min(times[side]) for side in ("ours", "bfcl", "decode"))
     same = sum(a == b for a, b in zip(ours_v, bfcl_v, strict=True))
-    print(f"questions: {len(ours_q)}, outputs: {outputs}")
+    print(f"questions: {len(ours_q)}, outputs: {outputs}, CPU seconds, best of {args.repeats}")
     print(f"ours (decode + score): {ours_s:.3f} s  ({outputs / ours_s:,.0f} outputs/s)")
     print(f"  of which decoding alone: {decode_s:.3f} s")
     print(f"BFCL ast_checker (score only): {bfcl_s:.3f} s  ({outputs / bfcl_s:,.0f} outputs/s)")

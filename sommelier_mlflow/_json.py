@@ -233,9 +233,11 @@ def _has_huge_float(value: Any) -> bool:
 def loads_small(data: str | bytes, *, reject_duplicate_keys: bool = False) -> Any:
     """:func:`loads` for short documents parsed in a hot loop (model completions).
 
-    Same result; the big-integer check inspects the parsed value for floats
-    large enough to have been such an integer instead of scanning the text,
-    which costs less than the parse itself on a typical tool call.
+    Same result, for little more than the parse itself on a typical tool
+    call: the parsed value is written back once by orjson (in C), and that
+    one string serves both checks below, so a clean document costs a few
+    C-level scans instead of a scan of its tokens or a Python walk of its
+    value.
 
     Args:
         data: The JSON text.
@@ -250,37 +252,39 @@ def loads_small(data: str | bytes, *, reject_duplicate_keys: bool = False) -> An
             asked, on duplicate keys.
     """
     value = orjson.loads(data)
-    if reject_duplicate_keys and not _colons_match(data, value):
+    try:
+        written: bytes | None = orjson.dumps(value)
+    except orjson.JSONEncodeError:  # nested deeper than orjson writes
+        written = None
+    if reject_duplicate_keys and not _colons_match(data, written):
         key = _duplicate_key(data)
         if key is not None:
             text = data if isinstance(data, str) else data.decode("utf-8")
             raise JSONDecodeError(f"duplicate key {key!r} in one object", text, 0)
-    if _has_huge_float(value):
+    # orjson writes every float of magnitude 1e16 or more with an exponent
+    # ("1.8e+19"), so without "e+" in the written value no float is large
+    # enough to have been an integer beyond 64 bits (a string holding "e+"
+    # only costs the walk). ``find``, not ``in``: bytes' ``in`` first tries
+    # its argument as an integer, which costs more than the search.
+    if (written is None or written.find(b"e+") >= 0) and _has_huge_float(value):
         search = _LONG_NUMBER_BYTES.search if isinstance(data, bytes) else _LONG_NUMBER_TEXT.search
         if search(data) is not None:  # type: ignore[arg-type]
             return _loads_exact(data)
     return value
 
 
-def _colons_match(data: str | bytes, value: Any) -> bool:
-    r"""Whether ``data`` has exactly as many colons as ``value`` written back compactly.
+def _colons_match(data: str | bytes, written: bytes | None) -> bool:
+    r"""Whether ``data`` has exactly as many colons as its parsed value ``written`` back.
 
     Without ``\u`` escapes every string keeps its colons when written back,
     so equal counts prove that no key was dropped; unequal counts (or an
-    escape, or a value orjson cannot write) only mean "scan the tokens".
+    escape, or a value orjson could not write) only mean "scan the tokens".
     """
-    if isinstance(data, str):
-        if "\\u" in data:
-            return False
-        colons = data.count(":")
-    else:
-        if b"\\u" in data:
-            return False
-        colons = data.count(b":")
-    try:
-        return orjson.dumps(value).count(b":") == colons
-    except orjson.JSONEncodeError:
+    if written is None:
         return False
+    if isinstance(data, str):
+        return "\\u" not in data and data.count(":") == written.count(b":")
+    return data.find(b"\\u") < 0 and data.count(b":") == written.count(b":")
 
 
 def canonical_json(value: Any) -> str:

@@ -9,7 +9,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sommelier_mlflow._json import (
     JSONDecodeError,
@@ -132,6 +135,29 @@ def test_the_hot_loop_loader_rejects_duplicate_keys_on_request(text: str) -> Non
 )
 def test_the_hot_loop_loader_keeps_documents_with_unique_keys(text: str) -> None:
     assert loads_small(text, reject_duplicate_keys=True) == loads(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(min_value=1e16, allow_infinity=False))
+def test_orjson_writes_every_float_from_1e16_up_with_an_exponent(magnitude: float) -> None:
+    # loads_small relies on it: no "e+" in the written value, no float that
+    # could have been an integer beyond 64 bits, so no walk of the value.
+    assert b"e+" in orjson.dumps(magnitude)
+    assert b"e+" in orjson.dumps(-magnitude)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"n": 18446744073709551617}',
+        '{"n": -9223372036854775809, "s": "no exponent here"}',
+        "[" * 300 + "18446744073709551617" + "]" * 300,  # deeper than orjson writes
+    ],
+)
+def test_the_hot_loop_loader_keeps_integers_beyond_64_bits_exact(text: str) -> None:
+    value = loads_small(text, reject_duplicate_keys=True)
+    assert value == loads(text)
+    assert canonical_json(value) == canonical_json(json.loads(text))
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,15 +31,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from sommelier_mlflow._json import JSONDecodeError, loads_small
 from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
-from sommelier_mlflow.toolcalls._decode import (
-    INVALID_JSON,
-    INVALID_SHAPE,
-    NO_JSON,
-    strict_json,
-)
+from sommelier_mlflow.toolcalls._decode import INVALID_JSON, INVALID_SHAPE, NO_JSON
 from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
-from sommelier_mlflow.toolcalls._parse import NOT_JSON, is_tool_call
+from sommelier_mlflow.toolcalls._parse import is_tool_call
 
 __all__ = ["HERMES_VERSION", "decode_hermes"]
 
@@ -94,8 +90,9 @@ def decode_hermes(text: str) -> CallsParseResult:
         end = text.find(_CLOSE, body)
         if end < 0:
             return INVALID_JSON
-        value = strict_json(text[body:end])
-        if value is NOT_JSON:
+        try:  # the shared strict reader (strict_json), called directly: this loop is hot
+            value = loads_small(text[body:end], reject_duplicate_keys=True)
+        except JSONDecodeError:
             return INVALID_JSON
         if is_tool_call(value):
             calls.append(value)

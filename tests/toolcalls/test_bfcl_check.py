@@ -155,6 +155,9 @@ def test_irrelevance_passes_on_no_call_and_undecodable_output_is_not_an_abstenti
 def test_standardisation_is_bfcls() -> None:
     assert standardize_bfcl_string("April 1, 2024") == standardize_bfcl_string("april 1 2024")
     assert standardize_bfcl_string("It's a_b*c^d/e.f-g") == 'it"sabcdefg'
+    # Non-ASCII text keeps Unicode lower-casing (ASCII text takes a bytes shortcut).
+    assert standardize_bfcl_string("ÉCOLE Normale, Paris") == "écolenormaleparis"
+    assert standardize_bfcl_string("\u0130_x") == "i\u0307x"  # one char lower-cases to two
 
 
 def test_an_answer_parameter_outside_the_schema_or_a_required_one_outside_the_answer() -> None:
