@@ -139,7 +139,7 @@ class _Acceptable:
     def __init__(self, values: list[Any]) -> None:
         self.values = values
         self.hint = _hint(values)
-        self.optional = any(type(option) is str and option == "" for option in values)
+        self.optional = "" in values  # JSON values: only the empty string equals ""
         self._strings: frozenset[str] | None = None
         self._lists: list[list[Any]] | None = None
 
@@ -316,9 +316,13 @@ class _Parameter(_Acceptable):
         return None if ok else "value_mismatch"
 
 
+_KEY_FIELDS: Final = frozenset({"acceptable", "bfcl_type", "required"})
+
+
 def _parameter(name: str, param: str, key: object) -> _Parameter:
     where = f"answer key {name}.{param}"
-    if not isinstance(key, Mapping) or set(key) != {"acceptable", "bfcl_type", "required"}:
+    # ``type(...) is dict`` first: the ABC check costs microseconds per parameter.
+    if not (type(key) is dict or isinstance(key, Mapping)) or key.keys() != _KEY_FIELDS:
         raise InputError(
             f"{where} must be {{'acceptable': [...], 'bfcl_type': [...] or null, 'required': "
             f"bool}} (as import-bfcl writes it), got {key!r}"
@@ -426,11 +430,17 @@ class BfclVerdict:
     bfcl_passed: bool
 
 
+# Verdicts are immutable, so each possible one is built once and shared.
 _PASSED: Final = BfclVerdict(True, "", True)
+_PASSED_UNLIKE_BFCL: Final = BfclVerdict(True, "", False)
+_FAILED: Final = {reason: BfclVerdict(False, reason, False) for reason in BFCL_REASONS}
+_UNDECODABLE: Final = {
+    irrelevance: BfclVerdict(False, "undecodable", irrelevance) for irrelevance in (False, True)
+}
 
 
 def _failed(reason: str) -> BfclVerdict:
-    return BfclVerdict(False, reason, False)
+    return _FAILED[reason]
 
 
 class _Fits:
@@ -493,7 +503,7 @@ def _parallel(calls: Sequence[Mapping[str, Any]], gold: BfclGold) -> BfclVerdict
         return _PASSED
     rows = [stuck, *(row for row in range(size) if row != stuck)]
     if _complete_pairing(fits, rows):
-        return BfclVerdict(True, "", False)
+        return _PASSED_UNLIKE_BFCL
     return _failed("no_assignment")
 
 
@@ -509,7 +519,7 @@ def check_bfcl(calls: Sequence[Mapping[str, Any]] | None, gold: BfclGold) -> Bfc
         The verdict, with BFCL's own conclusion beside it.
     """
     if calls is None:
-        return BfclVerdict(False, "undecodable", gold.irrelevance)
+        return _UNDECODABLE[gold.irrelevance]
     if gold.irrelevance:
         return _PASSED if not calls else _failed("called_on_irrelevance")
     if len(calls) != len(gold.expected):
