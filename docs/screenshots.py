@@ -14,12 +14,17 @@ MLflow assistant panel closed and writes ``docs/ui-*.png``:
 * ``ui-comparison-chart.png``: the parent run's forest plot (``comparison.png``);
 * ``ui-evaluation.png``: the evaluation view comparing adapter and base example
   by example, with one example opened.
+* ``ui-training-curve.png``: the learning curve of tool calling: a few steps of
+  ``examples/train_lora_with_callback.py`` on the demo base, logged to the same
+  server, and the run's model-metrics charts of ``tooleval/overall/...``
+  against the training step (``--only training`` takes just this one).
 
 Before each picture the script checks that the page shows the values the
 runs logged (read back through the tracking API), so a broken page fails here
 instead of landing in the README.
 
     python docs/screenshots.py          # needs chromium (apt-get install chromium)
+    python docs/screenshots.py --only training
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ DOCS = ROOT / "docs"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 MLFLOW = str(Path(sys.executable).with_name("mlflow"))
 EXPERIMENT = "sommelier-demo"
+TRAINING_EXPERIMENT = "sommelier-training"
+#: The training run of ui-training-curve.png: enough steps for the curve to move.
+TRAINING_ARGS = ("--steps", "24", "--every", "4", "--max-examples", "20")
 VIEWPORT = {"width": 1400, "height": 900}
 #: The columns ui-experiment.png keeps (every other metric column is hidden).
 KEY_COLUMNS = (
@@ -66,16 +74,22 @@ def mlflow_server(root: Path) -> Iterator[str]:
         yield url
 
 
-def run_demo(url: str, cwd: Path) -> tuple[str, str]:
-    """``mlflow run . --env-manager local`` against ``url``: the parent run id and the output."""
+def _environment(url: str, experiment: str) -> dict[str, str]:
+    """A child process's environment: logging to ``url`` in ``experiment``, offline."""
     env = {
         **os.environ,
         "MLFLOW_TRACKING_URI": url,
-        "MLFLOW_EXPERIMENT_NAME": EXPERIMENT,
+        "MLFLOW_EXPERIMENT_NAME": experiment,
         "MLFLOW_DISABLE_TELEMETRY": "true",
         "HF_HUB_OFFLINE": "1",
     }
     env.pop("MLFLOW_RUN_ID", None)
+    return env
+
+
+def run_demo(url: str, cwd: Path) -> tuple[str, str]:
+    """``mlflow run . --env-manager local`` against ``url``: the parent run id and the output."""
+    env = _environment(url, EXPERIMENT)
     result = subprocess.run(
         [MLFLOW, "run", str(ROOT), "--env-manager", "local"],
         cwd=cwd,
@@ -90,6 +104,24 @@ def run_demo(url: str, cwd: Path) -> tuple[str, str]:
         raise SystemExit(f"the demo failed:\n{output[-4000:]}")
     print(result.stdout)
     return match.group(1), result.stdout
+
+
+def run_training(url: str, cwd: Path) -> str:
+    """``examples/train_lora_with_callback.py`` on the demo base against ``url``: its run id."""
+    sys.path.insert(0, str(ROOT))
+    from tests.support.vllm_server import build_demo_assets
+
+    assets = build_demo_assets()
+    env = _environment(url, TRAINING_EXPERIMENT)
+    script = ROOT / "examples" / "train_lora_with_callback.py"
+    command = [sys.executable, str(script), "--base-model", str(assets.base_model_dir)]
+    command += ["--splits", str(assets.splits_dir), *TRAINING_ARGS, "--output-dir", "train"]
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    match = re.search(r"^MLflow run ([0-9a-f]+)$", result.stdout, re.MULTILINE)
+    if result.returncode != 0 or not match:
+        raise SystemExit(f"the training example failed:\n{(result.stdout + result.stderr)[-4000:]}")
+    print(result.stdout[result.stdout.find("step   0") :])
+    return match.group(1)
 
 
 def _runs(url: str, parent_id: str) -> dict[str, Any]:
@@ -126,7 +158,9 @@ def _quiet(page: Any) -> None:
     assistant = page.get_by_text("MLflow Assistant")
     close = page.get_by_role("button", name="Close")
     if assistant.count() and assistant.first.is_visible() and close.count():
-        close.first.click()
+        # A DOM click: on a loaded machine the panel's animation keeps Playwright's
+        # "stable" check waiting past its timeout.
+        close.first.evaluate("button => button.click()")
         page.wait_for_timeout(800)
 
 
@@ -152,20 +186,49 @@ def _keep_columns(page: Any) -> None:
     page.wait_for_timeout(800)
 
 
-def take(url: str, parent_id: str) -> list[Path]:
-    """Drive Chromium through the five pages; return the screenshots written."""
+@contextmanager
+def chromium_page() -> Iterator[Any]:
+    """One page of a headless Chromium at :data:`VIEWPORT`."""
     from playwright.sync_api import sync_playwright
 
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
+        )
+        yield browser.new_context(viewport=VIEWPORT).new_page()
+        browser.close()
+
+
+def take_training_curve(url: str, run_id: str) -> Path:
+    """The training run's charts of ``tooleval/overall/...`` against the step."""
+    from mlflow.tracking import MlflowClient
+
+    run = MlflowClient(url).get_run(run_id)
+    history = MlflowClient(url).get_metric_history(run_id, "tooleval/overall/valid_json_rate")
+    if sorted(metric.step for metric in history)[:1] != [0]:
+        raise SystemExit(f"run {run_id} has no tooleval/overall/valid_json_rate at step 0")
+    with chromium_page() as page:
+        page.goto(f"{url}/#/experiments/{run.info.experiment_id}/runs/{run_id}/model-metrics")
+        page.get_by_text("tooleval/overall").first.wait_for(timeout=180_000)
+        _quiet(page)
+        page.get_by_placeholder("Search metric charts").fill("overall/")
+        page.wait_for_timeout(3000)
+        _expect(page, "tooleval/overall", "full_call_exact_match", "valid_json_rate")
+        if "tooleval/en" in page.inner_text("body"):
+            raise SystemExit(f"{page.url} did not filter the charts to tooleval/overall")
+        path = DOCS / "ui-training-curve.png"
+        page.screenshot(path=str(path))
+    return path
+
+
+def take(url: str, parent_id: str) -> list[Path]:
+    """Drive Chromium through the five pages; return the screenshots written."""
     runs = _runs(url, parent_id)
     experiment = runs["parent"].info.experiment_id
     base, adapter = runs["base"].info.run_id, runs["adapter"].info.run_id
     key = "overall/full_call_exact_match"
     written: list[Path] = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
-        )
-        page = browser.new_context(viewport=VIEWPORT).new_page()
+    with chromium_page() as page:
 
         def shot(name: str) -> None:
             path = DOCS / name
@@ -218,18 +281,23 @@ def take(url: str, parent_id: str) -> list[Path]:
         page.wait_for_timeout(1500)
         _expect(page, "example_id", "query")
         shot("ui-evaluation.png")
-        browser.close()
     return written
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the demo against a fresh local server and rewrite docs/ui-*.png."""
+    """Run the demo and the training example against a fresh local server; rewrite docs/ui-*.png."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=Path, default=None, help="keep the server's files here")
     parser.add_argument(
         "--readme",
         action="store_true",
         help="also write this demo run's results table into README.md (one demo run for both)",
+    )
+    parser.add_argument(
+        "--only",
+        choices=["demo", "training"],
+        default=None,
+        help="take only the demo's five pictures, or only the training curve (default: all)",
     )
     args = parser.parse_args(argv)
     if not os.path.exists(CHROMIUM):
@@ -238,15 +306,20 @@ def main(argv: list[str] | None = None) -> int:
         root = args.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         with mlflow_server(root) as url:
-            parent_id, output = run_demo(url, root)
-            if args.readme:
-                sys.path.insert(0, str(DOCS))
-                from update_readme_results import README, summary_table, with_table
+            written: list[Path] = []
+            if args.only != "training":
+                parent_id, output = run_demo(url, root)
+                if args.readme:
+                    sys.path.insert(0, str(DOCS))
+                    from update_readme_results import README, summary_table, with_table
 
-                table = summary_table(output)
-                README.write_text(with_table(README.read_text("utf-8"), table), "utf-8")
-                print(f"wrote the demo table into {README.relative_to(ROOT)}")
-            for path in take(url, parent_id):
+                    table = summary_table(output)
+                    README.write_text(with_table(README.read_text("utf-8"), table), "utf-8")
+                    print(f"wrote the demo table into {README.relative_to(ROOT)}")
+                written += take(url, parent_id)
+            if args.only != "demo":
+                written.append(take_training_curve(url, run_training(url, root)))
+            for path in written:
                 print(f"wrote {path.relative_to(ROOT)}")
     return 0
 

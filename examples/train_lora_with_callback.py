@@ -25,7 +25,13 @@ from typing import Any
 import mlflow
 import torch
 from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    Trainer,
+    TrainingArguments,
+    set_seed,
+)
 
 from sommelier_mlflow.data import format_examples, read_test_split, render_target
 from sommelier_mlflow.training import SommelierCallback
@@ -65,6 +71,22 @@ def pad_batch(pad_id: int) -> Any:
     return collate
 
 
+def lora_model(base_model: str | Path, seed: int = 0) -> Any:
+    """The base with a fresh LoRA adapter, its initial weights drawn from ``seed``.
+
+    ``Trainer`` seeds only when it is built, after the adapter exists, so the
+    seed is set here first: otherwise every run starts from other LoRA weights
+    and its learning curve cannot be reproduced.
+    """
+    set_seed(seed)
+    base = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.float32)
+    lora = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.05, target_modules=["q_proj", "v_proj"])
+    with warnings.catch_warnings():
+        # peft 0.21 probes transformers' deprecated ``is_gradient_checkpointing``.
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
+        return get_peft_model(base, lora)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-model", required=True, help="the demo's base_model/ folder")
@@ -77,12 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)  # the demo model is tiny: one thread is fastest on a busy CPU
     tokenizer = AutoTokenizer.from_pretrained(args.base_model)
-    base = AutoModelForCausalLM.from_pretrained(args.base_model, dtype=torch.float32)
-    lora = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.05, target_modules=["q_proj", "v_proj"])
-    with warnings.catch_warnings():
-        # peft 0.21 probes transformers' deprecated ``is_gradient_checkpointing``.
-        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
-        model = get_peft_model(base, lora)
+    model = lora_model(args.base_model, seed=0)
     splits = Path(args.splits)
     callback = SommelierCallback(
         splits / "test.jsonl",

@@ -43,3 +43,24 @@ def test_training_logs_loss_and_tool_call_metrics_on_one_step_axis(
     assert sorted(m.step for m in tool) == [0, 2]
     assert {m.step for m in loss} == {1, 2}  # the trainer's loss, in the same run
     assert (tmp_path / "out" / "adapter" / "adapter_model.safetensors").is_file()
+
+
+def test_the_adapter_starts_from_the_same_weights_in_every_run(tmp_path: Path) -> None:
+    """The LoRA weights are drawn after seeding, so a rerun retraces the same curve."""
+    import torch
+
+    from tests.generation.generation_helpers import corpus
+    from tests.support.scripts import load_script
+    from tests.support.tiny_models import build_tiny_llama, build_tokenizer
+
+    example = load_script("examples/train_lora_with_callback.py")
+    base = build_tiny_llama(tmp_path / "base", build_tokenizer(tmp_path / "tok", corpus()))
+    first, second = (example.lora_model(base).state_dict() for _ in range(2))
+    torch.manual_seed(12345)  # what came before does not matter either
+    third = example.lora_model(base).state_dict()
+    lora_keys = [key for key in first if "lora_A" in key]
+    assert lora_keys  # the adapter's randomly initialised matrices
+    for key in lora_keys:
+        assert torch.equal(first[key], second[key]) and torch.equal(first[key], third[key])
+    other = example.lora_model(base, seed=1).state_dict()
+    assert not torch.equal(first[lora_keys[0]], other[lora_keys[0]])  # the seed decides
