@@ -95,9 +95,14 @@ def resolve_demo(argv: Sequence[str], build: Callable[[], Any]) -> list[str]:
             "error: the demo adapter was trained on the demo base model: pass --model demo too"
         )
     if model == DEMO and adapter not in (None, "", DEMO):
-        raise SystemExit(
-            "error: the demo model takes only the demo adapter: pass --adapter demo or none"
-        )
+        hint = "pass --adapter demo or none"
+        if str(adapter).startswith("models:/"):
+            # MLproject's `model` defaults to demo, so say how to leave it out.
+            hint = (
+                "a registered adapter names its own base: pass --model '' (mlflow run: "
+                "-P model='') to load it onto that base, or give the base as --model"
+            )
+        raise SystemExit(f"error: the demo model takes only the demo adapter: {hint}")
     built = build()
     args = _replace(args, "--model", str(built.base_model_dir))
     if adapter == DEMO:

@@ -118,7 +118,12 @@ def test_the_demo_precision_yields_to_an_explicit_one_and_to_other_backends(
 
 @pytest.mark.parametrize(
     ("model", "adapter", "message"),
-    [("mine", "demo", "--model demo"), ("demo", "mine", "--adapter demo or none")],
+    [
+        ("mine", "demo", "--model demo"),
+        ("demo", "mine", "--adapter demo or none"),
+        # MLproject's model defaults to demo: a registry adapter is told how to drop it.
+        ("demo", "models:/tools-lora@candidate", "-P model=''"),
+    ],
 )
 def test_an_adapter_goes_only_with_its_own_base_model(
     builds: Builds, model: str, adapter: str, message: str
