@@ -19,6 +19,24 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep each test file on one pytest-xdist worker, and every vLLM test on the same one.
+
+    ``scripts/test.sh`` runs the suite on two workers with ``--dist loadgroup``.
+    A file's module fixtures (a scored run, a tracking store, a finished
+    ``mlflow run``) are then built once, and the vLLM server, a session fixture
+    that takes a minute and gigabytes to start, is started by one worker only.
+    """
+    uses_vllm = {
+        item.nodeid.split("::")[0]
+        for item in items
+        if "vllm_server" in getattr(item, "fixturenames", ())
+    }
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group("vllm" if path in uses_vllm else path))
+
+
 @pytest.fixture(scope="session")
 def demo_assets() -> Any:
     """The offline demo's committed base model and adapter (verified) and its prepared splits."""
