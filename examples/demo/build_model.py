@@ -124,8 +124,8 @@ DEFAULT_RAW_PATH: Final = _HERE / "data" / "raw.jsonl"
 MODEL_DIR: Final = _HERE / "model"
 #: The precision the demo generates in. In float32 the committed weights' smallest
 #: top-1/top-2 logit gap (5.6e-05) is only 2.7x the largest logit difference between
-#: CPU kernel levels (2.1e-05), so some CPU could flip a greedy choice; in float64 the
-#: kernels differ by ~1e-13 and cannot (``kernel_margins.py`` measures both).
+#: CPU kernel levels (2.1e-05), so another CPU could flip a greedy choice; in float64
+#: the measured difference is 0.0 (``kernel_margins.py`` measures both).
 GENERATION_DTYPE: Final = "float64"
 #: Where the prepared splits are cached (they are derived, so not committed).
 DEFAULT_CACHE: Final = _REPO / ".cache" / "demo"

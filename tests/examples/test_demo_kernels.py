@@ -48,14 +48,13 @@ def test_every_kernel_level_and_thread_count_generates_the_same_bytes(margins: A
     assert margins.identical
 
 
-@pytest.mark.xfail(
-    reason="known gap (issue 18 item 2): the committed weights' smallest top-1/top-2 gap "
-    "(5.6e-05, adapter; 2.4e-04 base) is not yet 10x the kernel drift (5.2e-06 on prefill "
-    "alone); a rebuild with another training seed must be measured and committed",
-    strict=False,
-)
 def test_the_greedy_margin_dwarfs_the_kernel_drift(margins: Any) -> None:
-    """The smallest top-1/top-2 gap is at least 10x the largest logit drift seen."""
+    """The smallest top-1/top-2 gap is at least 10x the largest logit drift seen.
+
+    In the demo's float64 the drift measured 0.0 on AVX2 against the portable
+    kernels; any drift below a tenth of the 5.9e-05 margin would still pass.
+    """
+    assert margins.dtype == "float64"
     assert margins.tokens["base"] > 357 and margins.tokens["adapter"] > 357
     assert margins.min_top_gap >= _script().REQUIRED_RATIO * margins.max_kernel_diff, (
         margins.as_json()

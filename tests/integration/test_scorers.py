@@ -111,6 +111,9 @@ def test_genai_evaluate_gives_exact_metrics_and_micro_f1(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(GENAI_MAX_WORKERS_ENV, raising=False)
+    # MLflow before 3.10 looks for the evaluation's traces in the active experiment,
+    # not the run's: the user's usual set-up (an experiment chosen) is what works there.
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", store.experiment_id)
     rows = [
         {"inputs": {"row": index}, "outputs": output, "expectations": expectations}
         for index, (output, expectations) in enumerate(zip(OUTPUTS, EXPECTATIONS, strict=True))
