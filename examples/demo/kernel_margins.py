@@ -250,8 +250,8 @@ def measure(
 ) -> Margins:
     """Run every (kernel level, thread count) configuration and combine their figures.
 
-    The reference (portable kernels, one thread) runs first; the three others
-    then run side by side, since each only compares against the reference.
+    The reference (portable kernels, one thread) runs first, then the three
+    others, each compared against it.
 
     Args:
         scratch: Where the temporary generations and logits go (default: the system's).
@@ -264,14 +264,14 @@ def measure(
         RuntimeError: A worker failed (its stderr is quoted).
     """
     with tempfile.TemporaryDirectory(prefix="kernel-margins-", dir=scratch) as tmp:
-        reports = [_report(_start(tmp, True, THREADS[0], model_dir, dtype))]
-        others = [
-            _start(tmp, portable, threads, model_dir, dtype)
+        # One at a time: side by side, their threads outnumber a small machine's
+        # cores, and MKL's and OpenMP's spinning threads then slow all of them
+        # many times over (seen: minutes instead of seconds under CI's load).
+        reports = [
+            _report(_start(tmp, portable, threads, model_dir, dtype))
             for portable in (True, False)
             for threads in THREADS
-            if (portable, threads) != (True, THREADS[0])
         ]
-        reports += [_report(process) for process in others]
     runs = {key: run for report in reports for key, run in report["runs"].items()}
     return Margins(
         dtype=reports[0]["dtype"],
