@@ -195,7 +195,7 @@ def test_token_is_not_kept_in_anything_serialised(tiny: TinyModels) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"dtype": "float64"}, "dtype"),
+        ({"dtype": "int8"}, "dtype"),
         ({"num_threads": 0}, "num_threads"),
         ({"revision": ""}, "revision"),
         ({"trust_remote_code": "yes"}, "trust_remote_code"),
