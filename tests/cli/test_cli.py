@@ -316,6 +316,25 @@ def test_served_adapter_name_is_recorded_as_served(files: dict[str, Path], tmp_p
     assert main([*args[:-1], str(tmp_path / "m"), "--adapter", missing]) == 3
 
 
+def _logged_arms(
+    files: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> tuple[str, dict[str, str]]:
+    """Score both arms into a fresh SQLite store; return its URI and each arm's run id."""
+    import re
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    ids = {}
+    for kind in ("base", "adapter"):
+        assert _score(files, tmp_path / kind, kind, "--mlflow", "--log-traces", "false") == 0
+        ids[kind] = re.findall(r"logged to MLflow run ([0-9a-f]+)", capsys.readouterr().out)[-1]
+    return uri, ids
+
+
 def test_show_prints_the_logged_summary_from_any_store(
     files: dict[str, Path],
     tmp_path: Path,
@@ -328,13 +347,7 @@ def test_show_prints_the_logged_summary_from_any_store(
     from sommelier_mlflow.cli._show import format_arm_summary
     from sommelier_mlflow.evaluation import read_comparison_report, read_evaluation_report
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
-    ids = {}
-    for kind in ("base", "adapter"):
-        assert _score(files, tmp_path / kind, kind, "--mlflow", "--log-traces", "false") == 0
-        ids[kind] = re.findall(r"logged to MLflow run ([0-9a-f]+)", capsys.readouterr().out)[-1]
+    uri, ids = _logged_arms(files, tmp_path, monkeypatch, capsys)
     compare = ["compare", "--base-run-id", ids["base"], "--adapter-run-id", ids["adapter"]]
     assert main([*compare, "--out", str(tmp_path / "cmp"), "--resamples", "200", "--mlflow"]) == 0
     comparison_id = re.findall(r"logged to MLflow run ([0-9a-f]+)", capsys.readouterr().out)[-1]
@@ -363,18 +376,11 @@ def test_a_report_copied_over_a_runs_artifact_is_refused(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    import re
     import shutil
 
     from mlflow.tracking import MlflowClient
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
-    ids = {}
-    for kind in ("base", "adapter"):
-        assert _score(files, tmp_path / kind, kind, "--mlflow", "--log-traces", "false") == 0
-        ids[kind] = re.findall(r"logged to MLflow run ([0-9a-f]+)", capsys.readouterr().out)[-1]
+    uri, ids = _logged_arms(files, tmp_path, monkeypatch, capsys)
     # The adapter's own, self-consistent report is copied over the base run's artifact.
     swapped = tmp_path / "swap" / "evaluation_report.json"
     swapped.parent.mkdir()
