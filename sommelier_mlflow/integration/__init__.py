@@ -53,9 +53,9 @@ from sommelier_mlflow.integration._registry import (
     resolve_registered_model,
 )
 from sommelier_mlflow.integration._store_errors import check_tracking_server, tracking_errors
+from sommelier_mlflow.integration._trace_entities import ExampleTrace
 from sommelier_mlflow.integration._traces import (
     AUTO_TRACE_LIMIT,
-    ExampleTrace,
     arm_example_traces,
     log_example_traces,
     should_log_traces,

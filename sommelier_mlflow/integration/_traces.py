@@ -24,26 +24,27 @@ Trace ids are derived from the run id and the example id, so logging the same
 run again updates its traces instead of duplicating them. The run is tagged
 ``mlflow.runType = genai_evaluate``, the tag ``mlflow.genai.evaluate`` sets, so
 the UI lists it under the experiment's evaluation runs.
+
+What one trace holds is built, offline, by
+:mod:`sommelier_mlflow.integration._trace_entities`; this module gathers the
+examples, sends the traces and keeps a rerun from duplicating them.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 import os
 import socket
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from sommelier_mlflow._progress import progress_bar
-from sommelier_mlflow._redact import redact_value
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.integration._store_errors import tracking_errors
+from sommelier_mlflow.integration._trace_entities import ExampleTrace, prepare_trace, trace_ids
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -53,8 +54,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTO_TRACE_LIMIT",
-    "TRACE_TEXT_LIMIT",
-    "ExampleTrace",
     "LogTraces",
     "arm_example_traces",
     "log_example_traces",
@@ -68,13 +67,6 @@ _LOG_TRACES_VALUES: Final = ("auto", "true", "false")
 #: The run tag (and value) ``mlflow.genai.evaluate`` sets on its runs.
 _RUN_TYPE_TAG: Final = "mlflow.runType"
 _RUN_TYPE_EVALUATION: Final = "genai_evaluate"
-_SOURCE_RUN: Final = "mlflow.sourceRun"
-_ASSESSMENT_SOURCE_RUN: Final = "mlflow.assessment.sourceRunId"
-_SPANS_PER_REQUEST: Final = 500
-_PREVIEW_CHARS: Final = 1000
-_SPAN_NAME_CHARS: Final = 250
-_LINKS_PER_REQUEST: Final = 100
-_TRACE_NAME: Final = "sommelier.example"
 #: Run tags that let a rerun recognise the run of a command killed while it
 #: logged the same arm's traces (state, arm digest, logging process).
 _STATE_TAG: Final = "sommelier.traces.state"
@@ -82,10 +74,9 @@ _STATE_LOGGING: Final = "logging"
 _STATE_LOGGED: Final = "logged"
 _KEY_TAG: Final = "sommelier.traces.key"
 _OWNER_TAG: Final = "sommelier.traces.owner"
-#: The most characters of one text (request, output) a trace carries. A
-#: degenerate generation runs to ``max_new_tokens``; the full text stays in the
-#: run's generations artifact, the trace shows its start and its length.
-TRACE_TEXT_LIMIT: Final = 20_000
+#: Items per request: spans per ``log_spans``, trace ids per link or delete.
+_SPANS_PER_REQUEST: Final = 500
+_LINKS_PER_REQUEST: Final = 100
 
 
 def should_log_traces(setting: str, examples: int) -> bool:
@@ -104,38 +95,6 @@ def should_log_traces(setting: str, examples: int) -> bool:
     if value == "auto":
         return examples <= AUTO_TRACE_LIMIT
     return value == "true"
-
-
-@dataclass(frozen=True)
-class ExampleTrace:
-    """What one example's trace shows: request, response, expectation and feedback.
-
-    Attributes:
-        example_id: The test example; it also names the trace.
-        language: Its language slice.
-        query: The user request (the trace's input).
-        raw_output: The completion exactly as produced (the trace's output).
-        parse_status: The parser's status for ``raw_output``.
-        expected_call: The gold call (an expectation).
-        components: Per metric, the example's exact ``(numerator, denominator)``.
-        model_kind: ``base`` or ``adapter``.
-        parsed_call: The call decoded in ``single`` scoring (``None`` otherwise).
-        decoded_calls: Every call decoded from the output, in output order:
-            one ``TOOL`` span each.
-        gold_calls: The gold calls, logged also as MLflow's ``expected_tool_calls``.
-    """
-
-    example_id: str
-    language: str
-    query: str
-    raw_output: str
-    parse_status: str
-    expected_call: Mapping[str, Any]
-    components: Mapping[str, tuple[int, int]]
-    model_kind: str
-    parsed_call: Mapping[str, Any] | None = field(default=None)
-    decoded_calls: tuple[Mapping[str, Any], ...] = ()
-    gold_calls: tuple[Mapping[str, Any], ...] = ()
 
 
 def arm_example_traces(
@@ -194,247 +153,6 @@ def _decoded(
     return () if parsed_call is None else (parsed_call,)
 
 
-def _tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
-    """A call in MLflow's shape for ``expected_tool_calls``: ``{name, arguments}``."""
-    return {"name": call.get("name"), "arguments": call.get("arguments")}
-
-
-def _tool_span(
-    call: Mapping[str, Any],
-    index: int,
-    otel_trace: str,
-    parent: str,
-    seed: bytes,
-    start_ns: int,
-    common: Mapping[str, str],
-) -> Any:
-    """One ``TOOL`` span per decoded call: the tool's name, its arguments as inputs.
-
-    MLflow's ``ToolCallCorrectness`` reads a trace's calls from exactly these
-    spans (name from the span name, arguments from its inputs, order from the
-    start times, which follow the output's order).
-    """
-    from mlflow.entities.span import Span
-
-    span_id = hashlib.sha256(seed + index.to_bytes(4, "big")).digest()[:8]
-    arguments = call.get("arguments")
-    text = json.dumps(arguments, ensure_ascii=False)
-    # Inputs stay a JSON object (never a bare string MLflow would decode again),
-    # and as long as any other text a trace carries.
-    if isinstance(arguments, dict) and len(text) <= TRACE_TEXT_LIMIT:
-        inputs: Any = arguments
-    else:
-        inputs = {"arguments": text[:TRACE_TEXT_LIMIT], "characters": len(text)}
-    return Span.from_dict(
-        {
-            "trace_id": otel_trace,
-            "span_id": base64.b64encode(span_id).decode("ascii"),
-            "parent_span_id": parent,
-            "name": str(call.get("name"))[:_SPAN_NAME_CHARS],
-            "start_time_unix_nano": start_ns + index + 1,
-            "end_time_unix_nano": start_ns + index + 1,
-            "events": [],
-            "status": {"code": "STATUS_CODE_OK", "message": ""},
-            "attributes": {
-                **common,
-                "mlflow.spanType": json.dumps("TOOL"),
-                "mlflow.spanInputs": json.dumps(inputs, ensure_ascii=False),
-            },
-            "links": [],
-        }
-    )
-
-
-def _ids(run_id: str, example_id: str) -> tuple[str, str, str]:
-    """MLflow trace id, OTel trace id and root span id (base64), all from one digest."""
-    digest = hashlib.sha256(f"{run_id}\x00{example_id}".encode()).digest()
-    trace_id = "tr-" + digest[:16].hex()
-    otel_trace = base64.b64encode(digest[:16]).decode("ascii")
-    span = base64.b64encode(digest[16:24]).decode("ascii")
-    return trace_id, otel_trace, span
-
-
-def _feedback_value(numerator: int, denominator: int) -> bool | float | None:
-    """A component as the UI shows it: pass/fail for 0/1 outcomes, else the ratio.
-
-    ``0/0`` (no argument pairs on either side) has no value; the exact
-    numerator and denominator are in the assessment's metadata either way.
-    """
-    if denominator == 1 and numerator in (0, 1):
-        return numerator == 1
-    if denominator == 0:
-        return None
-    return numerator / denominator
-
-
-def _capped(text: str) -> tuple[str, int]:
-    """``text`` cut to :data:`TRACE_TEXT_LIMIT` characters, and its full length."""
-    return text[:TRACE_TEXT_LIMIT], len(text)
-
-
-def _length_note(shown: str, characters: int) -> str | None:
-    """Say when a trace shows only the start of a text, and where the rest is."""
-    if characters == len(shown):
-        return None
-    return (
-        f"first {len(shown):,} of {characters:,} characters; "
-        "the full text is in the run's sommelier/generations artifact"
-    )
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    trace_id: str
-    spans: list[Any]
-    info: Any
-
-
-def _prepare(
-    example: ExampleTrace, run_id: str, experiment_id: str, now_ms: int, source_id: str
-) -> _Prepared:
-    from mlflow.entities import (
-        AssessmentSource,
-        Expectation,
-        Feedback,
-        TraceInfo,
-        TraceLocation,
-        TraceState,
-    )
-    from mlflow.entities.span import Span
-
-    trace_id, otel_trace, span_id = _ids(run_id, example.example_id)
-    scrubbed = redact_value(
-        {
-            "query": example.query,
-            "output": example.raw_output,
-            "expected": dict(example.expected_call),
-            "expected_tool_calls": [_tool_call(call) for call in example.gold_calls],
-            "decoded": [dict(call) for call in example.decoded_calls],
-        }
-    )
-    query, query_chars = _capped(scrubbed["query"])
-    output, output_chars = _capped(scrubbed["output"])
-    inputs: dict[str, Any] = {
-        "example_id": example.example_id,
-        "language": example.language,
-        "query": query,
-    }
-    if query_chars > len(query):
-        inputs["query_characters"] = query_chars
-    # The output is a JSON object, never a bare JSON string: MLflow's store
-    # decodes a string attribute a second time when its content parses as JSON,
-    # which turned an output such as '{"name": ...}' into an object and a
-    # 100,000-deep '[[[[...' into a RecursionError that failed the whole run.
-    outputs = {
-        "raw_output": output,
-        "characters": output_chars,
-        "truncated": output_chars > len(output),
-    }
-    inputs_json = json.dumps(inputs, ensure_ascii=False)
-    output_json = json.dumps(outputs, ensure_ascii=False)
-    start_ns = now_ms * 1_000_000
-    common = {
-        "mlflow.traceRequestId": json.dumps(trace_id),
-        "mlflow.experimentId": json.dumps(experiment_id),
-    }
-    span = Span.from_dict(
-        {
-            "trace_id": otel_trace,
-            "span_id": span_id,
-            "parent_span_id": None,
-            "name": _TRACE_NAME,
-            "start_time_unix_nano": start_ns,
-            "end_time_unix_nano": start_ns,
-            "events": [],
-            "status": {"code": "STATUS_CODE_OK", "message": ""},
-            "attributes": {
-                **common,
-                "mlflow.spanType": json.dumps("LLM"),
-                "mlflow.spanInputs": inputs_json,
-                "mlflow.spanOutputs": output_json,
-            },
-            "links": [],
-        }
-    )
-    seed = f"{run_id}\x00{example.example_id}\x00tool".encode()
-    spans = [span] + [
-        _tool_span(call, index, otel_trace, span_id, seed, start_ns, common)
-        for index, call in enumerate(scrubbed["decoded"])
-    ]
-    source = AssessmentSource(source_type="CODE", source_id=source_id)
-    provenance = {_ASSESSMENT_SOURCE_RUN: run_id}
-    assessments: list[Any] = [
-        Expectation(
-            name="expected_call",
-            value=scrubbed["expected"],
-            source=source,
-            metadata=provenance,
-        ),
-        Expectation(
-            name="expected_tool_calls",
-            value=scrubbed["expected_tool_calls"],
-            source=source,
-            metadata=provenance,
-        ),
-        Feedback(
-            name="parse_status",
-            value=example.parse_status,
-            source=source,
-            metadata=provenance,
-        ),
-    ]
-    for name, (numerator, denominator) in example.components.items():
-        assessments.append(
-            Feedback(
-                name=name,
-                value=_feedback_value(numerator, denominator),
-                rationale=f"{numerator}/{denominator}",
-                source=source,
-                metadata={
-                    **provenance,
-                    "numerator": str(numerator),
-                    "denominator": str(denominator),
-                },
-            )
-        )
-    assessments.append(
-        Feedback(
-            name="raw_output",
-            value=output,
-            rationale=_length_note(output, output_chars),
-            source=source,
-            metadata={**provenance, "characters": str(output_chars)},
-        )
-    )
-    for assessment in assessments:
-        assessment.trace_id = trace_id
-        assessment.span_id = span.span_id
-    info = TraceInfo(
-        trace_id=trace_id,
-        trace_location=TraceLocation.from_experiment_id(experiment_id),
-        request_time=now_ms,
-        state=TraceState.OK,
-        request_preview=query[:_PREVIEW_CHARS],
-        response_preview=output[:_PREVIEW_CHARS],
-        execution_duration=0,
-        client_request_id=example.example_id,
-        trace_metadata={
-            _SOURCE_RUN: run_id,
-            "mlflow.trace_schema.version": "3",
-            "sommelier.example_id": example.example_id,
-            "sommelier.language": example.language,
-            "sommelier.model_kind": example.model_kind,
-        },
-        tags={
-            "mlflow.traceName": _TRACE_NAME,
-            "sommelier.example_id": example.example_id,
-            "sommelier.language": example.language,
-        },
-        assessments=assessments,
-    )
-    return _Prepared(trace_id, spans, info)
-
-
 def log_example_traces(
     run_id: str,
     examples: Sequence[ExampleTrace],
@@ -484,7 +202,7 @@ def log_example_traces(
             ],
         )
     now_ms = int(time.time() * 1000)
-    prepared = [_prepare(ex, run_id, experiment_id, now_ms, source_id) for ex in examples]
+    prepared = [prepare_trace(ex, run_id, experiment_id, now_ms, source_id) for ex in examples]
     # Trace infos (with their assessments) first, spans after: start_trace on a
     # trace that log_spans already created takes MLflow's conflict path (a
     # rollback, a locked re-read and a merge per row), several times the cost
@@ -571,7 +289,7 @@ def _supersede_killed_runs(
         owner = orphan.data.tags.get(_OWNER_TAG, "")
         if orphan_id == run_id or not _owner_is_gone(owner):
             continue
-        ids = [_ids(orphan_id, example.example_id)[0] for example in examples]
+        ids = [trace_ids(orphan_id, example.example_id).trace_id for example in examples]
         deleted = 0
         for start in range(0, len(ids), _LINKS_PER_REQUEST):
             deleted += tracker.delete_traces(

@@ -12,7 +12,7 @@ from sommelier_mlflow.integration import (
     log_example_traces,
     should_log_traces,
 )
-from sommelier_mlflow.integration._traces import TRACE_TEXT_LIMIT
+from sommelier_mlflow.integration._trace_entities import TRACE_TEXT_LIMIT
 from sommelier_mlflow.toolcalls import METRIC_NAMES
 from tests.integration.integration_helpers import GOLD, Arms, Store
 
