@@ -36,6 +36,7 @@ __all__ = [
     "SCORING_MODES_GROUP",
     "PluginWarning",
     "Registry",
+    "is_valid_name",
 ]
 
 BACKENDS_GROUP: Final = "sommelier_mlflow.backends"
@@ -50,6 +51,15 @@ _NAME: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 T = TypeVar("T")
 _Obj = TypeVar("_Obj")
+
+
+def is_valid_name(name: object) -> bool:
+    """Whether ``name`` is a registry name: ``[a-z][a-z0-9_]*``, at most 64 characters.
+
+    Every seam's names (and the metric table's columns) follow this one rule,
+    since each may end up in a command line, a report field or an MLflow key.
+    """
+    return isinstance(name, str) and _NAME.fullmatch(name) is not None
 
 
 class PluginWarning(UserWarning):
@@ -97,7 +107,7 @@ class Registry(Generic[T]):
         """
         if obj is not None:
             self._check_type(obj)  # first: a wrong object has no meaningful name
-        if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+        if not is_valid_name(name):
             raise ConfigError(
                 f"{self.kind} name {name!r} must be lower-case letters, digits and '_', "
                 "starting with a letter (at most 64 characters)"

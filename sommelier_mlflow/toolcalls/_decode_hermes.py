@@ -69,7 +69,8 @@ def decode_hermes(text: str) -> CallsParseResult:
     """Decode one completion in the ``hermes`` format (see the module docstring).
 
     Args:
-        text: The raw completion, decoded with special tokens kept.
+        text: The raw completion, decoded with special tokens kept: ``<tool_call>``
+            is one, and a completion decoded without it reads as ``no_json``.
 
     Returns:
         The calls in output order, or the status that refuses the output.

@@ -107,7 +107,8 @@ def decode_mistral(text: str) -> CallsParseResult:
     """Decode one completion in the ``mistral`` format (see the module docstring).
 
     Args:
-        text: The raw completion, decoded with special tokens kept.
+        text: The raw completion, decoded with special tokens kept: without the
+            ``[TOOL_CALLS]`` control token, the output is refused.
 
     Returns:
         The calls in output order, or the status that refuses the output.

@@ -17,11 +17,11 @@ happens to be registered when they run.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
+from sommelier_mlflow._plugins import is_valid_name
 from sommelier_mlflow.errors import ConfigError, UnknownMetricError
 
 __all__ = [
@@ -38,10 +38,6 @@ __all__ = [
 ]
 
 DEFAULT_MODE: Final = "single"
-
-# Metric names become the last segment of MLflow keys and JSON field names,
-# so they stay in a small alphabet that needs no escaping anywhere.
-_NAME: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 ComparisonT = TypeVar("ComparisonT")
 
@@ -79,7 +75,7 @@ class ScoringMetric(Generic[ComparisonT]):
     in_table: bool = True
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or _NAME.fullmatch(self.name) is None:
+        if not is_valid_name(self.name):
             raise ConfigError(
                 f"scoring metric name {self.name!r} must match [a-z][a-z0-9_]* (at most 64 "
                 "characters): it becomes an MLflow key segment and a report field"
@@ -94,7 +90,7 @@ class ScoringMetric(Generic[ComparisonT]):
                 "so mcnemar=True requires binary=True"
             )
         column = self.column
-        if _NAME.fullmatch(column) is None:
+        if not is_valid_name(column):
             raise ConfigError(
                 f"scoring metric {self.name!r}: table column {column!r} must match [a-z][a-z0-9_]*"
             )
@@ -141,7 +137,7 @@ def add_metric_set(mode: str) -> None:
     Raises:
         ConfigError: If the name is malformed.
     """
-    if not isinstance(mode, str) or _NAME.fullmatch(mode) is None:
+    if not is_valid_name(mode):
         raise ConfigError(f"scoring mode name {mode!r} must match [a-z][a-z0-9_]*")
     _MODES.setdefault(mode, {})
 
