@@ -32,14 +32,10 @@ from typing import Any, Final
 
 from sommelier_mlflow.errors import DataError, InputError
 from sommelier_mlflow.toolcalls._bfcl import BfclGold, BfclVerdict, check_bfcl
-from sommelier_mlflow.toolcalls._calls_parse import (
-    CALLS_PARSER_VERSION,
-    CallsParseResult,
-    parse_tool_calls,
-)
-from sommelier_mlflow.toolcalls._modes import Parsed, ScoringMode, register_scoring_mode
+from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
+from sommelier_mlflow.toolcalls._modes import Parsed, calls_mode, register_builtin_mode
 from sommelier_mlflow.toolcalls._normalise import gold_calls_of
-from sommelier_mlflow.toolcalls._registry import ScoringMetric, register_scoring_metric
+from sommelier_mlflow.toolcalls._registry import ScoringMetric
 
 __all__ = [
     "BFCL_CATEGORY_FIELD",
@@ -85,14 +81,6 @@ def _leaderboard(c: BfclComparison) -> tuple[int, int]:
     return int(c.verdict.bfcl_passed), 1
 
 
-def _accept_calls(decoded: CallsParseResult) -> CallsParseResult:
-    return decoded  # every decoded list is judged as it is
-
-
-def _any_count(count: int) -> None:
-    del count  # irrelevance questions expect none, parallel ones several
-
-
 def _read_gold(value: object, where: str) -> tuple[dict[str, Any], ...]:
     calls = tuple(gold_calls_of(value, where=where))
     try:
@@ -102,47 +90,42 @@ def _read_gold(value: object, where: str) -> tuple[dict[str, Any], ...]:
     return calls
 
 
-register_scoring_mode(
-    ScoringMode(
-        name=BFCL_MODE,
-        description="BFCL's AST rules against the possible answers of a split from import-bfcl.",
-        parser_version=CALLS_PARSER_VERSION,
-        parse_json=parse_tool_calls,
-        accept_calls=_accept_calls,
+register_builtin_mode(
+    calls_mode(
+        BFCL_MODE,
+        "BFCL's AST rules against the possible answers of a split from import-bfcl.",
         read_gold=_read_gold,
-        gold_problem=_any_count,
         make_gold=BfclGold,
         compare=BfclComparison,
         default_slices=(BFCL_CATEGORY_FIELD,),
-    )
+    ),
+    (
+        ScoringMetric(
+            "bfcl_ast_accuracy",
+            "Examples passing BFCL's AST rules (possible-answer matching; an undecodable "
+            "output fails, parallel calls may pair in any complete one-to-one way).",
+            _accuracy,
+            binary=True,
+            mcnemar=True,
+            table_column="bfcl_passed",
+        ),
+        ScoringMetric(
+            "bfcl_decode_rate",
+            "Outputs the output format decoded into zero or more calls.",
+            _decoded,
+            binary=True,
+            table_column="bfcl_decoded",
+        ),
+        ScoringMetric(
+            "bfcl_leaderboard_accuracy",
+            "Examples BFCL's own checker passes: as bfcl_ast_accuracy, except that an "
+            "undecodable irrelevance output counts as correct and parallel calls pair greedily.",
+            _leaderboard,
+            binary=True,
+            table_column="bfcl_leaderboard_passed",
+        ),
+    ),
 )
-for _metric in (
-    ScoringMetric(
-        "bfcl_ast_accuracy",
-        "Examples passing BFCL's AST rules (possible-answer matching; an undecodable "
-        "output fails, parallel calls may pair in any complete one-to-one way).",
-        _accuracy,
-        binary=True,
-        mcnemar=True,
-        table_column="bfcl_passed",
-    ),
-    ScoringMetric(
-        "bfcl_decode_rate",
-        "Outputs the output format decoded into zero or more calls.",
-        _decoded,
-        binary=True,
-        table_column="bfcl_decoded",
-    ),
-    ScoringMetric(
-        "bfcl_leaderboard_accuracy",
-        "Examples BFCL's own checker passes: as bfcl_ast_accuracy, except that an "
-        "undecodable irrelevance output counts as correct and parallel calls pair greedily.",
-        _leaderboard,
-        binary=True,
-        table_column="bfcl_leaderboard_passed",
-    ),
-):
-    register_scoring_metric(_metric, mode=BFCL_MODE, builtin=True)
 
 #: The ``bfcl``-mode metric names, in report order.
 BFCL_METRIC_NAMES: Final = ("bfcl_ast_accuracy", "bfcl_decode_rate", "bfcl_leaderboard_accuracy")

@@ -26,17 +26,13 @@ from typing import Any, Final
 
 from sommelier_mlflow.errors import InputError
 from sommelier_mlflow.toolcalls._calls_parse import (
-    CALLS_PARSER_VERSION,
     CallsParseResult,
-    parse_tool_calls,
 )
 from sommelier_mlflow.toolcalls._flatten import count_pairs, flatten_arguments
-from sommelier_mlflow.toolcalls._modes import Parsed, ScoringMode, register_scoring_mode
-from sommelier_mlflow.toolcalls._normalise import gold_calls_of
+from sommelier_mlflow.toolcalls._modes import Parsed, calls_mode, register_builtin_mode
 from sommelier_mlflow.toolcalls._parse import PARSE_STATUSES, is_tool_call
 from sommelier_mlflow.toolcalls._registry import (
     ScoringMetric,
-    register_scoring_metric,
     scoring_metric_names,
     scoring_metrics,
 )
@@ -372,18 +368,6 @@ def _compare_calls(parsed: Parsed, gold: GoldCalls) -> CallsComparison:
     return CallsComparison(parsed.status, calls, gold)
 
 
-def _any_count(count: int) -> None:
-    del count  # every number of gold calls, zero included, is a calls-mode example
-
-
-def _accept_calls(decoded: CallsParseResult) -> CallsParseResult:
-    return decoded  # the calls mode takes every decoded list as it is
-
-
-def _read_gold_calls(value: object, where: str) -> tuple[dict[str, Any], ...]:
-    return tuple(gold_calls_of(value, where=where))
-
-
 def call_count_value(count: int) -> str:
     """The ``calls`` slice value of an example with ``count`` gold calls: ``0``, ``1`` or ``2+``."""
     return str(count) if count < 2 else "2+"
@@ -393,60 +377,55 @@ def _call_count(calls: Sequence[Mapping[str, Any]]) -> str:
     return call_count_value(len(calls))
 
 
-register_scoring_mode(
-    ScoringMode(
-        name=CALLS_MODE,
-        description="Zero, one or several gold calls per example, matched as a multiset.",
-        parser_version=CALLS_PARSER_VERSION,
-        parse_json=parse_tool_calls,
-        accept_calls=_accept_calls,
-        read_gold=_read_gold_calls,
-        gold_problem=_any_count,
+register_builtin_mode(
+    calls_mode(
+        CALLS_MODE,
+        "Zero, one or several gold calls per example, matched as a multiset.",
         make_gold=GoldCalls,
         compare=_compare_calls,
         default_slices=(CALLS_SLICE_FIELD,),
         derived_slices={CALLS_SLICE_FIELD: _call_count},
-    )
+    ),
+    (
+        ScoringMetric(
+            "call_set_exact_match",
+            "Share of examples whose predicted calls equal the gold calls as a multiset "
+            "(order-free, duplicates counted); on an abstention example, that the model abstained.",
+            _call_set,
+            binary=True,
+            mcnemar=True,
+            table_column="call_set_correct",
+        ),
+        ScoringMetric(
+            "call_precision",
+            "Predicted calls matching a gold call one to one by name and canonical arguments, "
+            "over all predicted calls (an unparseable output counts as one wrong call).",
+            _call_precision,
+        ),
+        ScoringMetric(
+            "call_recall",
+            "Gold calls matched one to one by a predicted call, over all gold calls.",
+            _call_recall,
+        ),
+        ScoringMetric("call_f1", "Micro F1 of call precision and call recall.", _call_f1),
+        ScoringMetric(
+            "call_argument_f1",
+            "Micro F1 over flattened argument pairs after an optimal one-to-one call assignment.",
+            _call_argument_f1,
+        ),
+        ScoringMetric(
+            "abstention_accuracy",
+            "Abstention examples where the model abstained ([] or no JSON), "
+            "over abstention examples.",
+            _abstention,
+        ),
+        ScoringMetric(
+            "false_call_rate",
+            "Abstention examples where the model called a tool anyway, over abstention examples.",
+            _false_call,
+        ),
+    ),
 )
-for _metric in (
-    ScoringMetric(
-        "call_set_exact_match",
-        "Share of examples whose predicted calls equal the gold calls as a multiset "
-        "(order-free, duplicates counted); on an abstention example, that the model abstained.",
-        _call_set,
-        binary=True,
-        mcnemar=True,
-        table_column="call_set_correct",
-    ),
-    ScoringMetric(
-        "call_precision",
-        "Predicted calls matching a gold call one to one by name and canonical arguments, "
-        "over all predicted calls (an unparseable output counts as one wrong call).",
-        _call_precision,
-    ),
-    ScoringMetric(
-        "call_recall",
-        "Gold calls matched one to one by a predicted call, over all gold calls.",
-        _call_recall,
-    ),
-    ScoringMetric("call_f1", "Micro F1 of call precision and call recall.", _call_f1),
-    ScoringMetric(
-        "call_argument_f1",
-        "Micro F1 over flattened argument pairs after an optimal one-to-one call assignment.",
-        _call_argument_f1,
-    ),
-    ScoringMetric(
-        "abstention_accuracy",
-        "Abstention examples where the model abstained ([] or no JSON), over abstention examples.",
-        _abstention,
-    ),
-    ScoringMetric(
-        "false_call_rate",
-        "Abstention examples where the model called a tool anyway, over abstention examples.",
-        _false_call,
-    ),
-):
-    register_scoring_metric(_metric, mode=CALLS_MODE, builtin=True)
 
 CALLS_METRIC_NAMES: Final[tuple[str, ...]] = scoring_metric_names(CALLS_MODE)
 """The seven ``calls``-mode metric names, in report order."""

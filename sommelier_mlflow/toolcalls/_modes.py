@@ -25,17 +25,23 @@ Both registries also load installed plugins from their entry-point groups
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
 from sommelier_mlflow._plugins import OUTPUT_FORMATS_GROUP, SCORING_MODES_GROUP, Registry
 from sommelier_mlflow.errors import ConfigError, DataError
-from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
+from sommelier_mlflow.toolcalls._calls_parse import (
+    CALLS_PARSER_VERSION,
+    CallsParseResult,
+    parse_tool_calls,
+)
+from sommelier_mlflow.toolcalls._normalise import gold_calls_of
 from sommelier_mlflow.toolcalls._parse import ParseResult
 from sommelier_mlflow.toolcalls._registry import (
     ScoringMetric,
     add_metric_set,
+    register_scoring_metric,
     scoring_metrics,
 )
 
@@ -44,8 +50,10 @@ __all__ = [
     "OutputFormat",
     "Parsed",
     "ScoringMode",
+    "calls_mode",
     "output_format",
     "output_format_names",
+    "register_builtin_mode",
     "register_output_format",
     "register_scoring_mode",
     "scoring_mode",
@@ -194,6 +202,20 @@ def register_scoring_mode(mode: ScoringMode[Any]) -> ScoringMode[Any]:
     return mode
 
 
+def register_builtin_mode(
+    mode: ScoringMode[Any], metrics: Iterable[ScoringMetric[Any]]
+) -> ScoringMode[Any]:
+    """Register one of the package's own modes, then its metrics in report column order.
+
+    The metrics follow the mode because registering it opens its metric set;
+    they are marked built in, so no plugin can unregister them.
+    """
+    register_scoring_mode(mode)
+    for metric in metrics:
+        register_scoring_metric(metric, mode=mode.name, builtin=True)
+    return mode
+
+
 def scoring_mode(name: str) -> ScoringMode[Any]:
     """The registered mode ``name`` (ConfigError, exit 2, listing the names, if unknown)."""
     return _MODES.get(name)
@@ -243,6 +265,49 @@ def single_call(decoded: CallsParseResult) -> ParseResult:
     if len(calls) != 1:
         return ParseResult("invalid_shape")
     return ParseResult("ok", calls[0])
+
+
+def _any_count(count: int) -> None:
+    del count  # every number of gold calls, zero included, is an example
+
+
+def _accept_calls(decoded: CallsParseResult) -> CallsParseResult:
+    return decoded  # every decoded list is judged as it is
+
+
+def _read_gold_calls(value: object, where: str) -> tuple[dict[str, Any], ...]:
+    return tuple(gold_calls_of(value, where=where))
+
+
+def calls_mode(
+    name: str,
+    description: str,
+    *,
+    make_gold: Callable[[Sequence[Mapping[str, Any]]], GoldT],
+    compare: Callable[[Parsed, GoldT], Any],
+    default_slices: tuple[str, ...],
+    read_gold: Callable[[object, str], tuple[dict[str, Any], ...]] = _read_gold_calls,
+    derived_slices: Mapping[str, Callable[[Sequence[Mapping[str, Any]]], str]] | None = None,
+) -> ScoringMode[GoldT]:
+    """A scoring mode that reads outputs with the calls parser, as ``calls`` and ``bfcl`` do.
+
+    Such a mode judges every decoded list as it is, and takes an example with
+    any number of gold calls, zero included (abstention, irrelevance and
+    parallel questions); what differs is how it reads and compares the gold.
+    """
+    return ScoringMode(
+        name=name,
+        description=description,
+        parser_version=CALLS_PARSER_VERSION,
+        parse_json=parse_tool_calls,
+        accept_calls=_accept_calls,
+        read_gold=read_gold,
+        gold_problem=_any_count,
+        make_gold=make_gold,
+        compare=compare,
+        default_slices=default_slices,
+        derived_slices={} if derived_slices is None else derived_slices,
+    )
 
 
 register_output_format(

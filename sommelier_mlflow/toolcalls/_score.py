@@ -29,7 +29,7 @@ from sommelier_mlflow.toolcalls._flatten import (
 from sommelier_mlflow.toolcalls._modes import (
     Parsed,
     ScoringMode,
-    register_scoring_mode,
+    register_builtin_mode,
     single_call,
 )
 from sommelier_mlflow.toolcalls._normalise import gold_call_of
@@ -44,7 +44,6 @@ from sommelier_mlflow.toolcalls._registry import (
     DEFAULT_MODE,
     ScoringMetric,
     is_builtin_metric,
-    register_scoring_metric,
     scoring_metric_names,
     scoring_metrics,
 )
@@ -290,7 +289,7 @@ def _compare_call(parsed: Parsed, gold: GoldCall) -> CallComparison:
     return CallComparison(parsed.status, call, gold)
 
 
-register_scoring_mode(
+register_builtin_mode(
     ScoringMode(
         name=DEFAULT_MODE,
         description="Exactly one gold call per example, compared call to call.",
@@ -302,47 +301,45 @@ register_scoring_mode(
         make_gold=_make_gold_call,
         compare=_compare_call,
         catalog_reference=_first_call,
-    )
+    ),
+    # The spec's five, in the spec's order: registration order is report column order.
+    (
+        ScoringMetric(
+            "valid_json_rate",
+            "Share of outputs that parse into exactly one well-formed tool call.",
+            _valid_json,
+            binary=True,
+            in_table=False,  # the table's parse_status column already says it
+        ),
+        ScoringMetric(
+            "function_name_accuracy",
+            "Share of outputs whose parsed call names the gold function.",
+            _function_name,
+            binary=True,
+            table_column="name_correct",
+        ),
+        ScoringMetric(
+            "argument_exact_match",
+            "Share of outputs whose arguments equal the gold arguments exactly.",
+            _argument_exact,
+            binary=True,
+            table_column="arguments_correct",
+        ),
+        ScoringMetric(
+            "argument_f1",
+            "Micro F1 over flattened argument path/value pairs.",
+            _argument_f1,
+        ),
+        ScoringMetric(
+            "full_call_exact_match",
+            "Share of outputs with the exact gold function name and arguments.",
+            _full_call,
+            binary=True,
+            mcnemar=True,
+            table_column="full_call_correct",
+        ),
+    ),
 )
-
-# The spec's five, in the spec's order: registration order is report column order.
-for _metric in (
-    ScoringMetric(
-        "valid_json_rate",
-        "Share of outputs that parse into exactly one well-formed tool call.",
-        _valid_json,
-        binary=True,
-        in_table=False,  # the table's parse_status column already says it
-    ),
-    ScoringMetric(
-        "function_name_accuracy",
-        "Share of outputs whose parsed call names the gold function.",
-        _function_name,
-        binary=True,
-        table_column="name_correct",
-    ),
-    ScoringMetric(
-        "argument_exact_match",
-        "Share of outputs whose arguments equal the gold arguments exactly.",
-        _argument_exact,
-        binary=True,
-        table_column="arguments_correct",
-    ),
-    ScoringMetric(
-        "argument_f1",
-        "Micro F1 over flattened argument path/value pairs.",
-        _argument_f1,
-    ),
-    ScoringMetric(
-        "full_call_exact_match",
-        "Share of outputs with the exact gold function name and arguments.",
-        _full_call,
-        binary=True,
-        mcnemar=True,
-        table_column="full_call_correct",
-    ),
-):
-    register_scoring_metric(_metric, builtin=True)
 
 METRIC_NAMES: Final[tuple[str, ...]] = scoring_metric_names()
 """The spec's five metric names in the spec's order (the registry may hold more)."""
