@@ -17,6 +17,7 @@ process but the main one.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import random
@@ -261,16 +262,24 @@ class SommelierCallback(TrainerCallback):
         self._max_examples = max_examples
         self._seed = seed
         self._scoring = scoring
-        self._output_format = output_format
         self._keep_special_tokens = find_output_format(output_format).special_tokens
         self._prompt_format = prompt_format
         self._slice_by = tuple(slice_by)
         self._decoding = Decoding(max_new_tokens, batch_size, backend="hf")
+        # Every evaluation scores alike; only the arm and its generations change.
+        self._score = functools.partial(
+            score_run,
+            decoding=self._decoding,
+            seed=seed,
+            resamples=resamples,
+            scoring=scoring,
+            output_format=output_format,
+            slice_by=self._slice_by,
+        )
         self._every = every_n_steps
         self._on_evaluate = on_evaluate
         self._at_end = at_end
         self._evaluate_base = evaluate_base
-        self._resamples = resamples
         self._output_dir = None if output_dir is None else Path(output_dir)
         self._prepared: _Prepared | None = None
         self._evaluated: set[int] = set()
@@ -402,18 +411,12 @@ class SommelierCallback(TrainerCallback):
             )
         generated = time.perf_counter()
         records = [record for path in paths.values() for record in read_generations(path)]
-        scored = score_run(
+        scored = self._score(
             prepared.split,
             records,
             model_kind=kind,
             model_identity=prepared.identity,
             adapter=adapter,
-            decoding=self._decoding,
-            seed=self._seed,
-            resamples=self._resamples,
-            scoring=self._scoring,
-            output_format=self._output_format,
-            slice_by=self._slice_by,
         )
         report = EvaluationReport.from_run(scored)
         report_path = write_evaluation_report(out / EVALUATION_REPORT_FILENAME, report)
