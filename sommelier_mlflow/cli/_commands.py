@@ -42,11 +42,14 @@ def _optional_int(text: str) -> int | None:
     return int(number)
 
 
+def _switch(parser: argparse.ArgumentParser, flag: str, help_text: str) -> None:
+    """An off-by-default flag: present means on (``store_true``)."""
+    parser.add_argument(flag, action="store_true", help=help_text)
+
+
 def _add_mlflow_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--mlflow",
-        action="store_true",
-        help="log to MLflow (automatic under `mlflow run`, which sets MLFLOW_RUN_ID)",
+    _switch(
+        parser, "--mlflow", "log to MLflow (automatic under `mlflow run`, which sets MLFLOW_RUN_ID)"
     )
 
 
@@ -54,6 +57,13 @@ _SPLIT_HELP = (
     "a split file, or mlflow-dataset:<name or id> for an MLflow evaluation dataset "
     "(docs/datasets.md)"
 )
+
+
+def _add_test_split(parser: argparse.ArgumentParser, what: str | None = None) -> None:
+    """``--test-split``, which every command that reads a split takes; ``what`` says which."""
+    help_text = _SPLIT_HELP if what is None else f"{what}: {_SPLIT_HELP}"
+    parser.add_argument("--test-split", required=True, help=help_text)
+
 
 #: Seeds are recorded in reports and MLflow params, which hold signed 64-bit integers.
 _MAX_SEED = 2**63 - 1
@@ -82,10 +92,10 @@ def _add_experience(parser: argparse.ArgumentParser) -> None:
         help="one MLflow trace with assessments per example, for MLflow's evaluation view "
         "(auto: on up to 5,000 examples per arm)",
     )
-    parser.add_argument(
+    _switch(
+        parser,
         "--progress",
-        action="store_true",
-        help="show progress bars even when stderr is not a terminal (they show on a terminal)",
+        "show progress bars even when stderr is not a terminal (they show on a terminal)",
     )
 
 
@@ -137,16 +147,29 @@ def _add_claims(parser: argparse.ArgumentParser) -> None:
         default="",
         help="preregistered claims file (sommelier_mlflow.claims.v1) to decide; empty: none",
     )
-    parser.add_argument(
+    _switch(
+        parser,
         "--require-registered",
-        action="store_true",
-        help="refuse (exit 4) claims whose SHA-256 no `claims register` run recorded",
+        "refuse (exit 4) claims whose SHA-256 no `claims register` run recorded",
     )
-    parser.add_argument(
+    _switch(
+        parser,
         "--fail-on-unsupported",
-        action="store_true",
-        help="exit 6 when any claim is not supported (reports are still written and logged)",
+        "exit 6 when any claim is not supported (reports are still written and logged)",
     )
+
+
+def _add_scoring_run(parser: argparse.ArgumentParser, *, claims: bool = False) -> None:
+    """The flags every command that scores an arm shares (``evaluate``, ``score``, ``main``).
+
+    ``main`` also decides claims, so it takes the claims flags too.
+    """
+    _add_experience(parser)
+    _add_stats(parser)
+    _add_scoring(parser)
+    if claims:
+        _add_claims(parser)
+    _add_mlflow_flag(parser)
 
 
 def _add_model(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -180,10 +203,10 @@ def _add_generation(parser: argparse.ArgumentParser, *, batch_size: int) -> None
 
 
 def _add_trust_remote_code(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument(
+    _switch(
+        parser,
         "--trust-remote-code",
-        action="store_true",
-        help=f"run code shipped with the {what} repository (off unless you ask)",
+        f"run code shipped with the {what} repository (off unless you ask)",
     )
 
 
@@ -289,10 +312,10 @@ def _command_prepare(sub: Any) -> None:
     prepare.add_argument("--train", type=_nonneg_int, required=True, help="train roots")
     prepare.add_argument("--validation", type=_nonneg_int, required=True, help="validation roots")
     prepare.add_argument("--test", type=_nonneg_int, required=True, help="test roots")
-    prepare.add_argument(
+    _switch(
+        prepare,
         "--keep-multi-call",
-        action="store_true",
-        help="keep rows answered by several calls or none (abstention); score with --scoring calls",
+        "keep rows answered by several calls or none (abstention); score with --scoring calls",
     )
     _add_mlflow_flag(prepare)
 
@@ -329,7 +352,7 @@ def _command_format(sub: Any) -> None:
     fmt = sub.add_parser(
         "format", help="render a split's prompts with a tokenizer, no generation (for serving)"
     )
-    fmt.add_argument("--test-split", required=True, help=f"the split to render: {_SPLIT_HELP}")
+    _add_test_split(fmt, "the split to render")
     fmt.add_argument("--tokenizer", required=True, help="tokenizer directory or hub id")
     fmt.add_argument("--tokenizer-revision", default=None, help="pinned hub revision of it")
     _add_trust_remote_code(fmt, "tokenizer")
@@ -346,25 +369,20 @@ def _command_format(sub: Any) -> None:
 def _command_evaluate(sub: Any) -> None:
     """The ``evaluate`` subcommand (one arm: generate and score)."""
     evaluate = sub.add_parser("evaluate", help="generate greedily for one arm and score it")
-    evaluate.add_argument("--test-split", required=True, help=_SPLIT_HELP)
+    _add_test_split(evaluate)
     _add_model(evaluate, required=False)  # a models:/ adapter names its base
     evaluate.add_argument("--model-kind", required=True, choices=["base", "adapter"])
     evaluate.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: auto)")
     _add_generation(evaluate, batch_size=8)
     _add_trust_remote_code(evaluate, "model")
     evaluate.add_argument("--out", default=None, help="output folder (default: derived, resumable)")
-    _add_experience(evaluate)
-    _add_stats(evaluate)
-    _add_scoring(evaluate)
-    _add_mlflow_flag(evaluate)
+    _add_scoring_run(evaluate)
 
 
 def _command_score(sub: Any) -> None:
     """The ``score`` subcommand (score existing outputs)."""
     score = sub.add_parser("score", help="score outputs that already exist, no model needed")
-    score.add_argument(
-        "--test-split", required=True, help=f"the formatted test split: {_SPLIT_HELP}"
-    )
+    _add_test_split(score, "the formatted test split")
     score.add_argument(
         "--generations", default=None, help="generations/ folder or one file (this package's)"
     )
@@ -384,10 +402,7 @@ def _command_score(sub: Any) -> None:
     score.add_argument("--model-kind", required=True, choices=["base", "adapter"])
     _add_model(score, required=False)
     score.add_argument("--out", default=None)
-    _add_experience(score)
-    _add_stats(score)
-    _add_scoring(score)
-    _add_mlflow_flag(score)
+    _add_scoring_run(score)
 
 
 def _command_compare(sub: Any) -> None:
@@ -408,9 +423,7 @@ def _command_compare(sub: Any) -> None:
 def _command_main(sub: Any) -> None:
     """The ``main`` subcommand (base arm + adapter arm + comparison)."""
     main_parser = sub.add_parser("main", help="base arm + adapter arm + comparison on one split")
-    main_parser.add_argument(
-        "--test-split", required=True, help=f"formatted or prepared test split: {_SPLIT_HELP}"
-    )
+    _add_test_split(main_parser, "formatted or prepared test split")
     main_parser.add_argument(
         "--model",
         default=None,
@@ -430,11 +443,7 @@ def _command_main(sub: Any) -> None:
     )
     _add_generation(main_parser, batch_size=16)
     main_parser.add_argument("--out", default=None)
-    _add_experience(main_parser)
-    _add_stats(main_parser)
-    _add_scoring(main_parser)
-    _add_claims(main_parser)
-    _add_mlflow_flag(main_parser)
+    _add_scoring_run(main_parser, claims=True)
 
 
 def _command_claims(sub: Any) -> None:
@@ -469,10 +478,8 @@ def _command_dataset(sub: Any) -> None:
     )
     push.add_argument("split", metavar="SPLIT", help="the test split to write (.jsonl)")
     push.add_argument("--name", required=True, help="the new dataset's name")
-    push.add_argument(
-        "--replace",
-        action="store_true",
-        help="if datasets of that name exist, delete them once the new one is written",
+    _switch(
+        push, "--replace", "if datasets of that name exist, delete them once the new one is written"
     )
     _add_slice_by(
         push,
