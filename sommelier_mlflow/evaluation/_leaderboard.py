@@ -24,12 +24,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from sommelier_mlflow._json import atomic_write_bytes, dumps_pretty
 from sommelier_mlflow.data import OVERALL
 from sommelier_mlflow.errors import ComparisonRefusedError, ConfigError
-from sommelier_mlflow.evaluation._claims import bootstrap_p_value, holm_adjust
+from sommelier_mlflow.evaluation._claims import DEFAULT_ALPHA, bootstrap_p_value, holm_adjust
 from sommelier_mlflow.evaluation._compare import compare_reports_with_draws
 from sommelier_mlflow.evaluation._comparison_report import ComparisonReport
 from sommelier_mlflow.evaluation._report import EvaluationReport
@@ -52,10 +52,8 @@ __all__ = [
 LEADERBOARD_SCHEMA: Final = "sommelier_mlflow.leaderboard.v1"
 LEADERBOARD_FILENAME: Final = "leaderboard.json"
 LEADERBOARD_MARKDOWN_FILENAME: Final = "leaderboard.md"
-ONE_SIDED_MCNEMAR: Final = "exact_mcnemar_one_sided"
-ONE_SIDED_BOOTSTRAP: Final = "paired_bootstrap_one_sided"
-#: The family-wise error rate of the "better" decisions.
-DEFAULT_ALPHA: Final = 0.05
+#: How a row's p-value was computed (see :func:`select_p_value`).
+_PValueMethod = Literal["exact_mcnemar_one_sided", "paired_bootstrap_one_sided"]
 
 
 @dataclass(frozen=True)
@@ -150,7 +148,7 @@ class Leaderboard:
 
 def select_p_value(
     comparison: ComparisonReport, draws: BootstrapDraws, metric: str
-) -> tuple[Fraction, str]:
+) -> tuple[Fraction, _PValueMethod]:
     """One adapter's one-sided p-value that it beats the base on ``metric``, and its method.
 
     On the comparison's McNemar outcome (``full_call_exact_match``: right or
@@ -165,9 +163,9 @@ def select_p_value(
     """
     overall = comparison.slices[OVERALL]
     if metric == overall.mcnemar_metric:
-        return mcnemar_one_sided(overall.mcnemar.b, overall.mcnemar.c), ONE_SIDED_MCNEMAR
+        return mcnemar_one_sided(overall.mcnemar.b, overall.mcnemar.c), "exact_mcnemar_one_sided"
     try:
-        return bootstrap_p_value(draws.column(metric), 0.0), ONE_SIDED_BOOTSTRAP
+        return bootstrap_p_value(draws.column(metric), 0.0), "paired_bootstrap_one_sided"
     except KeyError as exc:
         raise ConfigError(f"select metric: {exc.args[0]}") from exc
 

@@ -33,13 +33,14 @@ __all__ = [
 #: degenerate generation runs to ``max_new_tokens``; the full text stays in the
 #: run's generations artifact, the trace shows its start and its length.
 TRACE_TEXT_LIMIT: Final = 20_000
-#: The previews the UI lists traces by, and a ``TOOL`` span's name, are shorter.
-_PREVIEW_CHARS: Final = 1000
-_SPAN_NAME_CHARS: Final = 250
 _TRACE_NAME: Final = "sommelier.example"
 #: Trace metadata and assessment metadata naming the run that scored them.
 _SOURCE_RUN: Final = "mlflow.sourceRun"
 _ASSESSMENT_SOURCE_RUN: Final = "mlflow.assessment.sourceRunId"
+#: What the UI lists a trace by (its request and response previews) and a
+#: ``TOOL`` span's name are shorter.
+_PREVIEW_CHARS: Final = 1000
+_SPAN_NAME_CHARS: Final = 250
 
 
 @dataclass(frozen=True)

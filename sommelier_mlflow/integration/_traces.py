@@ -67,13 +67,15 @@ _LOG_TRACES_VALUES: Final = ("auto", "true", "false")
 #: The run tag (and value) ``mlflow.genai.evaluate`` sets on its runs.
 _RUN_TYPE_TAG: Final = "mlflow.runType"
 _RUN_TYPE_EVALUATION: Final = "genai_evaluate"
-#: Run tags that let a rerun recognise the run of a command killed while it
-#: logged the same arm's traces (state, arm digest, logging process).
-_STATE_TAG: Final = "sommelier.traces.state"
+#: Run tags, all under one prefix, that let a rerun recognise the run of a
+#: command killed while it logged the same arm's traces (state, arm digest,
+#: logging process).
+_TAGS: Final = "sommelier.traces."
+_STATE_TAG: Final = f"{_TAGS}state"
 _STATE_LOGGING: Final = "logging"
 _STATE_LOGGED: Final = "logged"
-_KEY_TAG: Final = "sommelier.traces.key"
-_OWNER_TAG: Final = "sommelier.traces.owner"
+_KEY_TAG: Final = f"{_TAGS}key"
+_OWNER_TAG: Final = f"{_TAGS}owner"
 #: Items per request: spans per ``log_spans``, trace ids per link or delete.
 _SPANS_PER_REQUEST: Final = 500
 _LINKS_PER_REQUEST: Final = 100
