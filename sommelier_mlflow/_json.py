@@ -24,12 +24,15 @@ from typing import Any, Final
 import orjson
 
 __all__ = [
+    "EXACT_INT_FLOAT_MAX",
+    "EXACT_INT_FLOAT_MIN",
     "JSONDecodeError",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_jsonl",
     "staged_folder",
     "canonical_json",
+    "checked_small",
     "dumps_line",
     "dumps_pretty",
     "field_dict",
@@ -212,8 +215,8 @@ def loads(data: str | bytes, *, reject_duplicate_keys: bool = False) -> Any:
 
 #: orjson reads integers in [-2**63, 2**64) exactly; one outside becomes a float
 #: at least this large in magnitude, so smaller floats need no second look.
-_EXACT_INT_FLOAT_MIN: Final = -9.2e18
-_EXACT_INT_FLOAT_MAX: Final = 1.8e19
+EXACT_INT_FLOAT_MIN: Final = -9.2e18
+EXACT_INT_FLOAT_MAX: Final = 1.8e19
 
 
 def _has_huge_float(value: Any) -> bool:
@@ -225,7 +228,7 @@ def _has_huge_float(value: Any) -> bool:
             stack.extend(item.values())
         elif kind is list:
             stack.extend(item)
-        elif kind is float and not _EXACT_INT_FLOAT_MIN < item < _EXACT_INT_FLOAT_MAX:
+        elif kind is float and not EXACT_INT_FLOAT_MIN < item < EXACT_INT_FLOAT_MAX:
             return True
     return False
 
@@ -234,24 +237,34 @@ def loads_small(data: str | bytes, *, reject_duplicate_keys: bool = False) -> An
     """:func:`loads` for short documents parsed in a hot loop (model completions).
 
     Same result, for little more than the parse itself on a typical tool
-    call: the parsed value is written back once by orjson (in C), and that
-    one string serves both checks below, so a clean document costs a few
-    C-level scans instead of a scan of its tokens or a Python walk of its
-    value.
+    call: see :func:`checked_small`.
 
     Args:
         data: The JSON text.
-        reject_duplicate_keys: Refuse an object that names a key twice. The
-            check first compares the colons of the text with those of the
-            parsed value written back (one per key plus those inside strings;
-            a dropped duplicate loses at least one), and scans the text's
-            tokens only when they differ or an escape could hide a colon.
+        reject_duplicate_keys: Refuse an object that names a key twice.
 
     Raises:
         orjson.JSONDecodeError: On anything that is not strict JSON, and, when
             asked, on duplicate keys.
     """
-    value = orjson.loads(data)
+    return checked_small(data, orjson.loads(data), reject_duplicate_keys=reject_duplicate_keys)
+
+
+def checked_small(data: str | bytes, value: Any, *, reject_duplicate_keys: bool = False) -> Any:
+    """What :func:`loads` returns for ``data``, given ``value``, orjson's parse of it.
+
+    The checks orjson's parse lacks, at little cost on a short document: the
+    parsed value is written back once by orjson (in C), and that one string
+    serves both. The duplicate-key check (when asked) compares the colons of
+    the text with those of the written value (one per key plus those inside
+    strings; a dropped duplicate loses at least one), and scans the text's
+    tokens only when they differ or an escape could hide a colon. The
+    big-integer check looks for a float that could have been an integer
+    beyond 64 bits, and only then re-reads the text exactly.
+
+    Raises:
+        orjson.JSONDecodeError: When asked, on duplicate keys.
+    """
     try:
         written: bytes | None = orjson.dumps(value)
     except orjson.JSONEncodeError:  # nested deeper than orjson writes

@@ -88,6 +88,10 @@ _PY_TYPE: Final[dict[str, type]] = {
     "dict": dict,
     "any": str,
 }
+#: Every valid ``bfcl_type`` of an answer key, as a tuple: ``(type,)`` or ``(type, item type)``.
+_VALID_TYPES: Final = frozenset(
+    {(outer,) for outer in _PY_TYPE} | {(outer, inner) for outer in _PY_TYPE for inner in _PY_TYPE}
+)
 _REMOVED: Final = " ,./-_*^"
 _STANDARDIZE: Final = str.maketrans("", "", _REMOVED)
 _REMOVED_BYTES: Final = _REMOVED.encode()
@@ -208,18 +212,23 @@ _EQUAL, _STRING, _LIST, _DICT, _DICT_LIST = range(5)
 _Rule = Callable[[Any], str | None]
 
 
-def _string_rule(values: list[Any], strings: frozenset[str]) -> _Rule:
+def _string_rule(parameter: _Acceptable) -> _Rule:
     """The check of a string parameter whose answer is a literal (the commonest kind).
 
     A value spelled exactly as an acceptable one passes without being
-    standardised (equal strings standardise equally).
+    standardised (equal strings standardise equally); the acceptable values
+    are standardised only when a value is not (most answer keys never are).
     """
-    verbatim = frozenset(option for option in values if type(option) is str)
+    values = parameter.values
+    try:
+        verbatim = frozenset(values)  # a str value can only equal the str options
+    except TypeError:  # an unhashable option (a list): keep the strings only
+        verbatim = frozenset(option for option in values if type(option) is str)
 
     def rule(value: Any) -> str | None:
         if type(value) is not str:
             return "type_mismatch"
-        if value in verbatim or standardize_bfcl_string(value) in strings:
+        if value in verbatim or standardize_bfcl_string(value) in parameter.strings:
             return None
         return "value_mismatch"
 
@@ -279,7 +288,7 @@ class _Parameter(_Acceptable):
         per value.
         """
         if not self.variable and self.compare == _STRING:
-            return _string_rule(self.values, self.strings)
+            return _string_rule(self)
         if not self.variable and self.compare == _EQUAL:
             return _scalar_rule(self.expected, self.values, self.to_float)
         return self.error
@@ -330,18 +339,20 @@ def _parameter(name: str, param: str, key: object) -> _Parameter:
     values, types, required = key["acceptable"], key["bfcl_type"], key["required"]
     if type(values) is not list:
         raise InputError(f"{where}: 'acceptable' must be a list of acceptable values")
-    if types is not None and (
-        type(types) is not list
-        or not 1 <= len(types) <= 2
-        or not all(isinstance(t, str) and t in _PY_TYPE for t in types)
-    ):
-        raise InputError(
-            f"{where}: 'bfcl_type' must be [type] or [type, item type] with BFCL's type names "
-            f"({', '.join(_PY_TYPE)}), or null; got {types!r}"
-        )
+    if types is not None:
+        try:
+            types = tuple(types) if type(types) is list else None
+            valid = types in _VALID_TYPES
+        except TypeError:  # an unhashable type name
+            valid = False
+        if not valid:
+            raise InputError(
+                f"{where}: 'bfcl_type' must be [type] or [type, item type] with BFCL's type "
+                f"names ({', '.join(_PY_TYPE)}), or null; got {key['bfcl_type']!r}"
+            )
     if type(required) is not bool:
         raise InputError(f"{where}: 'required' must be true or false")
-    return _Parameter(values, None if types is None else tuple(types), required)
+    return _Parameter(values, types, required)
 
 
 class _Expected:
@@ -353,16 +364,23 @@ class _Expected:
                 f"gold call {index} must be {{'name': str, 'arguments': {{...}}}}, got {call!r}"
             )
         self.name: str = call["name"]
-        self.params = {
-            param: _parameter(self.name, param, key) for param, key in call["arguments"].items()
-        }
-        self.required = frozenset(p for p, key in self.params.items() if key.required)
-        # The parameters a call may give: in the schema (typed) and in the answer.
-        self.rules: dict[str, _Rule] = {
-            p: key.rule() for p, key in self.params.items() if key.types is not None and key.values
-        }
-        # Answer parameters that may not be left out: "" is not among their values.
-        self.needed = frozenset(p for p, key in self.params.items() if not key.optional)
+        self.params: dict[str, _Parameter] = {}
+        # The parameters a call may give (in the schema, typed, and in the answer), each
+        # with its check; those the schema requires; and the answer parameters that may
+        # not be left out ("" is not among their values).
+        self.rules: dict[str, _Rule] = {}
+        required: list[str] = []
+        needed: list[str] = []
+        for param, key in call["arguments"].items():
+            parameter = self.params[param] = _parameter(self.name, param, key)
+            if parameter.types is not None and parameter.values:
+                self.rules[param] = parameter.rule()
+            if parameter.required:
+                required.append(param)
+            if not parameter.optional:
+                needed.append(param)
+        self.required = frozenset(required)
+        self.needed = frozenset(needed)
 
     def mismatch(self, call: Mapping[str, Any]) -> str | None:
         """Why ``call`` does not match this expected call, or ``None`` when it does."""
@@ -396,21 +414,21 @@ class BfclGold:
         gold_calls: The example's gold calls as ``import-bfcl`` writes them
             (see the module docstring).
 
+    Attributes:
+        expected: The expected calls, in the answer's order.
+        irrelevance: Whether no call is the right answer.
+
     Raises:
         InputError: A gold call that is not such an answer key.
     """
 
-    __slots__ = ("expected",)
+    __slots__ = ("expected", "irrelevance")
 
     def __init__(self, gold_calls: Sequence[object]) -> None:
         self.expected: tuple[_Expected, ...] = tuple(
             _Expected(call, index) for index, call in enumerate(gold_calls)
         )
-
-    @property
-    def irrelevance(self) -> bool:
-        """Whether no call is the right answer."""
-        return not self.expected
+        self.irrelevance = not self.expected
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,19 +457,20 @@ _UNDECODABLE: Final = {
 }
 
 
-def _failed(reason: str) -> BfclVerdict:
-    return _FAILED[reason]
-
-
 class _Fits:
     """Whether expected call ``row`` accepts call ``column``; each pair is checked at most once."""
 
     __slots__ = ("_calls", "_expected", "_known")
 
-    def __init__(self, expected: Sequence[_Expected], calls: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(
+        self,
+        expected: Sequence[_Expected],
+        calls: Sequence[Mapping[str, Any]],
+        known: dict[tuple[int, int], bool],
+    ) -> None:
         self._expected = expected
         self._calls = calls
-        self._known: dict[tuple[int, int], bool] = {}
+        self._known = known
 
     def __call__(self, row: int, column: int) -> bool:
         fit = self._known.get((row, column))
@@ -486,15 +505,19 @@ def _complete_pairing(fits: _Fits, rows: Sequence[int]) -> bool:
     return all(_place(row, fits, len(rows), owner, set()) for row in rows)
 
 
-def _parallel(calls: Sequence[Mapping[str, Any]], gold: BfclGold) -> BfclVerdict:
-    size = len(calls)  # == len(gold.expected)
-    fits = _Fits(gold.expected, calls)
+def _parallel(calls: Sequence[Mapping[str, Any]], expected: Sequence[_Expected]) -> BfclVerdict:
+    size = len(calls)  # == len(expected)
     # BFCL's greedy pass first: when it pairs everything, a complete pairing exists.
-    used: set[int] = set()
+    # It checks each pair at most once, so it needs no memory of the pairs it
+    # checked until it fails; the pairs it did check are then handed on.
+    known: dict[tuple[int, int], bool] = {}
+    free = list(range(size))
     for row in range(size):
-        for column in range(size):
-            if column not in used and fits(row, column):
-                used.add(column)
+        mismatch = expected[row].mismatch
+        for column in free:
+            fit = known[row, column] = mismatch(calls[column]) is None
+            if fit:
+                free.remove(column)
                 break
         else:
             stuck = row
@@ -502,9 +525,13 @@ def _parallel(calls: Sequence[Mapping[str, Any]], gold: BfclGold) -> BfclVerdict
     else:
         return _PASSED
     rows = [stuck, *(row for row in range(size) if row != stuck)]
-    if _complete_pairing(fits, rows):
+    if _complete_pairing(_Fits(expected, calls, known), rows):
         return _PASSED_UNLIKE_BFCL
-    return _failed("no_assignment")
+    return _FAILED["no_assignment"]
+
+
+_CALLED_ON_IRRELEVANCE: Final = _FAILED["called_on_irrelevance"]
+_WRONG_COUNT: Final = _FAILED["wrong_count"]
 
 
 def check_bfcl(calls: Sequence[Mapping[str, Any]] | None, gold: BfclGold) -> BfclVerdict:
@@ -520,11 +547,12 @@ def check_bfcl(calls: Sequence[Mapping[str, Any]] | None, gold: BfclGold) -> Bfc
     """
     if calls is None:
         return _UNDECODABLE[gold.irrelevance]
-    if gold.irrelevance:
-        return _PASSED if not calls else _failed("called_on_irrelevance")
-    if len(calls) != len(gold.expected):
-        return _failed("wrong_count")
+    expected = gold.expected
+    if not expected:
+        return _CALLED_ON_IRRELEVANCE if calls else _PASSED
+    if len(calls) != len(expected):
+        return _WRONG_COUNT
     if len(calls) > 1:
-        return _parallel(calls, gold)
-    reason = gold.expected[0].mismatch(calls[0])
-    return _PASSED if reason is None else _failed(reason)
+        return _parallel(calls, expected)
+    reason = expected[0].mismatch(calls[0])
+    return _PASSED if reason is None else _FAILED[reason]

@@ -64,9 +64,9 @@ class BfclComparison:
     __slots__ = ("decoded", "verdict")
 
     def __init__(self, parsed: Parsed, gold: BfclGold) -> None:
-        calls = parsed.predicted_calls if isinstance(parsed, CallsParseResult) else None
-        self.decoded = parsed.status not in _FAILED
-        self.verdict: BfclVerdict = check_bfcl(calls if self.decoded else None, gold)
+        self.decoded = decoded = parsed.status not in _FAILED
+        calls = (parsed.calls or ()) if decoded and isinstance(parsed, CallsParseResult) else None
+        self.verdict: BfclVerdict = check_bfcl(calls, gold)
 
 
 def _accuracy(c: BfclComparison) -> tuple[int, int]:

@@ -17,12 +17,20 @@ that no format is more generous than another:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeVar
 
-from sommelier_mlflow._json import JSONDecodeError, loads_small
+import orjson
+
+from sommelier_mlflow._json import (
+    EXACT_INT_FLOAT_MAX,
+    EXACT_INT_FLOAT_MIN,
+    JSONDecodeError,
+    checked_small,
+    loads_small,
+)
 from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
-from sommelier_mlflow.toolcalls._parse import NOT_JSON, balanced_span_end
+from sommelier_mlflow.toolcalls._parse import NOT_JSON, balanced_span_end, is_tool_call
 
 __all__ = [
     "INVALID_JSON",
@@ -34,11 +42,13 @@ __all__ = [
     "json_values_between",
     "separated_items",
     "skip_whitespace",
+    "strict_call",
     "strict_json",
 ]
 
 T = TypeVar("T")
 
+_orjson_loads: Final = orjson.loads
 NO_JSON: Final = CallsParseResult("no_json")
 INVALID_JSON: Final = CallsParseResult("invalid_json")
 INVALID_SHAPE: Final = CallsParseResult("invalid_shape")
@@ -57,6 +67,75 @@ def strict_json(text: str) -> Any:
         return loads_small(text, reject_duplicate_keys=True)
     except JSONDecodeError:
         return NOT_JSON
+
+
+def _plain_values(values: Iterable[Any]) -> bool:
+    """Whether ``values`` are scalars or lists of scalars, every float exact as read.
+
+    Exact: too close to zero to be an integer beyond 64 bits that orjson
+    read as a float.
+    """
+    for item in values:
+        kind = type(item)
+        if kind is float:
+            if not EXACT_INT_FLOAT_MIN < item < EXACT_INT_FLOAT_MAX:
+                return False
+        elif kind is list:
+            for inner in item:
+                kind = type(inner)
+                if kind is dict or kind is list:
+                    return False
+                if kind is float and not EXACT_INT_FLOAT_MIN < inner < EXACT_INT_FLOAT_MAX:
+                    return False
+        elif kind is dict:
+            return False
+    return True
+
+
+def strict_call(text: str) -> dict[str, Any] | None:
+    """Decode ``text`` as one strict JSON value with unique keys that should be a call.
+
+    The same reading as :func:`strict_json` followed by ``is_tool_call``, for
+    decoders that read one call per block in a hot loop. When the value is a
+    call whose arguments are scalars or lists of scalars (most calls), two
+    cheap facts stand in for the general checks of
+    :func:`~sommelier_mlflow._json.checked_small`:
+
+    - every float is too small to be an integer beyond 64 bits that orjson
+      read as a float, so every integer was read exactly;
+    - the text holds exactly as many colons as the value holds keys (two,
+      plus one per argument). Every key of the text is followed by its own
+      colon, so the text names at most that many keys; a dropped duplicate
+      would leave the value with fewer keys than the text, so none was
+      dropped.
+
+    Anything else (nested objects, colons inside strings, huge floats) takes
+    the general checks, so the result is the same either way
+    (``tests/toolcalls/test_decode_fast_path.py`` checks it on generated texts).
+
+    Returns:
+        The call, or ``None`` when the text is JSON but not one call.
+
+    Raises:
+        JSONDecodeError: When ``text`` is not strict JSON with unique keys.
+    """
+    value = _orjson_loads(text)
+    if type(value) is dict and len(value) == 2:
+        try:
+            name, arguments = value["name"], value["arguments"]
+        except KeyError:  # not a call: the general path says so
+            pass
+        else:
+            if (
+                type(name) is str
+                and name
+                and type(arguments) is dict
+                and text.count(":") == len(arguments) + 2
+                and _plain_values(arguments.values())
+            ):
+                return value
+    value = checked_small(text, value, reject_duplicate_keys=True)
+    return value if is_tool_call(value) else None
 
 
 def json_value_at(text: str, pos: int) -> tuple[Any, int] | None:

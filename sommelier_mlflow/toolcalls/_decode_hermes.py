@@ -31,11 +31,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from sommelier_mlflow._json import JSONDecodeError, loads_small
-from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
-from sommelier_mlflow.toolcalls._decode import INVALID_JSON, INVALID_SHAPE, NO_JSON
+from sommelier_mlflow._json import JSONDecodeError
+from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult, ok_calls
+from sommelier_mlflow.toolcalls._decode import INVALID_JSON, INVALID_SHAPE, NO_JSON, strict_call
 from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
-from sommelier_mlflow.toolcalls._parse import is_tool_call
 
 __all__ = ["HERMES_VERSION", "decode_hermes"]
 
@@ -43,6 +42,8 @@ HERMES_VERSION: Final = "hermes.v1"
 
 _OPEN: Final = "<tool_call>"
 _CLOSE: Final = "</tool_call>"
+_OPEN_LENGTH: Final = len(_OPEN)
+_CLOSE_LENGTH: Final = len(_CLOSE)
 _THINK: Final = "<think>"
 _UNTHINK: Final = "</think>"
 
@@ -87,22 +88,22 @@ def decode_hermes(text: str) -> CallsParseResult:
     calls: list[dict[str, Any]] = []
     all_calls = True
     while start >= 0:
-        body = start + len(_OPEN)
+        body = start + _OPEN_LENGTH
         end = text.find(_CLOSE, body)
         if end < 0:
             return INVALID_JSON
-        try:  # the shared strict reader (strict_json), called directly: this loop is hot
-            value = loads_small(text[body:end], reject_duplicate_keys=True)
+        try:
+            call = strict_call(text[body:end])
         except JSONDecodeError:
             return INVALID_JSON
-        if is_tool_call(value):
-            calls.append(value)
-        else:
+        if call is None:
             all_calls = False
-        start = text.find(_OPEN, end + len(_CLOSE))
+        else:
+            calls.append(call)
+        start = text.find(_OPEN, end + _CLOSE_LENGTH)
     if not all_calls:
         return INVALID_SHAPE
-    return CallsParseResult("ok", tuple(calls))
+    return ok_calls(tuple(calls))
 
 
 register_output_format(

@@ -1,0 +1,192 @@
+"""The decoders' fast path for one call per block reads exactly what the general path reads.
+
+``strict_call`` skips the general duplicate-key and big-integer checks when
+two cheap facts prove them (see its docstring). These tests generate call
+texts built to break that proof (duplicate keys, some spelled with escapes,
+colons and escaped colons inside strings, integers beyond 64 bits, huge
+floats, nested objects and lists) and compare the result, or the refusal,
+with the general reader: ``loads(..., reject_duplicate_keys=True)`` followed
+by the call-shape test.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads
+from sommelier_mlflow.toolcalls import _decode
+from sommelier_mlflow.toolcalls._decode import strict_call
+from sommelier_mlflow.toolcalls._decode_hermes import _without_thoughts, decode_hermes
+from sommelier_mlflow.toolcalls._parse import is_tool_call
+from tests.support.decoder_texts import texts
+
+_KEYS = st.sampled_from(["a", "b", "\\u0061", "c:d", "name", "arguments", ""])
+_STRINGS = st.sampled_from(['"x"', '"12:30"', '"\\u003a"', '"a\\"b"', '""', '"e+5"'])
+_NUMBERS = st.sampled_from(
+    [
+        "0",
+        "-0",
+        "7",
+        "1.5",
+        "1e16",
+        "-3e300",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "-9223372036854775809",
+        "18446744073709551615",
+        "18446744073709551616",
+        "123456789012345678901234567890",
+        "1.8e19",
+        "-9.3e18",
+    ]
+)
+_SCALARS = _STRINGS | _NUMBERS | st.sampled_from(["true", "false", "null"])
+_SPACE = st.sampled_from(["", " ", "\n", "\t "])
+
+
+def _object(pairs: list[tuple[str, str]], space: str) -> str:
+    return "{" + ",".join(f'{space}"{key}"{space}:{space}{value}' for key, value in pairs) + "}"
+
+
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3).map(lambda items: "[" + ", ".join(items) + "]")
+        | st.builds(_object, st.lists(st.tuples(_KEYS, inner), max_size=3), _SPACE)
+    ),
+    max_leaves=6,
+)
+
+_NAMES = st.sampled_from(['"f"'] * 6 + ['""', '"get:weather"', "1", "null", '"\\u0066"'])
+
+
+@st.composite
+def _call_texts(draw: st.DrawFn) -> str:
+    """A text shaped like one call, with every field open to trouble.
+
+    Most are calls with unique keys (what the fast path reads), the rest
+    break one rule (a duplicate key, an extra key, a bad name or arguments).
+    """
+    space = draw(_SPACE)
+    unique = draw(st.sampled_from([True, True, True, False]))
+    pairs = draw(
+        st.lists(
+            st.tuples(_KEYS, _VALUES), max_size=4, unique_by=(lambda kv: kv[0]) if unique else None
+        )
+    )
+    arguments = draw(st.sampled_from([_object(pairs, space)] * 5 + ["[]"]))
+    top = [("name", draw(_NAMES)), ("arguments", arguments)]
+    if not draw(st.sampled_from([True, True, True, False])):
+        top.append((draw(_KEYS), draw(_SCALARS)))  # an extra or a duplicate key
+    return space + _object(draw(st.permutations(top)), space) + space
+
+
+def _general(text: str) -> Any:
+    """The general path: the strict reader, then the call-shape test."""
+    value = loads(text, reject_duplicate_keys=True)
+    return value if is_tool_call(value) else None
+
+
+def _same_reading(text: str) -> None:
+    try:
+        expected = _general(text)
+    except JSONDecodeError:
+        with pytest.raises(JSONDecodeError):
+            strict_call(text)
+        return
+    got = strict_call(text)
+    assert (got is None) == (expected is None)
+    if expected is not None:
+        # canonical_json tells 1 from 1.0 and an exact big integer from its float.
+        assert canonical_json(got) == canonical_json(expected)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_call_texts())
+def test_strict_call_reads_generated_calls_as_the_general_path_does(text: str) -> None:
+    _same_reading(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "f", "arguments": {"a": 1, "a": 2}}',
+        '{"name": "f", "arguments": {"a": 1, "\\u0061": 2}}',
+        '{"name": "f", "name": "g", "arguments": {}}',
+        '{"name": "f", "arguments": {"a": "x:y", "a": 2}}',  # the colon in a string hides no key
+        '{"name": "f", "arguments": {"a": "\\u003a", "a": 2}}',
+        '{"name": "f", "arguments": {"a": {"b": 1, "b": 2}}}',
+        '{"name": "f", "arguments": {"a": [{"b": 1, "b": 2}]}}',
+    ],
+)
+def test_strict_call_refuses_every_duplicate_key(text: str) -> None:
+    with pytest.raises(JSONDecodeError, match="duplicate key"):
+        strict_call(text)
+
+
+@pytest.mark.parametrize(
+    "number", ["18446744073709551616", "-9223372036854775809", "123456789012345678901234567890"]
+)
+def test_strict_call_keeps_integers_beyond_64_bits_exact(number: str) -> None:
+    for arguments in (
+        f'{{"n": {number}}}',
+        f'{{"n": [1, {number}]}}',
+        f'{{"n": {{"m": {number}}}}}',
+    ):
+        call = strict_call(f'{{"name": "f", "arguments": {arguments}}}')
+        assert call is not None
+        assert str(int(number)) in canonical_json(call)
+
+
+def _hermes_general(text: str) -> tuple[str, Any]:
+    """``decode_hermes`` as its docstring specifies it, on the general reader (no fast path)."""
+    if "think>" in text:
+        answer = _without_thoughts(text)
+        if answer is None:
+            return "invalid_json", None
+        text = answer
+    calls: list[Any] = []
+    all_calls = True
+    start = text.find("<tool_call>")
+    if start < 0:
+        return "no_json", None
+    while start >= 0:
+        end = text.find("</tool_call>", start + len("<tool_call>"))
+        if end < 0:
+            return "invalid_json", None
+        try:
+            call = _general(text[start + len("<tool_call>") : end])
+        except JSONDecodeError:
+            return "invalid_json", None
+        all_calls = all_calls and call is not None
+        calls.append(call)
+        start = text.find("<tool_call>", end + len("</tool_call>"))
+    return ("ok", canonical_json(calls)) if all_calls else ("invalid_shape", None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_call_texts().map(lambda body: f"<tool_call>\n{body}\n</tool_call>"), max_size=3)
+    | texts.map(lambda text: [text])
+)
+def test_decode_hermes_reads_as_the_general_path_does(blocks: list[str]) -> None:
+    text = "\n".join(blocks)
+    result = decode_hermes(text)
+    calls = canonical_json(list(result.calls)) if result.calls is not None else None
+    assert (result.status, calls) == _hermes_general(text)
+
+
+def test_a_plain_call_is_read_without_the_general_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fast path exists (so the comparisons above exercise it): a call of
+    # scalars and lists of scalars never reaches the general checks.
+    def general_checks(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the general checks ran")
+
+    monkeypatch.setattr(_decode, "checked_small", general_checks)
+    text = json.dumps({"name": "f", "arguments": {"a": 1, "b": [1.5, "x"], "c": True}})
+    assert strict_call(text) == json.loads(text)
