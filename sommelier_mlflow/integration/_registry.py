@@ -35,7 +35,9 @@ __all__ = [
 ]
 
 REGISTRY_PREFIX: Final = "models:/"
-_URI: Final = re.compile(r"^models:/(?P<name>[^/@]+)(?:/(?P<version>\d+)|@(?P<alias>[^/@]+))$")
+_URI: Final = re.compile(
+    re.escape(REGISTRY_PREFIX) + r"(?P<name>[^/@]+)(?:/(?P<version>\d+)|@(?P<alias>[^/@]+))"
+)
 #: Tags set on a promoted version.
 TAG_COMPARISON_RUN: Final = "sommelier.comparison_run_id"
 TAG_VERDICT: Final = "sommelier.verdict"
