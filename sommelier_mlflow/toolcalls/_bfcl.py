@@ -49,7 +49,9 @@ them (:attr:`BfclVerdict.bfcl_passed` holds what BFCL itself concludes):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from contextlib import suppress
+from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Final
 
 from sommelier_mlflow.errors import InputError
@@ -257,7 +259,16 @@ class _Parameter(_Acceptable):
         required: Whether the schema requires it.
     """
 
-    __slots__ = ("compare", "expected", "inner", "required", "to_float", "types", "variable")
+    __slots__ = (
+        "compare",
+        "expected",
+        "inner",
+        "literal",
+        "required",
+        "to_float",
+        "types",
+        "variable",
+    )
 
     def __init__(self, values: list[Any], types: tuple[str, ...] | None, required: bool) -> None:
         super().__init__(values)
@@ -278,6 +289,8 @@ class _Parameter(_Acceptable):
             self.compare = _DICT_LIST if inner is dict else _LIST
         else:
             self.compare = _STRING if expected is str else _EQUAL
+        # A literal string, number or boolean answer: one type test and one lookup.
+        self.literal = not self.variable and self.compare in (_STRING, _EQUAL)
 
     def rule(self) -> _Rule:
         """:meth:`error`, or for a literal string, number or boolean the same check as a closure.
@@ -287,9 +300,9 @@ class _Parameter(_Acceptable):
         :meth:`error` can no longer be taken), so nothing is left to decide
         per value.
         """
-        if not self.variable and self.compare == _STRING:
-            return _string_rule(self)
-        if not self.variable and self.compare == _EQUAL:
+        if self.literal:
+            if self.compare == _STRING:
+                return _string_rule(self)
             return _scalar_rule(self.expected, self.values, self.to_float)
         return self.error
 
@@ -356,7 +369,7 @@ def _parameter(name: str, param: str, key: object) -> _Parameter:
 
 
 class _Expected:
-    __slots__ = ("name", "needed", "params", "required", "rules")
+    __slots__ = ("accepted", "name", "needed", "required", "rules")
 
     def __init__(self, call: object, index: int) -> None:
         if not is_tool_call(call):
@@ -364,21 +377,32 @@ class _Expected:
                 f"gold call {index} must be {{'name': str, 'arguments': {{...}}}}, got {call!r}"
             )
         self.name: str = call["name"]
-        self.params: dict[str, _Parameter] = {}
         # The parameters a call may give (in the schema, typed, and in the answer), each
         # with its check; those the schema requires; and the answer parameters that may
         # not be left out ("" is not among their values).
         self.rules: dict[str, _Rule] = {}
+        accepted: set[tuple[str, type, Any]] = set()
         required: list[str] = []
         needed: list[str] = []
         for param, key in call["arguments"].items():
-            parameter = self.params[param] = _parameter(self.name, param, key)
+            parameter = _parameter(self.name, param, key)
             if parameter.types is not None and parameter.values:
                 self.rules[param] = parameter.rule()
+                if parameter.literal:
+                    # An unhashable option stops the update: its rule decides those values.
+                    with suppress(TypeError):
+                        accepted.update(
+                            zip(repeat(param), repeat(parameter.expected), parameter.values)
+                        )
             if parameter.required:
                 required.append(param)
             if not parameter.optional:
                 needed.append(param)
+        # ``(parameter, type, value)`` of every value a literal answer accepts as it is
+        # spelled: such a value passes with one set lookup, without calling its rule. A
+        # literal answer passes exactly the values of its own type equal to an option
+        # (Python's equality, as the rule's ``in``), and equal values hash equally.
+        self.accepted = frozenset(accepted)
         self.required = frozenset(required)
         self.needed = frozenset(needed)
 
@@ -390,8 +414,12 @@ class _Expected:
         given = arguments.keys()
         if not given >= self.required:
             return "missing_required"
+        accepted = self.accepted
         rules = self.rules
         for param, value in arguments.items():
+            kind = type(value)
+            if kind is not list and kind is not dict and (param, kind, value) in accepted:
+                continue
             rule = rules.get(param)
             if rule is None:  # not in the schema, or nothing acceptable in the answer
                 return "unexpected_param"
@@ -441,11 +469,21 @@ class BfclVerdict:
         bfcl_passed: What BFCL's own checker concludes: the same, except that
             an undecodable output passes on ``irrelevance`` and a ``parallel``
             answer fails when BFCL's greedy pairing misses a complete pairing.
+        passed_component: ``passed`` as a metric component, ``(0 or 1, 1)``.
+        bfcl_passed_component: ``bfcl_passed`` as a metric component.
     """
 
     passed: bool
     reason: str
     bfcl_passed: bool
+    # Built once per verdict (verdicts are shared), so that scoring reads an
+    # example's components instead of computing them.
+    passed_component: tuple[int, int] = field(init=False, repr=False, compare=False)
+    bfcl_passed_component: tuple[int, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "passed_component", (int(self.passed), 1))
+        object.__setattr__(self, "bfcl_passed_component", (int(self.bfcl_passed), 1))
 
 
 # Verdicts are immutable, so each possible one is built once and shared.

@@ -17,7 +17,7 @@ that no format is more generous than another:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
 import orjson
@@ -38,17 +38,21 @@ __all__ = [
     "JSON_WHITESPACE",
     "NO_CALL",
     "NO_JSON",
+    "checked_call",
     "json_value_at",
     "json_values_between",
+    "parse_piece",
+    "plain_calls",
     "separated_items",
     "skip_whitespace",
-    "strict_call",
     "strict_json",
 ]
 
 T = TypeVar("T")
 
-_orjson_loads: Final = orjson.loads
+#: orjson's parse of one piece of a completion: strict RFC 8259, but its value is
+#: only the strict reading once :func:`plain_calls` or :func:`checked_call` vouches.
+parse_piece: Final = orjson.loads
 NO_JSON: Final = CallsParseResult("no_json")
 INVALID_JSON: Final = CallsParseResult("invalid_json")
 INVALID_SHAPE: Final = CallsParseResult("invalid_shape")
@@ -69,72 +73,63 @@ def strict_json(text: str) -> Any:
         return NOT_JSON
 
 
-def _plain_values(values: Iterable[Any]) -> bool:
-    """Whether ``values`` are scalars or lists of scalars, every float exact as read.
+def plain_calls(text: str, values: Sequence[Any]) -> bool:
+    """Whether ``values``, orjson's parses of disjoint pieces of ``text``, are calls read exactly.
 
-    Exact: too close to zero to be an integer beyond 64 bits that orjson
-    read as a float.
-    """
-    for item in values:
-        kind = type(item)
-        if kind is float:
-            if not EXACT_INT_FLOAT_MIN < item < EXACT_INT_FLOAT_MAX:
-                return False
-        elif kind is list:
-            for inner in item:
-                kind = type(inner)
-                if kind is dict or kind is list:
-                    return False
-                if kind is float and not EXACT_INT_FLOAT_MIN < inner < EXACT_INT_FLOAT_MAX:
-                    return False
-        elif kind is dict:
-            return False
-    return True
-
-
-def strict_call(text: str) -> dict[str, Any] | None:
-    """Decode ``text`` as one strict JSON value with unique keys that should be a call.
-
-    The same reading as :func:`strict_json` followed by ``is_tool_call``, for
-    decoders that read one call per block in a hot loop. When the value is a
-    call whose arguments are scalars or lists of scalars (most calls), two
-    cheap facts stand in for the general checks of
-    :func:`~sommelier_mlflow._json.checked_small`:
+    Exactly: as :func:`strict_json` would read each piece (unique keys,
+    integers beyond 64 bits kept exact). For calls whose arguments are
+    scalars or lists of scalars (most calls) two cheap facts prove it, in
+    place of the general checks of :func:`~sommelier_mlflow._json.checked_small`:
 
     - every float is too small to be an integer beyond 64 bits that orjson
       read as a float, so every integer was read exactly;
-    - the text holds exactly as many colons as the value holds keys (two,
-      plus one per argument). Every key of the text is followed by its own
-      colon, so the text names at most that many keys; a dropped duplicate
-      would leave the value with fewer keys than the text, so none was
-      dropped.
+    - ``text`` holds exactly as many colons as the values hold keys (two per
+      call plus one per argument). Every key of a piece is followed by its
+      own colon, so the pieces name at most that many keys between them; a
+      dropped duplicate would leave its value with fewer keys than its
+      piece, so none was dropped.
 
-    Anything else (nested objects, colons inside strings, huge floats) takes
-    the general checks, so the result is the same either way
-    (``tests/toolcalls/test_decode_fast_path.py`` checks it on generated texts).
+    ``False`` (a value that is not such a call, colons inside strings or
+    between the pieces, a huge float) only means "read each piece the
+    general way"; ``tests/toolcalls/test_decode_fast_path.py`` checks that
+    the two readings agree on generated texts.
+    """
+    keys = 0
+    for value in values:
+        if type(value) is not dict or len(value) != 2:
+            return False
+        name = value.get("name")
+        arguments = value.get("arguments")
+        if type(name) is not str or not name or type(arguments) is not dict:
+            return False
+        keys += 2 + len(arguments)
+        for item in arguments.values():
+            kind = type(item)
+            if kind is float:
+                if not EXACT_INT_FLOAT_MIN < item < EXACT_INT_FLOAT_MAX:
+                    return False
+            elif kind is list:
+                for inner in item:
+                    kind = type(inner)
+                    if kind is dict or kind is list:
+                        return False
+                    if kind is float and not EXACT_INT_FLOAT_MIN < inner < EXACT_INT_FLOAT_MAX:
+                        return False
+            elif kind is dict:
+                return False
+    return text.count(":") == keys
 
-    Returns:
-        The call, or ``None`` when the text is JSON but not one call.
+
+def checked_call(piece: str, value: Any) -> dict[str, Any] | None:
+    """The call ``piece`` holds, given ``value``, orjson's parse of it; ``None`` when not a call.
+
+    The general reading (:func:`strict_json`, then the call-shape test) for
+    the pieces :func:`plain_calls` cannot vouch for.
 
     Raises:
-        JSONDecodeError: When ``text`` is not strict JSON with unique keys.
+        JSONDecodeError: A duplicate key.
     """
-    value = _orjson_loads(text)
-    if type(value) is dict and len(value) == 2:
-        try:
-            name, arguments = value["name"], value["arguments"]
-        except KeyError:  # not a call: the general path says so
-            pass
-        else:
-            if (
-                type(name) is str
-                and name
-                and type(arguments) is dict
-                and text.count(":") == len(arguments) + 2
-                and _plain_values(arguments.values())
-            ):
-                return value
-    value = checked_small(text, value, reject_duplicate_keys=True)
+    value = checked_small(piece, value, reject_duplicate_keys=True)
     return value if is_tool_call(value) else None
 
 

@@ -33,7 +33,14 @@ from typing import Any, Final
 
 from sommelier_mlflow._json import JSONDecodeError
 from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult, ok_calls
-from sommelier_mlflow.toolcalls._decode import INVALID_JSON, INVALID_SHAPE, NO_JSON, strict_call
+from sommelier_mlflow.toolcalls._decode import (
+    INVALID_JSON,
+    INVALID_SHAPE,
+    NO_JSON,
+    checked_call,
+    parse_piece,
+    plain_calls,
+)
 from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
 
 __all__ = ["HERMES_VERSION", "decode_hermes"]
@@ -85,22 +92,33 @@ def decode_hermes(text: str) -> CallsParseResult:
     start = text.find(_OPEN)
     if start < 0:
         return NO_JSON
-    calls: list[dict[str, Any]] = []
-    all_calls = True
+    pieces: list[str] = []
+    values: list[Any] = []
     while start >= 0:
         body = start + _OPEN_LENGTH
         end = text.find(_CLOSE, body)
         if end < 0:
             return INVALID_JSON
+        piece = text[body:end]
         try:
-            call = strict_call(text[body:end])
+            values.append(parse_piece(piece))
+        except JSONDecodeError:
+            return INVALID_JSON
+        pieces.append(piece)
+        start = text.find(_OPEN, end + _CLOSE_LENGTH)
+    if plain_calls(text, values):  # the common case, proved at once for the whole output
+        return ok_calls(tuple(values))
+    calls: list[dict[str, Any]] = []
+    all_calls = True
+    for piece, value in zip(pieces, values, strict=True):
+        try:
+            call = checked_call(piece, value)
         except JSONDecodeError:
             return INVALID_JSON
         if call is None:
             all_calls = False
         else:
             calls.append(call)
-        start = text.find(_OPEN, end + _CLOSE_LENGTH)
     if not all_calls:
         return INVALID_SHAPE
     return ok_calls(tuple(calls))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sommelier_mlflow.errors import InputError
 from sommelier_mlflow.toolcalls._bfcl import BfclGold, check_bfcl, standardize_bfcl_string
@@ -204,3 +206,27 @@ def test_an_answer_parameter_outside_the_schema_or_a_required_one_outside_the_an
 def test_a_gold_call_that_is_not_an_answer_key_is_refused(call: Any, message: str) -> None:
     with pytest.raises(InputError, match=message):
         BfclGold([call])
+
+
+_LITERALS = st.sampled_from(
+    ["", "NYC", "nyc", "N.Y.C", "1", 0, 1, 2, -1, 0.0, 1.0, 2.0, 2.5, -0.0, True, False]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    options=st.lists(_LITERALS | st.just([1, 2]), max_size=4),
+    bfcl_type=st.sampled_from(["string", "integer", "float", "boolean", "any"]),
+    value=_LITERALS,
+)
+def test_a_value_spelled_as_a_literal_answer_passes_exactly_when_its_rule_passes_it(
+    options: list[Any], bfcl_type: str, value: Any
+) -> None:
+    # Answer keys let a value spelled as an acceptable literal pass with one set
+    # lookup (no call to its rule); that shortcut must pass nothing the rule fails
+    # (True == 1 == 1.0 in Python, but BFCL's types tell them apart).
+    key = {"acceptable": options, "bfcl_type": [bfcl_type], "required": True}
+    gold = BfclGold([{"name": "f", "arguments": {"x": key}}])
+    ((expected,),) = (gold.expected,)
+    by_rule = expected.rules["x"](value) if options else "unexpected_param"
+    assert (check_bfcl([_call("f", x=value)], gold).reason or None) == by_rule

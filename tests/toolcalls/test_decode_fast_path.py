@@ -1,12 +1,12 @@
 """The decoders' fast path for one call per block reads exactly what the general path reads.
 
-``strict_call`` skips the general duplicate-key and big-integer checks when
-two cheap facts prove them (see its docstring). These tests generate call
-texts built to break that proof (duplicate keys, some spelled with escapes,
-colons and escaped colons inside strings, integers beyond 64 bits, huge
-floats, nested objects and lists) and compare the result, or the refusal,
-with the general reader: ``loads(..., reject_duplicate_keys=True)`` followed
-by the call-shape test.
+``plain_calls`` lets a decoder skip the general duplicate-key and
+big-integer checks when two cheap facts prove them (see its docstring).
+These tests generate call texts built to break that proof (duplicate keys,
+some spelled with escapes, colons and escaped colons inside strings and
+between blocks, integers beyond 64 bits, huge floats, nested objects and
+lists) and compare the result, or the refusal, with the general reader:
+``loads(..., reject_duplicate_keys=True)`` followed by the call-shape test.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads
-from sommelier_mlflow.toolcalls import _decode
-from sommelier_mlflow.toolcalls._decode import strict_call
+from sommelier_mlflow.toolcalls import _decode_hermes
+from sommelier_mlflow.toolcalls._decode import checked_call, parse_piece, plain_calls
 from sommelier_mlflow.toolcalls._decode_hermes import _without_thoughts, decode_hermes
 from sommelier_mlflow.toolcalls._parse import is_tool_call
 from tests.support.decoder_texts import texts
@@ -92,14 +92,20 @@ def _general(text: str) -> Any:
     return value if is_tool_call(value) else None
 
 
+def _fast(text: str) -> Any:
+    """One piece read as a decoder reads it: vouched for by ``plain_calls``, else checked."""
+    value = parse_piece(text)
+    return value if plain_calls(text, [value]) else checked_call(text, value)
+
+
 def _same_reading(text: str) -> None:
     try:
         expected = _general(text)
     except JSONDecodeError:
         with pytest.raises(JSONDecodeError):
-            strict_call(text)
+            _fast(text)
         return
-    got = strict_call(text)
+    got = _fast(text)
     assert (got is None) == (expected is None)
     if expected is not None:
         # canonical_json tells 1 from 1.0 and an exact big integer from its float.
@@ -108,8 +114,19 @@ def _same_reading(text: str) -> None:
 
 @settings(max_examples=500, deadline=None)
 @given(_call_texts())
-def test_strict_call_reads_generated_calls_as_the_general_path_does(text: str) -> None:
+def test_a_piece_is_read_as_the_general_path_reads_it(text: str) -> None:
     _same_reading(text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_call_texts())
+def test_plain_calls_vouches_only_for_the_general_reading(text: str) -> None:
+    try:
+        value = parse_piece(text)
+    except JSONDecodeError:
+        return
+    if plain_calls(text, [value]):
+        assert canonical_json(value) == canonical_json(_general(text))
 
 
 @pytest.mark.parametrize(
@@ -124,23 +141,25 @@ def test_strict_call_reads_generated_calls_as_the_general_path_does(text: str) -
         '{"name": "f", "arguments": {"a": [{"b": 1, "b": 2}]}}',
     ],
 )
-def test_strict_call_refuses_every_duplicate_key(text: str) -> None:
+def test_every_duplicate_key_is_refused(text: str) -> None:
     with pytest.raises(JSONDecodeError, match="duplicate key"):
-        strict_call(text)
+        _fast(text)
+    # Colons between the blocks must not hide one either.
+    ok = '{"name": "g", "arguments": {"x": 1}}'
+    hidden = f"<tool_call>{text}</tool_call> : <tool_call>{ok}</tool_call>"
+    assert decode_hermes(hidden).status == "invalid_json"
 
 
 @pytest.mark.parametrize(
     "number", ["18446744073709551616", "-9223372036854775809", "123456789012345678901234567890"]
 )
-def test_strict_call_keeps_integers_beyond_64_bits_exact(number: str) -> None:
-    for arguments in (
-        f'{{"n": {number}}}',
-        f'{{"n": [1, {number}]}}',
-        f'{{"n": {{"m": {number}}}}}',
-    ):
-        call = strict_call(f'{{"name": "f", "arguments": {arguments}}}')
-        assert call is not None
-        assert str(int(number)) in canonical_json(call)
+def test_integers_beyond_64_bits_stay_exact(number: str) -> None:
+    for value in (number, f"[1, {number}]", f'{{"m": {number}}}'):
+        result = decode_hermes(
+            f'<tool_call>{{"name": "f", "arguments": {{"n": {value}}}}}</tool_call>'
+        )
+        assert result.status == "ok"
+        assert str(int(number)) in canonical_json(list(result.calls or ()))
 
 
 def _hermes_general(text: str) -> tuple[str, Any]:
@@ -172,21 +191,26 @@ def _hermes_general(text: str) -> tuple[str, Any]:
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(_call_texts().map(lambda body: f"<tool_call>\n{body}\n</tool_call>"), max_size=3)
-    | texts.map(lambda text: [text])
+    | texts.map(lambda text: [text]),
+    st.sampled_from(["\n", " : ", "a:b\n", ""]),
 )
-def test_decode_hermes_reads_as_the_general_path_does(blocks: list[str]) -> None:
-    text = "\n".join(blocks)
+def test_decode_hermes_reads_as_the_general_path_does(blocks: list[str], between: str) -> None:
+    text = between.join(blocks)
     result = decode_hermes(text)
     calls = canonical_json(list(result.calls)) if result.calls is not None else None
     assert (result.status, calls) == _hermes_general(text)
 
 
-def test_a_plain_call_is_read_without_the_general_checks(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The fast path exists (so the comparisons above exercise it): a call of
-    # scalars and lists of scalars never reaches the general checks.
+def test_a_plain_output_is_read_without_the_general_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fast path exists (so the comparisons above exercise it): calls of
+    # scalars and lists of scalars never reach the general checks.
     def general_checks(*args: object, **kwargs: object) -> None:
         raise AssertionError("the general checks ran")
 
-    monkeypatch.setattr(_decode, "checked_small", general_checks)
-    text = json.dumps({"name": "f", "arguments": {"a": 1, "b": [1.5, "x"], "c": True}})
-    assert strict_call(text) == json.loads(text)
+    monkeypatch.setattr(_decode_hermes, "checked_call", general_checks)
+    calls = [
+        {"name": "f", "arguments": {"a": 1, "b": [1.5, "x"], "c": True}},
+        {"name": "g", "arguments": {}},
+    ]
+    text = "\n".join(f"<tool_call>{json.dumps(call)}</tool_call>" for call in calls)
+    assert decode_hermes(text).calls == tuple(calls)
