@@ -96,12 +96,9 @@ def plain_calls(text: str, values: Sequence[Any]) -> bool:
     """
     keys = 0
     for value in values:
-        if type(value) is not dict or len(value) != 2:
+        if not is_tool_call(value):
             return False
-        name = value.get("name")
-        arguments = value.get("arguments")
-        if type(name) is not str or not name or type(arguments) is not dict:
-            return False
+        arguments = value["arguments"]
         keys += 2 + len(arguments)
         for item in arguments.values():
             kind = type(item)
