@@ -49,7 +49,6 @@ them (:attr:`BfclVerdict.bfcl_passed` holds what BFCL itself concludes):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import suppress
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, Final
@@ -274,21 +273,9 @@ class _Parameter(_Acceptable):
         super().__init__(values)
         self.types = types
         self.required = required
-        bfcl_type = types[0] if types else "any"
-        self.to_float = bfcl_type == "float"  # Python would take an int where a float is asked
-        self.expected = expected = _PY_TYPE[bfcl_type]
-        inner = None
-        if types is not None and len(types) > 1 and bfcl_type in ("array", "tuple"):
-            inner = _PY_TYPE[types[1]]
-        self.inner = inner
+        self.to_float, self.expected, self.inner, self.compare = _TYPE_RULES[types]
         # An answer of another type than the schema's names a variable: compared as it is.
-        self.variable = self.hint is not None and self.hint is not expected
-        if expected is dict:
-            self.compare = _DICT
-        elif expected is list:
-            self.compare = _DICT_LIST if inner is dict else _LIST
-        else:
-            self.compare = _STRING if expected is str else _EQUAL
+        self.variable = self.hint is not None and self.hint is not self.expected
         # A literal string, number or boolean answer: one type test and one lookup.
         self.literal = not self.variable and self.compare in (_STRING, _EQUAL)
 
@@ -341,17 +328,45 @@ class _Parameter(_Acceptable):
 _KEY_FIELDS: Final = frozenset({"acceptable", "bfcl_type", "required"})
 
 
+def _key_error(name: str, param: str, problem: str) -> InputError:
+    return InputError(f"answer key {name}.{param}{problem}")
+
+
+def _type_rule(types: tuple[str, ...] | None) -> tuple[bool, type, type | None, int]:
+    """``(int stands for float, expected type, item type, comparison)`` of a ``bfcl_type``."""
+    bfcl_type = types[0] if types else "any"
+    expected = _PY_TYPE[bfcl_type]
+    inner = None
+    if types is not None and len(types) > 1 and bfcl_type in ("array", "tuple"):
+        inner = _PY_TYPE[types[1]]
+    if expected is dict:
+        compare = _DICT
+    elif expected is list:
+        compare = _DICT_LIST if inner is dict else _LIST
+    else:
+        compare = _STRING if expected is str else _EQUAL
+    # Python would take an int where a float is asked.
+    return bfcl_type == "float", expected, inner, compare
+
+
+#: What every valid ``bfcl_type`` (and ``None``) implies, worked out once.
+_TYPE_RULES: Final[dict[tuple[str, ...] | None, tuple[bool, type, type | None, int]]] = {
+    types: _type_rule(types) for types in (*_VALID_TYPES, None)
+}
+
+
 def _parameter(name: str, param: str, key: object) -> _Parameter:
-    where = f"answer key {name}.{param}"
     # ``type(...) is dict`` first: the ABC check costs microseconds per parameter.
     if not (type(key) is dict or isinstance(key, Mapping)) or key.keys() != _KEY_FIELDS:
-        raise InputError(
-            f"{where} must be {{'acceptable': [...], 'bfcl_type': [...] or null, 'required': "
-            f"bool}} (as import-bfcl writes it), got {key!r}"
+        raise _key_error(
+            name,
+            param,
+            " must be {'acceptable': [...], 'bfcl_type': [...] or null, 'required': bool} "
+            f"(as import-bfcl writes it), got {key!r}",
         )
     values, types, required = key["acceptable"], key["bfcl_type"], key["required"]
     if type(values) is not list:
-        raise InputError(f"{where}: 'acceptable' must be a list of acceptable values")
+        raise _key_error(name, param, ": 'acceptable' must be a list of acceptable values")
     if types is not None:
         try:
             types = tuple(types) if type(types) is list else None
@@ -359,12 +374,14 @@ def _parameter(name: str, param: str, key: object) -> _Parameter:
         except TypeError:  # an unhashable type name
             valid = False
         if not valid:
-            raise InputError(
-                f"{where}: 'bfcl_type' must be [type] or [type, item type] with BFCL's type "
-                f"names ({', '.join(_PY_TYPE)}), or null; got {key['bfcl_type']!r}"
+            raise _key_error(
+                name,
+                param,
+                ": 'bfcl_type' must be [type] or [type, item type] with BFCL's type names "
+                f"({', '.join(_PY_TYPE)}), or null; got {key['bfcl_type']!r}",
             )
     if type(required) is not bool:
-        raise InputError(f"{where}: 'required' must be true or false")
+        raise _key_error(name, param, ": 'required' must be true or false")
     return _Parameter(values, types, required)
 
 
@@ -390,10 +407,14 @@ class _Expected:
                 self.rules[param] = parameter.rule()
                 if parameter.literal:
                     # An unhashable option stops the update: its rule decides those values.
-                    with suppress(TypeError):
+                    # (try/except, not contextlib.suppress: a context manager per parameter
+                    # costs more than the update.)
+                    try:  # noqa: SIM105
                         accepted.update(
                             zip(repeat(param), repeat(parameter.expected), parameter.values)
                         )
+                    except TypeError:
+                        pass
             if parameter.required:
                 required.append(param)
             if not parameter.optional:
