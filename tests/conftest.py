@@ -17,6 +17,11 @@ os.environ.setdefault("DO_NOT_TRACK", "true")
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# One torch thread per test process (the product's `--num-threads 0` honours it too):
+# scripts/test.sh runs two pytest workers on CI's two cores, and a second thread per
+# process only oversubscribes them, where OpenMP's spinning makes a tiny model decode
+# several times slower. Tests that are about thread counts set theirs explicitly.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -240,7 +240,8 @@ def _add_backend(parser: argparse.ArgumentParser) -> None:
         "--num-threads",
         type=_nonneg_int,
         default=0,
-        help="CPU threads for the hf backend (default 0: this machine's physical cores); "
+        help="CPU threads for the hf backend (default 0: OMP_NUM_THREADS if set, else this "
+        "machine's physical cores); "
         "the value used is logged as the num_threads.resolved param",
     )
     parser.add_argument(

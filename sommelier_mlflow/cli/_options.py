@@ -117,12 +117,33 @@ def read_split(test_split: str, slice_by: Sequence[str] = ()) -> TestSplit:
 
 
 def resolve_num_threads(requested: int) -> int:
-    """The thread count to use and log: ``0`` means this machine's physical cores."""
+    """The thread count to use and log: ``0`` means ``OMP_NUM_THREADS``, else the physical cores.
+
+    ``OMP_NUM_THREADS`` is how a machine's owner shares its cores out (a
+    scheduler, a container, several jobs side by side), and torch honours it
+    by default; overriding it with every core would oversubscribe exactly the
+    machines that set it, where idle OpenMP threads spin and a small model
+    decodes several times slower.
+
+    Raises:
+        ConfigError: A negative count, or an ``OMP_NUM_THREADS`` that is not a
+            positive integer while ``0`` asks for it.
+    """
     from sommelier_mlflow.generation import physical_cores
 
     if type(requested) is not int or requested < 0:
         raise ConfigError(f"num_threads must be >= 0 (0 = physical cores), got {requested!r}")
-    return requested or physical_cores()
+    if requested:
+        return requested
+    exported = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if not exported:
+        return physical_cores()
+    if not exported.isdigit() or int(exported) == 0:
+        raise ConfigError(
+            f"OMP_NUM_THREADS is {exported!r}, not a positive integer; fix or unset it, or "
+            "pass --num-threads N"
+        )
+    return int(exported)
 
 
 def progress_wanted(args: argparse.Namespace) -> bool:

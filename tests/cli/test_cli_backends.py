@@ -127,3 +127,39 @@ def test_a_resumed_arm_logs_the_throughput_and_the_resolved_threads(
     for data in (first, second):
         assert data.params["num_threads.resolved"] == "1"
         assert "num_threads" not in data.params  # the name `mlflow run` logs the asked value under
+
+
+@pytest.mark.parametrize(("exported", "expected"), [("3", 3), (" 1 ", 1), (None, None)])
+def test_the_auto_thread_count_is_omp_num_threads_where_it_is_set(
+    monkeypatch: pytest.MonkeyPatch, exported: str | None, expected: int | None
+) -> None:
+    """`--num-threads 0` takes the share a scheduler gave through OMP_NUM_THREADS, as torch does.
+
+    Overriding it with every core oversubscribes exactly the machines that set it
+    (several jobs side by side), where a small model then decodes several times slower.
+    """
+    from sommelier_mlflow.cli._options import resolve_num_threads
+    from sommelier_mlflow.generation import physical_cores
+
+    if exported is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", exported)
+    assert resolve_num_threads(0) == (physical_cores() if expected is None else expected)
+    assert resolve_num_threads(5) == 5  # an explicit count wins
+
+
+@pytest.mark.parametrize("exported", ["0", "two", "-1", "1.5"])
+def test_an_unusable_omp_num_threads_is_exit_2_when_the_count_is_auto(
+    files: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    exported: str,
+) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", exported)
+    argv = evaluate_args(files["split"], tmp_path / "arm", "cli_fixture", "--num-threads", "0")
+    assert main(argv) == 2
+    assert "OMP_NUM_THREADS" in capsys.readouterr().err
+    ok = evaluate_args(files["split"], tmp_path / "ok", "cli_fixture", "--num-threads", "2")
+    assert main(ok) == 0

@@ -115,6 +115,7 @@ class VllmServer:
             "DO_NOT_TRACK": "1",
             "LD_PRELOAD": cpu_preload(self.python),
         }
+        env.pop("OMP_NUM_THREADS", None)  # the tests' one-thread setting is not vLLM's
         env.pop("PYTHONPATH", None)
         env.pop("VIRTUAL_ENV", None)
         command = [
