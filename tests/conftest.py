@@ -21,7 +21,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # scripts/test.sh runs two pytest workers on CI's two cores, and a second thread per
 # process only oversubscribes them, where OpenMP's spinning makes a tiny model decode
 # several times slower. Tests that are about thread counts set theirs explicitly.
+# Those (the cross-kernel demo test's two-thread runs) wait passively: a spinning
+# OpenMP thread would burn the core the other worker needs.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

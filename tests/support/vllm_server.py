@@ -115,7 +115,8 @@ class VllmServer:
             "DO_NOT_TRACK": "1",
             "LD_PRELOAD": cpu_preload(self.python),
         }
-        env.pop("OMP_NUM_THREADS", None)  # the tests' one-thread setting is not vLLM's
+        for name in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY"):  # the tests' settings, not vLLM's
+            env.pop(name, None)
         env.pop("PYTHONPATH", None)
         env.pop("VIRTUAL_ENV", None)
         command = [
