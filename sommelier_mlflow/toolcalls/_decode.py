@@ -96,9 +96,13 @@ def plain_calls(text: str, values: Sequence[Any]) -> bool:
     """
     keys = 0
     for value in values:
-        if not is_tool_call(value):
+        # is_tool_call's test, on the exact types orjson builds (a call per block: hot).
+        try:
+            name, arguments = value["name"], value["arguments"]
+        except (KeyError, TypeError):  # not an object, or not both keys
             return False
-        arguments = value["arguments"]
+        if len(value) != 2 or type(name) is not str or not name or type(arguments) is not dict:
+            return False
         keys += 2 + len(arguments)
         for item in arguments.values():
             kind = type(item)
