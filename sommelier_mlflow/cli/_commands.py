@@ -443,6 +443,15 @@ def _command_main(sub: Any) -> None:
         help="the drop_summary.json `prepare` wrote for this split, logged with the comparison",
     )
     _add_generation(main_parser, batch_size=16)
+    main_parser.add_argument(
+        "--parallel-arms",
+        default="auto",
+        choices=["auto", "true", "false"],
+        help="generate the base and adapter arms at the same time, each in its own process "
+        "with half the CPU threads (recorded in each arm's runtime). auto: on for the hf "
+        "backend with at least 2 threads and a local base model whose weights are under 1 GiB "
+        "(two copies in memory); the default",
+    )
     main_parser.add_argument("--out", default=None)
     _add_scoring_run(main_parser, claims=True)
 

@@ -12,7 +12,9 @@ import argparse
 import os
 import sys
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
 from sommelier_mlflow.cli._claims import (
     compare_arms,
@@ -28,12 +30,17 @@ from sommelier_mlflow.cli._options import (
     generation_job,
     out_folder,
 )
-from sommelier_mlflow.cli._pipeline import ArmOutput, evaluate_arm
+from sommelier_mlflow.cli._pipeline import ArmOutput, evaluate_arm, generate_arm
 from sommelier_mlflow.cli._runs import child_run, comparison_run_name, log_arm, top_run, ui_hint
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.evaluation import ComparisonReport, MetricInterval
 
+if TYPE_CHECKING:
+    from sommelier_mlflow.data import TestSplit
+
 __all__ = ["format_summary", "run_main"]
+
+ARMS: Final = ("base", "adapter")
 
 
 def _resolve(args: argparse.Namespace) -> tuple[str, str, str, Path | None]:
@@ -55,6 +62,80 @@ def _declared(args: argparse.Namespace, kind: str) -> DeclaredModel:
     """One arm's model: both arms share the flags, and only the adapter arm has the adapter."""
     declared = DeclaredModel.from_args(args, kind)
     return declared if kind == "adapter" else declared.without_adapter()
+
+
+#: Under ``--parallel-arms auto``, the largest base model (weights on disk) loaded twice.
+SIDE_BY_SIDE_MAX_BYTES: Final = 1 << 30
+_WEIGHT_SUFFIXES: Final = (".safetensors", ".bin")
+
+
+def _side_by_side(choice: str, plan: GenerationPlan, model: str) -> bool:
+    """Whether ``main`` generates its two arms at the same time (``--parallel-arms``).
+
+    Two arms side by side, each on half the threads, beat one after the other
+    when one arm cannot keep every core busy: a small model on the CPU, where
+    most of a decoding step is Python overhead that a second thread does not
+    share. ``auto`` also keeps two copies of a large model out of memory.
+    """
+    if choice != "auto":
+        return choice == "true"
+    if (plan.decoding.backend or "hf") != "hf" or (plan.num_threads or 0) < 2:
+        return False
+    folder = Path(model)
+    if not folder.is_dir():  # a Hub id: its size is not known without fetching it
+        return False
+    weights = [p for p in folder.iterdir() if p.is_file() and p.suffix in _WEIGHT_SUFFIXES]
+    return bool(weights) and sum(p.stat().st_size for p in weights) < SIDE_BY_SIDE_MAX_BYTES
+
+
+def _arm_worker(
+    split: TestSplit,
+    declared: DeclaredModel,
+    plan: GenerationPlan,
+    out_dir: Path,
+    scoring: ScoringOptions,
+) -> None:
+    """The worker process's whole job: generate one arm, quietly.
+
+    Any failure just ends the worker: the arm is then generated (or resumed)
+    again in the main process, which reports the error exactly as without
+    ``--parallel-arms``.
+    """
+    try:
+        generate_arm(split, declared, plan, out_dir, scoring)
+    except Exception:  # the main process reports it when it generates the arm again
+        sys.exit(1)
+
+
+def _generate_side_by_side(
+    split: TestSplit,
+    declared: dict[str, DeclaredModel],
+    plans: dict[str, GenerationPlan],
+    out: Path,
+    scoring: ScoringOptions,
+) -> None:
+    """Generate the base arm in a worker process while this process generates the adapter arm.
+
+    Only generations are written here; both arms are then scored (and logged)
+    one after the other as usual, finding their generations on disk. A worker
+    that failed leaves its arm to be generated again then.
+    """
+    import multiprocessing
+
+    # spawn, not fork: this process may hold MLflow connections and, later, OpenMP threads.
+    context = multiprocessing.get_context("spawn")
+    quiet = replace(scoring, progress=False)
+    worker = context.Process(
+        target=_arm_worker,
+        args=(split, declared["base"], plans["base"], out / "base", quiet),
+        name="sommelier-base-arm",
+        daemon=True,
+    )
+    worker.start()
+    try:
+        generate_arm(split, declared["adapter"], plans["adapter"], out / "adapter", scoring)
+    finally:
+        worker.join()
 
 
 def _interval(interval: MetricInterval) -> str:
@@ -103,16 +184,23 @@ def run_main(args: argparse.Namespace) -> int:
     parent: AbstractContextManager[str | None] = nullcontext(None)
     if log:
         parent = top_run(comparison_run_name(model, adapter))
+    declared = {kind: _declared(args, kind) for kind in ARMS}
+    plans = {kind: GenerationPlan.from_args(args, kind) for kind in ARMS}
+    side_by_side = _side_by_side(args.parallel_arms, plans["base"], model)
+    if side_by_side:
+        plans = {kind: plan.sharing_cores() for kind, plan in plans.items()}
     with parent as parent_id:
+        if side_by_side:
+            _generate_side_by_side(split, declared, plans, out, scoring)
         arms: dict[str, ArmOutput] = {}
         child_ids: dict[str, str] = {}
-        for kind in ("base", "adapter"):
+        for kind in ARMS:
             child: AbstractContextManager[str | None] = nullcontext(None)
             if parent_id is not None:
                 child = child_run(parent_id, kind)
             with child as run_id:
-                plan = GenerationPlan.from_args(args, kind)
-                arms[kind] = evaluate_arm(split, _declared(args, kind), plan, out / kind, scoring)
+                plan = plans[kind]
+                arms[kind] = evaluate_arm(split, declared[kind], plan, out / kind, scoring)
                 if run_id is not None:
                     child_ids[kind] = run_id
                     # Which registry versions this arm ran, as `evaluate` records them.

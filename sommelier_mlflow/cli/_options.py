@@ -407,6 +407,16 @@ class GenerationPlan:
             system_prompt=args.system_prompt,
         )
 
+    def sharing_cores(self) -> GenerationPlan:
+        """This plan with half the CPU threads, for an arm that generates beside the other.
+
+        The halved count is the one the arm runs with and logs, both while it
+        generates and when the generations are checked and scored afterwards.
+        """
+        if self.num_threads is None:
+            return self
+        return replace(self, num_threads=max(1, self.num_threads // 2))
+
     def request(self, declared: DeclaredModel) -> BackendRequest:
         """The declared model's request, run on this plan's machine."""
         return replace(

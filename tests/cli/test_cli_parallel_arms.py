@@ -1,0 +1,130 @@
+"""``main --parallel-arms``: both arms generate at once and come out exactly as one after the other."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from sommelier_mlflow.cli import main
+from sommelier_mlflow.cli._main_command import SIDE_BY_SIDE_MAX_BYTES, _side_by_side
+from sommelier_mlflow.cli._options import GenerationPlan
+from sommelier_mlflow.data import write_test_split
+from tests.cli.cli_helpers import TOOLS, examples
+
+ARMS = ("base", "adapter")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A split without prompts, a tiny Llama with a chat template, and a LoRA adapter for it."""
+    from sommelier_mlflow._json import canonical_json
+    from tests.support.tiny_models import build_lora_adapter, build_tiny_llama, build_tokenizer
+
+    root = tmp_path_factory.mktemp("parallel")
+    rows = [replace(ex, prompt_text=None, prompt_sha256=None) for ex in examples()]
+    split = write_test_split(root / "test.jsonl", rows)
+    texts = [canonical_json(TOOLS), *(row.query for row in rows)]
+    texts += [canonical_json(row.gold_call) for row in rows]
+    tokenizer = build_tokenizer(root / "tokenizer", texts)
+    model = build_tiny_llama(root / "model", tokenizer, seed=0)
+    adapter = build_lora_adapter(model, root / "adapter", seed=1)
+    return {"split": split, "model": model, "adapter": adapter}
+
+
+def _main(tiny: dict[str, Path], out: Path, *extra: str) -> list[str]:
+    return [
+        *("main", "--test-split", str(tiny["split"]), "--model", str(tiny["model"])),
+        *("--adapter", str(tiny["adapter"]), "--max-new-tokens", "12", "--batch-size", "3"),
+        *("--resamples", "200", "--log-traces", "false", "--out", str(out), *extra),
+    ]
+
+
+def test_arms_generated_side_by_side_are_byte_identical_and_logged_alike(
+    tiny: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two threads shared out (one per arm) against one thread for each arm in turn.
+
+    The generations, their manifests and the reports are the same bytes; under
+    MLflow both child runs finish with their throughput and the thread count
+    each arm really ran with.
+    """
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    together, in_turn = tmp_path / "together", tmp_path / "in_turn"
+    logged = ("--mlflow", "--num-threads")
+    assert main(_main(tiny, together, "--parallel-arms", "true", *logged, "2")) == 0
+    assert main(_main(tiny, in_turn, "--parallel-arms", "false", *logged, "1")) == 0
+    for arm in ARMS:
+        names = ["evaluation_report.json", "generation_manifest.json"]
+        names += [str(p.relative_to(together / arm)) for p in (together / arm).rglob("*.jsonl")]
+        assert any(name.startswith("generations/") for name in names)
+        for name in names:
+            assert (together / arm / name).read_bytes() == (in_turn / arm / name).read_bytes(), name
+        manifest = json.loads((together / arm / "generation_manifest.json").read_text())
+        assert '"cpu_threads": "1"' in json.dumps(manifest)
+    client = MlflowClient(tracking_uri=uri)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    children = [r for r in client.search_runs(experiments) if r.info.run_name in ARMS]
+    assert len(children) == 4
+    for run in children:
+        assert run.info.status == "FINISHED"
+        assert run.data.params["num_threads.resolved"] == "1"
+        assert run.data.metrics["generation/prompts"] == len(examples())
+
+
+def test_a_failing_arm_is_reported_once_with_its_exit_code(
+    tiny: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The worker fails quietly; the main process's own attempt reports the error, once."""
+    broken = tmp_path / "broken_model"
+    broken.mkdir()
+    (broken / "model.safetensors").write_bytes(b"not weights")
+    argv = _main(tiny, tmp_path / "out", "--parallel-arms", "true", "--num-threads", "2")
+    argv[argv.index(str(tiny["model"]))] = str(broken)
+    assert main(argv) == 3
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1
+    assert "Traceback" not in err
+
+
+def _plan(threads: int | None, backend: str = "hf") -> GenerationPlan:
+    args = argparse.Namespace(
+        max_new_tokens=8,
+        batch_size=2,
+        backend=backend,
+        num_threads=threads or 0,
+        max_examples=0,
+        prompt_format="sommelier",
+        system_prompt="",
+        backend_option=[],
+    )
+    return GenerationPlan.from_args(args, "base")
+
+
+def test_auto_is_on_for_a_small_local_model_on_several_threads(
+    tiny: dict[str, Path], tmp_path: Path
+) -> None:
+    model = str(tiny["model"])
+    assert _side_by_side("auto", _plan(2), model)
+    assert not _side_by_side("auto", _plan(1), model)  # nothing to share out
+    assert not _side_by_side("auto", _plan(2), "org/hub-model")  # size unknown
+    big = tmp_path / "big"
+    big.mkdir()
+    with (big / "model.safetensors").open("wb") as handle:
+        handle.truncate(SIDE_BY_SIDE_MAX_BYTES)  # sparse: no disk used
+    assert not _side_by_side("auto", _plan(2), str(big))  # two copies would not fit lightly
+    assert _side_by_side("true", _plan(1), "org/hub-model")
+    assert not _side_by_side("false", _plan(2), model)
+
+
+def test_sharing_cores_halves_the_threads_and_keeps_at_least_one() -> None:
+    assert _plan(4).sharing_cores().num_threads == 2
+    assert _plan(3).sharing_cores().num_threads == 1
+    assert _plan(1).sharing_cores().num_threads == 1
