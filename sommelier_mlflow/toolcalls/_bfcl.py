@@ -583,6 +583,8 @@ def _parallel(calls: Sequence[Mapping[str, Any]], expected: Sequence[_Expected])
             break
     else:
         return _PASSED
+    if stuck == 0:  # the greedy pass tried every call for the first expected one: none fits
+        return _FAILED["no_assignment"]
     rows = [stuck, *(row for row in range(size) if row != stuck)]
     if _complete_pairing(_Fits(expected, calls, known), rows):
         return _PASSED_UNLIKE_BFCL

@@ -124,6 +124,7 @@ def test_parallel_calls_match_in_any_order_one_to_one() -> None:
     boston, nyc = _call(city="Boston"), _call(city="NYC")
     assert _verdict(gold, boston, nyc) == (True, "")
     assert _verdict(gold, nyc, nyc) == (False, "no_assignment")
+    assert _verdict(gold, boston, boston) == (False, "no_assignment")  # NYC fits no call
     assert _verdict(gold, nyc) == (False, "wrong_count")
     assert _verdict(gold, nyc, boston, nyc) == (False, "wrong_count")
 
