@@ -1,4 +1,4 @@
-"""``main --parallel-arms``: both arms generate at once and come out exactly as one after the other."""
+"""``main --parallel-arms``: both arms generate at once, byte-identical to one after the other."""
 
 from __future__ import annotations
 
