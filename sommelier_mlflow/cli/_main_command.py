@@ -134,6 +134,10 @@ def _generate_side_by_side(
     worker.start()
     try:
         generate_arm(split, declared["adapter"], plans["adapter"], out / "adapter", scoring)
+    except BaseException:
+        # The error is what matters now; what the worker appended so far is resumed by a rerun.
+        worker.terminate()
+        raise
     finally:
         worker.join()
 

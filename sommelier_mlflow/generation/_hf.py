@@ -20,7 +20,12 @@ from pydantic import Field
 
 from sommelier_mlflow._redact import redact
 from sommelier_mlflow.errors import ConfigError, DependencyError
-from sommelier_mlflow.generation._identity import LocalSources, adapter_digest, load_pretrained
+from sommelier_mlflow.generation._identity import (
+    LocalSources,
+    adapter_digest,
+    load_errors,
+    load_pretrained,
+)
 from sommelier_mlflow.generation._protocol import BackendRequest, Completion, check_generate_args
 from sommelier_mlflow.generation._registry import BackendOptions, register_backend
 
@@ -304,6 +309,8 @@ class HFGenerator(LocalSources):
     def _attach_adapter(self, model: Any, token: str | None) -> Any:
         from peft import PeftModel
 
+        # peft raises RuntimeError for weights whose shapes do not fit the base model.
+        errors: tuple[type[Exception], ...] = (*load_errors(), RuntimeError)
         try:
             with warnings.catch_warnings():
                 # peft 0.21 probes transformers' deprecated ``is_gradient_checkpointing``;
@@ -314,7 +321,7 @@ class HFGenerator(LocalSources):
                 return PeftModel.from_pretrained(
                     model, str(self._adapter_path), is_trainable=False, token=token
                 )
-        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        except errors as exc:
             raise DependencyError(
                 f"could not load the adapter {str(self._adapter_path)!r} onto "
                 f"{self._model_source!r}: {redact(str(exc), secrets=[token])}; check that the "

@@ -24,6 +24,7 @@ __all__ = [
     "adapter_digest",
     "declared_adapter",
     "declared_identity",
+    "load_errors",
     "load_pretrained",
     "load_tokenizer",
 ]
@@ -112,6 +113,17 @@ class LocalSources:
         )
 
 
+def load_errors() -> tuple[type[Exception], ...]:
+    """What a Hugging Face load raises for files that are missing, unreadable or damaged.
+
+    A truncated or corrupt ``.safetensors`` file raises safetensors' own
+    error, which derives from none of the built-in ones.
+    """
+    from safetensors import SafetensorError
+
+    return (OSError, ValueError, KeyError, SafetensorError)
+
+
 def load_pretrained(
     loader: Callable[..., Any],
     what: str,
@@ -133,7 +145,7 @@ def load_pretrained(
     """
     try:
         return loader(source, revision=revision, token=token, **options)
-    except (OSError, ValueError, KeyError) as exc:
+    except load_errors() as exc:
         raise DependencyError(
             f"could not load the {what} {source!r} (revision {revision!r}){context}: "
             f"{redact(str(exc), secrets=[token])}; {hint}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -79,19 +80,27 @@ def test_arms_generated_side_by_side_are_byte_identical_and_logged_alike(
         assert run.data.metrics["generation/prompts"] == len(examples())
 
 
+@pytest.mark.parametrize("broken", ["model", "adapter"])
 def test_a_failing_arm_is_reported_once_with_its_exit_code(
-    tiny: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], broken: str
 ) -> None:
-    """The worker fails quietly; the main process's own attempt reports the error, once."""
-    broken = tmp_path / "broken_model"
-    broken.mkdir()
-    (broken / "model.safetensors").write_bytes(b"not weights")
+    """A broken base fails in the worker (quietly) and again here; a broken adapter fails here.
+
+    Either way the error is reported once, with its exit code, and no worker is left running.
+    """
+    import multiprocessing
+
+    folder = tmp_path / f"broken_{broken}"
+    shutil.copytree(tiny[broken], folder)
+    weights = "model.safetensors" if broken == "model" else "adapter_model.safetensors"
+    (folder / weights).write_bytes(b"not weights")
     argv = _main(tiny, tmp_path / "out", "--parallel-arms", "true", "--num-threads", "2")
-    argv[argv.index(str(tiny["model"]))] = str(broken)
+    argv[argv.index(str(tiny[broken]))] = str(folder)
     assert main(argv) == 3
     err = capsys.readouterr().err
-    assert err.count("error:") == 1
+    assert err.count("error:") == 1, err
     assert "Traceback" not in err
+    assert not multiprocessing.active_children()
 
 
 def _plan(threads: int | None, backend: str = "hf") -> GenerationPlan:
