@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -59,9 +60,12 @@ def test_scoring_a_lazily_parsed_batch_runs_no_collection() -> None:
             yield {"parse_status": result.status, "parsed_call": result.call, "gold_call": gold}
 
     collections: list[dict[str, Any]] = []
+    scoring_thread = threading.get_ident()
 
     def on_gc(phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
+        # Only this thread's: a daemon thread left by an earlier test in the same worker
+        # may call gc.collect() itself, which no pause can (or should) prevent.
+        if phase == "start" and threading.get_ident() == scoring_thread:
             collections.append(info)
 
     gc.callbacks.append(on_gc)
