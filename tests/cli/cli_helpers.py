@@ -128,3 +128,25 @@ def evaluate_args(split: Path, out: Path, backend: str, *extra: str) -> list[str
         *("--revision", "abc123", "--model-kind", "base", "--batch-size", "2"),
         *("--backend", backend, *extra, "--resamples", "100", "--out", str(out)),
     ]
+
+
+def tiny_arms(root: Path, *, gold_in_vocabulary: bool = True) -> dict[str, Path]:
+    """The fixture's split without prompts, a tiny Llama with a chat template, and its LoRA.
+
+    The tokenizer is trained on the tools and queries, and on the gold calls unless
+    ``gold_in_vocabulary`` is off; the model and adapter are seeded, so every build is alike.
+    """
+    from dataclasses import replace
+
+    from sommelier_mlflow._json import canonical_json
+    from tests.support.tiny_models import build_lora_adapter, build_tiny_llama, build_tokenizer
+
+    rows = [replace(ex, prompt_text=None, prompt_sha256=None) for ex in examples()]
+    split = write_test_split(root / "test.jsonl", rows)
+    texts = [canonical_json(TOOLS), *(row.query for row in rows)]
+    if gold_in_vocabulary:
+        texts += [canonical_json(row.gold_call) for row in rows]
+    tokenizer = build_tokenizer(root / "tokenizer", texts)
+    model = build_tiny_llama(root / "model", tokenizer, seed=0)
+    adapter = build_lora_adapter(model, root / "adapter", seed=1)
+    return {"split": Path(split), "model": Path(model), "adapter": Path(adapter)}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,27 +12,14 @@ import pytest
 from sommelier_mlflow.cli import main
 from sommelier_mlflow.cli._main_command import SIDE_BY_SIDE_MAX_BYTES, _side_by_side
 from sommelier_mlflow.cli._options import GenerationPlan
-from sommelier_mlflow.data import write_test_split
-from tests.cli.cli_helpers import TOOLS, examples
+from tests.cli.cli_helpers import examples, tiny_arms
 
 ARMS = ("base", "adapter")
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A split without prompts, a tiny Llama with a chat template, and a LoRA adapter for it."""
-    from sommelier_mlflow._json import canonical_json
-    from tests.support.tiny_models import build_lora_adapter, build_tiny_llama, build_tokenizer
-
-    root = tmp_path_factory.mktemp("parallel")
-    rows = [replace(ex, prompt_text=None, prompt_sha256=None) for ex in examples()]
-    split = write_test_split(root / "test.jsonl", rows)
-    texts = [canonical_json(TOOLS), *(row.query for row in rows)]
-    texts += [canonical_json(row.gold_call) for row in rows]
-    tokenizer = build_tokenizer(root / "tokenizer", texts)
-    model = build_tiny_llama(root / "model", tokenizer, seed=0)
-    adapter = build_lora_adapter(model, root / "adapter", seed=1)
-    return {"split": split, "model": model, "adapter": adapter}
+    return tiny_arms(tmp_path_factory.mktemp("parallel"))
 
 
 def _main(tiny: dict[str, Path], out: Path, *extra: str) -> list[str]:

@@ -9,32 +9,21 @@ from __future__ import annotations
 import json
 import socket
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow.cli import main
-from sommelier_mlflow.data import write_test_split
-from tests.cli.cli_helpers import TOOLS, examples
+from tests.cli.cli_helpers import examples, tiny_arms
 from tests.support.openai_stub import echo_responder, finishes_within, running_stub
-from tests.support.tiny_models import build_lora_adapter, build_tiny_llama, build_tokenizer
 
 KEY = "sk-cli-planted-0a1b2c3d4e5f"
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("tiny-cli")
-    rows = [replace(ex, prompt_text=None, prompt_sha256=None) for ex in examples()]
-    split = write_test_split(root / "test.jsonl", rows)
-    texts = [canonical_json(TOOLS), *(row.query for row in rows)]
-    tokenizer = build_tokenizer(root / "tokenizer", texts)
-    model = build_tiny_llama(root / "model", tokenizer, seed=0)
-    adapter = build_lora_adapter(model, root / "adapter", seed=1)
-    return {"split": Path(split), "model": Path(model), "adapter": Path(adapter)}
+    return tiny_arms(tmp_path_factory.mktemp("tiny-cli"), gold_in_vocabulary=False)
 
 
 def _models(root: Path) -> list[dict[str, Any]]:

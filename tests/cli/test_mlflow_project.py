@@ -190,22 +190,13 @@ def test_refused_comparison_logs_nothing_as_passed(server: str, tmp_path: Path) 
 @pytest.mark.slow
 def test_main_entry_point_runs_both_arms_and_the_comparison(server: str, tmp_path: Path) -> None:
     """`mlflow run .` with a real tiny model and LoRA adapter: parent + base/adapter children."""
-    from dataclasses import replace
 
     from mlflow.tracking import MlflowClient
 
-    from sommelier_mlflow._json import canonical_json
-    from sommelier_mlflow.data import write_test_split
-    from tests.cli.cli_helpers import TOOLS, examples
-    from tests.support.tiny_models import build_lora_adapter, build_tiny_llama, build_tokenizer
+    from tests.cli.cli_helpers import examples, tiny_arms
 
-    rows = [replace(ex, prompt_text=None, prompt_sha256=None) for ex in examples()]
-    split = write_test_split(tmp_path / "test.jsonl", rows)
-    texts = [canonical_json(TOOLS), *(row.query for row in rows)]
-    texts += [canonical_json(row.gold_call) for row in rows]
-    tokenizer = build_tokenizer(tmp_path / "tokenizer", texts)
-    model = build_tiny_llama(tmp_path / "model", tokenizer, seed=0)
-    adapter = build_lora_adapter(model, tmp_path / "adapter", seed=1)
+    tiny = tiny_arms(tmp_path)
+    rows, split, model, adapter = examples(), tiny["split"], tiny["model"], tiny["adapter"]
 
     planted = "hf_PlantedSecretToken1234567890"
     parent_id = _mlflow_run(
