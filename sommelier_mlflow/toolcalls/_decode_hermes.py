@@ -43,9 +43,7 @@ from sommelier_mlflow.toolcalls._decode import (
 )
 from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
 
-__all__ = ["HERMES_VERSION", "decode_hermes"]
-
-HERMES_VERSION: Final = "hermes.v1"
+__all__ = ["decode_hermes"]
 
 _OPEN: Final = "<tool_call>"
 _CLOSE: Final = "</tool_call>"
@@ -130,7 +128,7 @@ register_output_format(
         "Hermes-2-Pro and Qwen: zero or more <tool_call> blocks of one JSON call each; "
         "thoughts in <think> are removed first.",
         decode=decode_hermes,
-        version=HERMES_VERSION,
+        version="hermes.v1",
         special_tokens=True,
     )
 )

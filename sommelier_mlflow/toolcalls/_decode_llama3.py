@@ -38,9 +38,7 @@ from sommelier_mlflow.toolcalls._decode import (
 )
 from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
 
-__all__ = ["LLAMA3_JSON_VERSION", "decode_llama3_json"]
-
-LLAMA3_JSON_VERSION: Final = "llama3_json.v1"
+__all__ = ["decode_llama3_json"]
 
 _PYTHON_TAG: Final = "<|python_tag|>"
 
@@ -110,7 +108,7 @@ register_output_format(
         "Llama 3.1/3.2: JSON objects with name and parameters (or arguments), joined by ';', "
         "after an optional <|python_tag|>.",
         decode=decode_llama3_json,
-        version=LLAMA3_JSON_VERSION,
+        version="llama3_json.v1",
         special_tokens=False,
     )
 )

@@ -45,9 +45,7 @@ from sommelier_mlflow.toolcalls._decode import (
 from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
 from sommelier_mlflow.toolcalls._parse import NOT_JSON, is_tool_call
 
-__all__ = ["MISTRAL_VERSION", "decode_mistral"]
-
-MISTRAL_VERSION: Final = "mistral.v1"
+__all__ = ["decode_mistral"]
 
 _MARKER: Final = "[TOOL_CALLS]"
 _ARGS: Final = "[ARGS]"
@@ -140,7 +138,7 @@ register_output_format(
         "Mistral: [TOOL_CALLS] and a JSON array of calls (tokenizer v3), or "
         "[TOOL_CALLS]name[ARGS]{...} segments (tokenizer v11+).",
         decode=decode_mistral,
-        version=MISTRAL_VERSION,
+        version="mistral.v1",
         special_tokens=True,
     )
 )

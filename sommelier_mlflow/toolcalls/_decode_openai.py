@@ -36,9 +36,7 @@ from sommelier_mlflow.toolcalls._decode import (
 from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
 from sommelier_mlflow.toolcalls._parse import NOT_JSON
 
-__all__ = ["OPENAI_VERSION", "decode_openai"]
-
-OPENAI_VERSION: Final = "openai.v1"
+__all__ = ["decode_openai"]
 
 _ITEM_KEYS: Final = frozenset({"id", "type", "function"})
 
@@ -105,7 +103,7 @@ register_output_format(
         'An OpenAI-compatible chat endpoint\'s {"tool_calls": [...]} (or a bare list), '
         "function.arguments as a JSON string.",
         decode=decode_openai,
-        version=OPENAI_VERSION,
+        version="openai.v1",
         special_tokens=False,
     )
 )

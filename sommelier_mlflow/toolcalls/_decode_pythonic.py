@@ -45,9 +45,7 @@ from sommelier_mlflow.toolcalls._decode import (
 )
 from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
 
-__all__ = ["PYTHONIC_VERSION", "decode_pythonic"]
-
-PYTHONIC_VERSION: Final = "pythonic.v1"
+__all__ = ["decode_pythonic"]
 
 #: What ``ast.parse`` can raise on some ``str``: syntax, NUL bytes and lone
 #: surrogates (ValueError), and nesting beyond the parser's own limits.
@@ -290,7 +288,7 @@ register_output_format(
         "A Python list of calls with literal keyword arguments, [f(a=1), pkg.g(b='x')], "
         "read with ast only.",
         decode=decode_pythonic,
-        version=PYTHONIC_VERSION,
+        version="pythonic.v1",
         special_tokens=False,
     )
 )

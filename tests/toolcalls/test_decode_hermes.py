@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from sommelier_mlflow.toolcalls._decode_hermes import HERMES_VERSION, decode_hermes
+from sommelier_mlflow.toolcalls import output_format
+from sommelier_mlflow.toolcalls._decode_hermes import decode_hermes
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
 T = {"name": "convert", "arguments": {"amount": 10, "to": "USD"}}
@@ -14,8 +15,9 @@ def block(call: object) -> str:
     return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
 
 
-def test_version() -> None:
-    assert HERMES_VERSION == "hermes.v1"
+def test_the_registered_format_is_this_decoder_at_its_version() -> None:
+    registered = output_format("hermes")
+    assert (registered.decode, registered.version) == (decode_hermes, "hermes.v1")
 
 
 @pytest.mark.parametrize(

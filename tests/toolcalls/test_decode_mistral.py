@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from sommelier_mlflow.toolcalls._decode_mistral import MISTRAL_VERSION, decode_mistral
+from sommelier_mlflow.toolcalls import output_format
+from sommelier_mlflow.toolcalls._decode_mistral import decode_mistral
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
 T = {"name": "convert", "arguments": {"amount": 10, "to": "USD"}}
@@ -14,8 +15,9 @@ def segment(call: dict[str, object]) -> str:
     return f"[TOOL_CALLS]{call['name']}[ARGS]{json.dumps(call['arguments'])}"
 
 
-def test_version() -> None:
-    assert MISTRAL_VERSION == "mistral.v1"
+def test_the_registered_format_is_this_decoder_at_its_version() -> None:
+    registered = output_format("mistral")
+    assert (registered.decode, registered.version) == (decode_mistral, "mistral.v1")
 
 
 @pytest.mark.parametrize(

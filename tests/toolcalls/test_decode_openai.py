@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from sommelier_mlflow.toolcalls._decode_openai import OPENAI_VERSION, decode_openai
+from sommelier_mlflow.toolcalls import output_format
+from sommelier_mlflow.toolcalls._decode_openai import decode_openai
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
 T = {"name": "convert", "arguments": {"amount": 10, "to": "USD"}}
@@ -15,8 +16,9 @@ def item(call: dict[str, object], **extra: object) -> dict[str, object]:
     return {**extra, "function": function}
 
 
-def test_version() -> None:
-    assert OPENAI_VERSION == "openai.v1"
+def test_the_registered_format_is_this_decoder_at_its_version() -> None:
+    registered = output_format("openai")
+    assert (registered.decode, registered.version) == (decode_openai, "openai.v1")
 
 
 @pytest.mark.parametrize(
