@@ -24,21 +24,21 @@ from typing import Any, Final
 import orjson
 
 __all__ = [
-    "EXACT_INT_FLOAT_MAX",
-    "EXACT_INT_FLOAT_MIN",
     "JSONDecodeError",
+    "loads",
+    "EXACT_INT_FLOAT_MIN",
+    "EXACT_INT_FLOAT_MAX",
+    "loads_small",
+    "checked_small",
+    "canonical_json",
+    "field_dict",
+    "dumps_line",
+    "dumps_pretty",
+    "sha256_text",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_jsonl",
     "staged_folder",
-    "canonical_json",
-    "checked_small",
-    "dumps_line",
-    "dumps_pretty",
-    "field_dict",
-    "loads",
-    "loads_small",
-    "sha256_text",
 ]
 
 JSONDecodeError = orjson.JSONDecodeError

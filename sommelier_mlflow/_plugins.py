@@ -30,13 +30,13 @@ from sommelier_mlflow.errors import ConfigError
 
 __all__ = [
     "BACKENDS_GROUP",
-    "METRICS_GROUP",
+    "SCORING_MODES_GROUP",
     "OUTPUT_FORMATS_GROUP",
     "PROMPT_FORMATS_GROUP",
-    "SCORING_MODES_GROUP",
+    "METRICS_GROUP",
+    "is_valid_name",
     "PluginWarning",
     "Registry",
-    "is_valid_name",
 ]
 
 BACKENDS_GROUP: Final = "sommelier_mlflow.backends"

@@ -27,12 +27,12 @@ from typing import Any, Final
 
 __all__ = [
     "REDACTED",
-    "contains_secret",
     "is_secret_key",
-    "redact",
-    "redact_registered",
-    "redact_value",
     "register_secret",
+    "redact_registered",
+    "redact",
+    "redact_value",
+    "contains_secret",
 ]
 
 REDACTED: Final = "**********"

@@ -27,12 +27,12 @@ if TYPE_CHECKING:
     from sommelier_mlflow.evaluation import ComparisonArtifacts
 
 __all__ = [
-    "compare_arms",
-    "format_verdict",
-    "raise_if_unsupported",
     "read_claims_option",
-    "register_command",
     "registration_for",
+    "compare_arms",
+    "raise_if_unsupported",
+    "format_verdict",
+    "register_command",
 ]
 
 

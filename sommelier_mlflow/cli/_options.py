@@ -35,18 +35,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_OUT",
-    "DeclaredModel",
-    "GenerationPlan",
-    "OPTION_ALIASES",
-    "ScoringOptions",
-    "backend_options",
     "default_out_dir",
-    "generation_job",
     "out_folder",
-    "progress_wanted",
+    "generation_job",
+    "split_identity",
     "read_split",
     "resolve_num_threads",
-    "split_identity",
+    "progress_wanted",
+    "OPTION_ALIASES",
+    "backend_options",
+    "ScoringOptions",
+    "DeclaredModel",
+    "GenerationPlan",
 ]
 
 #: Where commands write when ``--out`` is not given (one folder per distinct job).

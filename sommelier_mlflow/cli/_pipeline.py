@@ -57,12 +57,12 @@ __all__ = [
     "FORMATTED_SPLIT_NAME",
     "USAGE_NAME",
     "ArmOutput",
-    "evaluate_arm",
-    "format_split",
-    "generate_arm",
-    "replay_precomputed",
-    "score_generations",
     "select_examples",
+    "evaluate_arm",
+    "generate_arm",
+    "format_split",
+    "score_generations",
+    "replay_precomputed",
 ]
 
 FORMATTED_SPLIT_NAME = "test_split.formatted.jsonl"

@@ -36,16 +36,16 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_EXPERIMENT",
     "HTTP_LIMITS",
+    "prepared_tracking",
+    "ui_hint",
     "THROUGHPUT_SECTION",
-    "child_run",
     "claims_registration",
-    "comparison_run_name",
     "display_name",
+    "comparison_run_name",
+    "top_run",
+    "child_run",
     "download_evaluation_report",
     "log_arm",
-    "prepared_tracking",
-    "top_run",
-    "ui_hint",
 ]
 
 DEFAULT_EXPERIMENT = "sommelier"

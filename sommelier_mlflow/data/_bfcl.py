@@ -57,8 +57,8 @@ from sommelier_mlflow.data._tools import tools_problem
 from sommelier_mlflow.errors import ConfigError, DataError
 
 __all__ = [
-    "BFCL_ACCEPTED_CATEGORIES",
     "BFCL_DEFAULT_CATEGORIES",
+    "BFCL_ACCEPTED_CATEGORIES",
     "BFCL_DROP_REASONS",
     "BFCL_DROP_SUMMARY_SCHEMA",
     "BfclImportResult",

@@ -38,7 +38,7 @@ from sommelier_mlflow.data._schemas import (
 )
 from sommelier_mlflow.errors import DataError, InvariantViolationError
 
-__all__ = ["DATASET_RECORD_TAGS", "dataset_records", "read_dataset_records"]
+__all__ = ["DATASET_RECORD_TAGS", "read_dataset_records", "dataset_records"]
 
 _INPUTS: Final = ("query", "tools")
 _OPTIONAL_INPUTS: Final = ("prompt_text",)

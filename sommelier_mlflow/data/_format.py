@@ -40,14 +40,14 @@ __all__ = [
     "SYSTEM_INSTRUCTION",
     "ChatTemplateTokenizer",
     "PromptFormat",
-    "build_messages",
-    "check_prompt_formats",
-    "format_examples",
+    "register_prompt_format",
     "prompt_format",
     "prompt_format_names",
-    "register_prompt_format",
-    "render_target",
+    "build_messages",
     "tool_schemas",
+    "render_target",
+    "check_prompt_formats",
+    "format_examples",
 ]
 
 NATIVE_PROMPT_FORMAT: Final = "native"

@@ -25,11 +25,11 @@ from sommelier_mlflow._json import JSONDecodeError, loads
 from sommelier_mlflow.errors import DataError
 
 __all__ = [
-    "JsonlPrefix",
+    "open_data_file",
     "JsonlReader",
     "iter_jsonl_objects",
+    "JsonlPrefix",
     "jsonl_valid_prefix",
-    "open_data_file",
 ]
 
 

@@ -74,10 +74,10 @@ from sommelier_mlflow.data._tools import gold_call_problem, query_hash, tools_pr
 from sommelier_mlflow.errors import ConfigError, DataError, InputError
 
 __all__ = [
-    "DEFAULT_MAX_QUERY_CHARS",
-    "DEFAULT_MIN_QUERY_CHARS",
     "DROP_REASONS",
     "SPLIT_NAMES",
+    "DEFAULT_MIN_QUERY_CHARS",
+    "DEFAULT_MAX_QUERY_CHARS",
     "PrepareResult",
     "prepare",
 ]

@@ -16,11 +16,11 @@ from sommelier_mlflow._json import field_dict
 from sommelier_mlflow.errors import ConfigError, InputError
 
 __all__ = [
+    "ModelKind",
     "MODEL_KINDS",
+    "check_model_kind",
     "Decoding",
     "ModelIdentity",
-    "ModelKind",
-    "check_model_kind",
 ]
 
 ModelKind = Literal["base", "adapter"]

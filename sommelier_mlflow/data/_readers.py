@@ -83,16 +83,16 @@ from sommelier_mlflow.toolcalls import (
 )
 
 __all__ = [
-    "FORMATTED_EXAMPLE_V2_SCHEMA",
     "PREPARED_EXAMPLE_V2_SCHEMA",
+    "FORMATTED_EXAMPLE_V2_SCHEMA",
     "TEST_SPLIT_SCHEMAS",
-    "GenerationPrefix",
-    "PrecomputedGeneration",
-    "check_scoring_mode",
-    "read_generation_prefix",
-    "read_generations",
-    "read_precomputed",
     "read_test_split",
+    "check_scoring_mode",
+    "read_generations",
+    "GenerationPrefix",
+    "read_generation_prefix",
+    "PrecomputedGeneration",
+    "read_precomputed",
 ]
 
 PREPARED_EXAMPLE_V2_SCHEMA: Final = "sommelier.prepared_example.v2"

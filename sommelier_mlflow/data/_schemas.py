@@ -18,21 +18,21 @@ from sommelier_mlflow.errors import InputError
 from sommelier_mlflow.toolcalls import PARSE_STATUSES, is_tool_call
 
 __all__ = [
-    "COMPARISON_REPORT_SCHEMA",
-    "DEFAULT_PROMPT_FORMAT",
-    "DROP_SUMMARY_SCHEMA",
-    "DatasetRef",
-    "EVALUATION_REPORT_SCHEMA",
-    "GENERATION_FIELDS",
-    "GENERATION_SCHEMA",
-    "GenerationRecord",
-    "OVERALL",
-    "RESERVED_SLICE_NAMES",
-    "TEST_EXAMPLE_SCHEMA",
-    "TestExample",
-    "TestSplit",
     "schema_version",
+    "TEST_EXAMPLE_SCHEMA",
+    "GENERATION_SCHEMA",
+    "EVALUATION_REPORT_SCHEMA",
+    "COMPARISON_REPORT_SCHEMA",
+    "DROP_SUMMARY_SCHEMA",
+    "OVERALL",
+    "DEFAULT_PROMPT_FORMAT",
+    "RESERVED_SLICE_NAMES",
     "validate_language",
+    "TestExample",
+    "GENERATION_FIELDS",
+    "GenerationRecord",
+    "DatasetRef",
+    "TestSplit",
 ]
 
 

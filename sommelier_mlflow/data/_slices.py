@@ -35,12 +35,12 @@ from sommelier_mlflow.toolcalls import (
 
 __all__ = [
     "CALLS_SLICE_FIELD",
+    "call_count_value",
     "LANGUAGE_FIELD",
     "MAX_ENCODED_VALUE",
-    "call_count_value",
     "check_slice_fields",
-    "encode_slice_value",
     "slice_name",
+    "encode_slice_value",
     "slice_section",
     "slice_sections",
 ]

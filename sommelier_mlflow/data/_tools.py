@@ -17,11 +17,11 @@ from typing import Any
 from sommelier_mlflow.toolcalls import is_tool_call
 
 __all__ = [
+    "tool_schema_problem",
+    "tools_problem",
     "gold_call_problem",
     "normalize_query",
     "query_hash",
-    "tool_schema_problem",
-    "tools_problem",
 ]
 
 

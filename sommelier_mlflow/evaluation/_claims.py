@@ -78,18 +78,18 @@ __all__ = [
     "TIE_TOLERANCE",
     "VERDICT_METHOD",
     "Claim",
-    "ClaimDecision",
     "ClaimsSpec",
     "RegistrationRecord",
+    "ClaimDecision",
     "Verdict",
-    "bootstrap_p_value",
-    "check_claims",
-    "decide_claims",
-    "holm_adjust",
     "parse_claim",
     "parse_claims",
     "read_claims",
+    "check_claims",
+    "bootstrap_p_value",
+    "holm_adjust",
     "verdict_from_counts",
+    "decide_claims",
 ]
 
 CLAIMS_SCHEMA: Final = schema_version("claims")

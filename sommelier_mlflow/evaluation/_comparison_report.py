@@ -55,13 +55,13 @@ from sommelier_mlflow.toolcalls import DEFAULT_MODE, MetricValue, scoring_mode_n
 
 __all__ = [
     "ARM_KINDS",
-    "ComparisonIdentity",
-    "ComparisonReport",
-    "LanguageGap",
     "MARGINAL_GAP_NOTE",
-    "MarginalGap",
+    "ComparisonIdentity",
     "RunSummary",
     "SliceComparison",
+    "LanguageGap",
+    "MarginalGap",
+    "ComparisonReport",
     "read_comparison_report",
 ]
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from sommelier_mlflow._json import canonical_json, sha256_text
 
-__all__ = ["pair_set_digest", "prompt_set_digest"]
+__all__ = ["prompt_set_digest", "pair_set_digest"]
 
 
 def prompt_set_digest(prompt_digests: Sequence[str]) -> str:

@@ -37,15 +37,15 @@ from sommelier_mlflow.evaluation._results import BootstrapSettings
 from sommelier_mlflow.evaluation._stats import BootstrapDraws, mcnemar_one_sided
 
 __all__ = [
+    "LEADERBOARD_SCHEMA",
     "LEADERBOARD_FILENAME",
     "LEADERBOARD_MARKDOWN_FILENAME",
-    "LEADERBOARD_SCHEMA",
     "AdapterArm",
-    "Leaderboard",
     "LeaderboardRow",
-    "build_leaderboard",
-    "family_decisions",
+    "Leaderboard",
     "select_p_value",
+    "family_decisions",
+    "build_leaderboard",
     "write_leaderboard",
 ]
 

@@ -37,7 +37,7 @@ from sommelier_mlflow.toolcalls import (
     bfcl_aggregate,
 )
 
-__all__ = ["format_delta", "format_metric", "format_p_value", "render_comparison_markdown"]
+__all__ = ["format_metric", "format_delta", "format_p_value", "render_comparison_markdown"]
 
 
 def format_metric(metric: MetricValue) -> str:

@@ -38,15 +38,15 @@ from sommelier_mlflow.toolcalls import (
 from sommelier_mlflow.toolcalls import output_format as registered_output_format
 
 __all__ = [
+    "metrics_from_components",
     "AnsweredExample",
     "BootstrapSettings",
     "ExampleResult",
+    "SliceResult",
     "PairCoverage",
     "PairedSlice",
     "ScoredExamples",
     "ScoredRun",
-    "SliceResult",
-    "metrics_from_components",
 ]
 
 

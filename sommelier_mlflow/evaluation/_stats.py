@@ -33,17 +33,17 @@ _P = ParamSpec("_P")
 
 __all__ = [
     "BOOTSTRAP_METHOD",
-    "MCNEMAR_METHOD",
     "QUANTILE_METHOD",
-    "BootstrapDraws",
-    "McNemarResult",
+    "MCNEMAR_METHOD",
     "MetricInterval",
     "PairedBootstrapResult",
-    "mcnemar_exact",
-    "mcnemar_from_outcomes",
-    "mcnemar_one_sided",
-    "paired_bootstrap",
+    "BootstrapDraws",
+    "McNemarResult",
     "paired_bootstrap_draws",
+    "paired_bootstrap",
+    "mcnemar_exact",
+    "mcnemar_one_sided",
+    "mcnemar_from_outcomes",
 ]
 
 BOOTSTRAP_METHOD: Final = "paired_percentile_bootstrap"

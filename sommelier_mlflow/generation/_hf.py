@@ -32,11 +32,11 @@ from sommelier_mlflow.generation._registry import BackendOptions, register_backe
 __all__ = [
     "DTYPES",
     "HFGenerator",
-    "HFOptions",
-    "greedy_completions",
     "greedy_generation_config",
-    "hf_backend",
+    "greedy_completions",
     "physical_cores",
+    "HFOptions",
+    "hf_backend",
 ]
 
 DType = Literal["float32", "float64", "bfloat16", "float16"]

@@ -18,15 +18,15 @@ from sommelier_mlflow.data import ModelIdentity
 from sommelier_mlflow.errors import DependencyError
 
 __all__ = [
-    "LocalSources",
-    "SERVED_ADAPTER_DIGEST",
-    "SERVED_ADAPTER_PREFIX",
     "adapter_digest",
-    "declared_adapter",
-    "declared_identity",
+    "LocalSources",
     "load_errors",
     "load_pretrained",
     "load_tokenizer",
+    "declared_identity",
+    "SERVED_ADAPTER_DIGEST",
+    "SERVED_ADAPTER_PREFIX",
+    "declared_adapter",
 ]
 
 _CHUNK: Final = 1 << 20

@@ -25,16 +25,16 @@ from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.generation._identity import declared_adapter, declared_identity
 
 __all__ = [
-    "BackendRequest",
+    "check_generate_args",
+    "TextGenerator",
+    "SupportsPromptLengths",
+    "SupportsFingerprint",
     "Completion",
-    "GenerationBackend",
     "SupportsCompletionDetails",
     "SupportsExampleKeys",
-    "SupportsFingerprint",
-    "SupportsPromptLengths",
     "SupportsRunRecord",
-    "TextGenerator",
-    "check_generate_args",
+    "GenerationBackend",
+    "BackendRequest",
 ]
 
 

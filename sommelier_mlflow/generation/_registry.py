@@ -30,15 +30,15 @@ from sommelier_mlflow.errors import ConfigError, InvariantViolationError
 from sommelier_mlflow.generation._protocol import BackendRequest, GenerationBackend
 
 __all__ = [
+    "BackendOptions",
+    "NoOptions",
     "BackendFactory",
     "BackendOption",
-    "BackendOptions",
     "BackendSpec",
-    "NoOptions",
+    "register_backend",
     "backend_names",
     "backend_spec",
     "create_backend",
-    "register_backend",
 ]
 
 

@@ -19,7 +19,7 @@ from sommelier_mlflow.errors import ConfigError, InputError
 from sommelier_mlflow.generation._protocol import BackendRequest
 from sommelier_mlflow.generation._registry import BackendOptions, register_backend
 
-__all__ = ["ReplayGenerator", "ReplayOptions"]
+__all__ = ["ReplayOptions", "ReplayGenerator"]
 
 _KEYS: Final = ("prompt", "example_id")
 

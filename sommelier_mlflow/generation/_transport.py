@@ -43,13 +43,13 @@ from sommelier_mlflow._redact import redact_registered, register_secret
 from sommelier_mlflow.errors import ConfigError, DependencyError
 
 __all__ = [
+    "DEFAULT_REQUEST_TIMEOUT",
     "DEFAULT_API_KEY_ENV",
     "DEFAULT_MAX_RETRIES",
-    "DEFAULT_REQUEST_TIMEOUT",
     "ENV_NAME_PATTERN",
+    "redact_url",
     "ServedModel",
     "ServerTransport",
-    "redact_url",
 ]
 
 DEFAULT_REQUEST_TIMEOUT: Final = 300.0

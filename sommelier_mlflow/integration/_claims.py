@@ -36,13 +36,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLAIMS_ARTIFACT",
-    "CLAIM_TAG_PREFIX",
     "TAG_CLAIMS_SHA256",
     "TAG_VERDICT",
+    "CLAIM_TAG_PREFIX",
     "ClaimsRegistration",
-    "check_registration",
-    "find_registration",
     "register_claims",
+    "find_registration",
+    "check_registration",
     "verdict_tags",
 ]
 

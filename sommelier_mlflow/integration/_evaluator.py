@@ -87,9 +87,9 @@ from sommelier_mlflow.toolcalls import (
 )
 
 __all__ = [
+    "MODEL_TYPE",
     "EVALUATOR_REPORT_ARTIFACT",
     "EvaluatorConfigError",
-    "MODEL_TYPE",
     "SommelierEvaluator",
 ]
 

@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = [
-    "FIGURE_DPI",
     "FIGURE_WIDTH_IN",
+    "FIGURE_DPI",
     "MIN_FONT_PT",
     "comparison_figure",
     "gaps_figure",

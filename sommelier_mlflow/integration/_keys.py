@@ -36,9 +36,9 @@ from sommelier_mlflow.toolcalls import MetricValue
 __all__ = [
     "OVERALL",
     "SlicedScores",
-    "comparison_metric_keys",
-    "evaluation_metric_keys",
     "interval_label",
+    "evaluation_metric_keys",
+    "comparison_metric_keys",
 ]
 
 _DEFAULT_CONFIDENCE: Final = 0.95

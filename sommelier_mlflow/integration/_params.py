@@ -12,7 +12,7 @@ from typing import Any
 
 from sommelier_mlflow.errors import DataError
 
-__all__ = ["comparison_params", "evaluation_params", "report_field"]
+__all__ = ["report_field", "evaluation_params", "comparison_params"]
 
 
 def report_field(mapping: Mapping[str, Any], *path: str) -> Any:

@@ -50,10 +50,10 @@ from sommelier_mlflow.toolcalls import (
 from sommelier_mlflow.toolcalls import output_format as registered_output_format
 
 __all__ = [
+    "table_columns",
     "PredictionScores",
     "extra_metric_keys",
     "score_predictions",
-    "table_columns",
 ]
 
 #: The bootstrap label of the evaluator's gaps (see the module docstring).

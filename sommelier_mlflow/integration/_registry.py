@@ -27,11 +27,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "REGISTRY_PREFIX",
-    "RegisteredModel",
     "is_registry_uri",
     "parse_registry_uri",
-    "promote_version",
+    "RegisteredModel",
     "resolve_registered_model",
+    "promote_version",
 ]
 
 REGISTRY_PREFIX: Final = "models:/"

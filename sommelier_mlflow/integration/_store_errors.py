@@ -21,7 +21,7 @@ from typing import Final
 from sommelier_mlflow._redact import redact
 from sommelier_mlflow.errors import ConfigError, SommelierError, TrackingError
 
-__all__ = ["check_tracking_server", "tracking_errors"]
+__all__ = ["tracking_errors", "check_tracking_server"]
 
 _UNREACHABLE_HINTS: Final = (
     "failed with exception",

@@ -24,9 +24,9 @@ from sommelier_mlflow._redact import redact_value
 __all__ = [
     "TRACE_TEXT_LIMIT",
     "ExampleTrace",
+    "trace_ids",
     "PreparedTrace",
     "prepare_trace",
-    "trace_ids",
 ]
 
 #: The most characters of one text (request, output) a trace carries. A

@@ -55,9 +55,9 @@ if TYPE_CHECKING:
 __all__ = [
     "AUTO_TRACE_LIMIT",
     "LogTraces",
+    "should_log_traces",
     "arm_example_traces",
     "log_example_traces",
-    "should_log_traces",
 ]
 
 #: ``log_traces=auto`` logs traces for arms up to this many examples.

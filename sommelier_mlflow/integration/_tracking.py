@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from sommelier_mlflow.data import TestSplit
 
-__all__ = ["log_comparison_run", "log_evaluation_run"]
+__all__ = ["log_evaluation_run", "log_comparison_run"]
 
 
 def log_evaluation_run(

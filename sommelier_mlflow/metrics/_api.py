@@ -21,7 +21,7 @@ from sommelier_mlflow.metrics._catalog import get_metric
 from sommelier_mlflow.metrics._config import MASK, secret_fields
 from sommelier_mlflow.metrics._types import is_json_value
 
-__all__ = ["EvaluationResult", "MetricSpec", "evaluate_metrics"]
+__all__ = ["MetricSpec", "EvaluationResult", "evaluate_metrics"]
 
 
 class MetricSpec(BaseModel):

@@ -57,7 +57,7 @@ from sommelier_mlflow.metrics._types import (
     same_type,
 )
 
-__all__ = ["BaseMetric", "config_schema", "validate_metric_name"]
+__all__ = ["validate_metric_name", "BaseMetric", "config_schema"]
 
 T = TypeVar("T")
 _M = TypeVar("_M", bound="BaseMetric[Any]")

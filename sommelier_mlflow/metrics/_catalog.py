@@ -25,7 +25,7 @@ from sommelier_mlflow._plugins import METRICS_GROUP, Registry
 from sommelier_mlflow.errors import MetricConfigError, MetricTypeError, UnknownMetricError
 from sommelier_mlflow.metrics._base import BaseMetric, validate_metric_name
 
-__all__ = ["get_metric", "list_metrics", "register_metric", "unregister_metric"]
+__all__ = ["register_metric", "unregister_metric", "get_metric", "list_metrics"]
 
 _MetricClass = TypeVar("_MetricClass", bound="type[BaseMetric[Any]]")
 

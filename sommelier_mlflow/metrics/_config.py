@@ -25,9 +25,9 @@ __all__ = [
     "MASK",
     "MetricConfig",
     "NoConfig",
-    "describe_validation_error",
     "prepare_config_schema",
     "secret_fields",
+    "describe_validation_error",
 ]
 
 MASK = REDACTED

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_or
 __all__ = [
     "JSONValue",
     "contains_typevar",
-    "describe_type",
-    "is_json_value",
     "is_serializable_type",
+    "is_json_value",
     "matches_type",
     "same_type",
+    "describe_type",
 ]
 
 if TYPE_CHECKING:

@@ -58,10 +58,10 @@ from sommelier_mlflow.toolcalls._parse import is_tool_call
 
 __all__ = [
     "BFCL_REASONS",
+    "standardize_bfcl_string",
     "BfclGold",
     "BfclVerdict",
     "check_bfcl",
-    "standardize_bfcl_string",
 ]
 
 #: Why an example failed (the empty string when it passed).

@@ -39,11 +39,11 @@ from sommelier_mlflow.toolcalls._normalise import gold_calls_of
 from sommelier_mlflow.toolcalls._registry import ScoringMetric
 
 __all__ = [
-    "BFCL_CATEGORY_FIELD",
-    "BFCL_METRIC_NAMES",
     "BFCL_MODE",
-    "BfclAggregate",
+    "BFCL_CATEGORY_FIELD",
     "BfclComparison",
+    "BFCL_METRIC_NAMES",
+    "BfclAggregate",
     "bfcl_aggregate",
     "category_counts",
 ]

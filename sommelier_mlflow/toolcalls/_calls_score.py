@@ -47,15 +47,15 @@ from sommelier_mlflow.toolcalls._score import (
 )
 
 __all__ = [
-    "CALLS_METRIC_NAMES",
     "CALLS_MODE",
     "CALLS_SLICE_FIELD",
-    "CallsComparison",
     "GoldCalls",
-    "call_count_value",
-    "compute_calls_metrics",
     "matched_argument_pairs",
+    "CallsComparison",
+    "call_count_value",
+    "CALLS_METRIC_NAMES",
     "score_calls_example",
+    "compute_calls_metrics",
 ]
 
 #: The scoring mode of splits whose examples expect zero, one or several calls.

@@ -33,19 +33,19 @@ from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
 from sommelier_mlflow.toolcalls._parse import NOT_JSON, balanced_span_end, is_tool_call
 
 __all__ = [
+    "parse_piece",
+    "NO_JSON",
     "INVALID_JSON",
     "INVALID_SHAPE",
-    "JSON_WHITESPACE",
     "NO_CALL",
-    "NO_JSON",
+    "JSON_WHITESPACE",
+    "strict_json",
+    "plain_calls",
     "checked_call",
     "json_value_at",
-    "json_values_between",
-    "parse_piece",
-    "plain_calls",
-    "separated_items",
     "skip_whitespace",
-    "strict_json",
+    "separated_items",
+    "json_values_between",
 ]
 
 T = TypeVar("T")

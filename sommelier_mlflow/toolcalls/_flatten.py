@@ -17,8 +17,8 @@ from sommelier_mlflow._json import canonical_json
 
 __all__ = [
     "ROOT_PATH",
-    "count_matched_pairs",
     "count_pairs",
+    "count_matched_pairs",
     "flatten_arguments",
 ]
 

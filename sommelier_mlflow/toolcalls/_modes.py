@@ -46,19 +46,19 @@ from sommelier_mlflow.toolcalls._registry import (
 )
 
 __all__ = [
+    "Parsed",
     "JSON_FORMAT",
     "OutputFormat",
-    "Parsed",
     "ScoringMode",
-    "calls_mode",
-    "output_format",
-    "output_format_names",
-    "register_builtin_mode",
-    "register_output_format",
     "register_scoring_mode",
+    "register_builtin_mode",
     "scoring_mode",
     "scoring_mode_names",
+    "register_output_format",
+    "output_format",
+    "output_format_names",
     "single_call",
+    "calls_mode",
 ]
 
 #: What a mode's parse of one output is: one call (``single``) or a list of calls.

@@ -17,7 +17,7 @@ from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads
 from sommelier_mlflow.errors import DataError
 from sommelier_mlflow.toolcalls._parse import is_tool_call
 
-__all__ = ["completion_text", "gold_call_of", "gold_calls_of", "is_missing"]
+__all__ = ["is_missing", "gold_call_of", "gold_calls_of", "completion_text"]
 
 
 def is_missing(value: object) -> bool:

@@ -19,14 +19,14 @@ from sommelier_mlflow._json import JSONDecodeError
 from sommelier_mlflow._json import loads_small as loads
 
 __all__ = [
-    "NOT_JSON",
-    "NO_BRACKET",
     "PARSER_VERSION",
+    "ParseStatus",
     "PARSE_STATUSES",
     "ParseResult",
-    "ParseStatus",
     "balanced_span_end",
     "is_tool_call",
+    "NO_BRACKET",
+    "NOT_JSON",
     "parse_tool_call",
 ]
 

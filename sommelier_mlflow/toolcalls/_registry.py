@@ -28,13 +28,13 @@ __all__ = [
     "DEFAULT_MODE",
     "ScoringMetric",
     "add_metric_set",
-    "is_builtin_metric",
-    "mcnemar_metric",
-    "register_scoring_metric",
-    "scoring_metric_names",
-    "scoring_metrics",
     "scoring_modes",
+    "register_scoring_metric",
+    "is_builtin_metric",
     "unregister_scoring_metric",
+    "scoring_metrics",
+    "scoring_metric_names",
+    "mcnemar_metric",
 ]
 
 DEFAULT_MODE: Final = "single"

@@ -49,18 +49,18 @@ from sommelier_mlflow.toolcalls._registry import (
 )
 
 __all__ = [
-    "CallComparison",
-    "ExampleScore",
-    "GoldCall",
-    "METRIC_NAMES",
     "MetricValue",
-    "compute_metrics",
-    "metrics_from_scores",
-    "one_example_score",
+    "GoldCall",
+    "CallComparison",
+    "METRIC_NAMES",
+    "ExampleScore",
     "score_components",
-    "sum_components",
     "score_example",
+    "one_example_score",
     "score_records",
+    "sum_components",
+    "metrics_from_scores",
+    "compute_metrics",
 ]
 
 

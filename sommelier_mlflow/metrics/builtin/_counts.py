@@ -30,8 +30,8 @@ __all__ = [
     "CountsConfig",
     "CountsMetric",
     "count_characters",
-    "count_encodings",
     "count_tokens",
+    "count_encodings",
 ]
 
 TOKEN_SCHEMES: tuple[str, ...] = ("whitespace", "wordpunct")
