@@ -277,11 +277,7 @@ def _leaderboard(
         step = _step(label, None if adapter is None else adapter.source)
         family.append(AdapterArm(label, report, arm if arms.from_runs else None, step))
     board = build_leaderboard(
-        base,
-        family,
-        select_metric=args.select_metric,
-        seed=args.seed,
-        resamples=args.resamples,
+        base, family, select_metric=args.select_metric, seed=args.seed, resamples=args.resamples
     )
     folder = out / "comparison"
     written = []

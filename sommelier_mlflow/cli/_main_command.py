@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from pathlib import Path
@@ -109,8 +110,7 @@ def _arm_worker(
 
 def _generate_side_by_side(
     split: TestSplit,
-    declared: dict[str, DeclaredModel],
-    plans: dict[str, GenerationPlan],
+    arms: Mapping[str, tuple[DeclaredModel, GenerationPlan]],
     out: Path,
     scoring: ScoringOptions,
 ) -> None:
@@ -127,13 +127,13 @@ def _generate_side_by_side(
     quiet = replace(scoring, progress=False)
     worker = context.Process(
         target=_arm_worker,
-        args=(split, declared["base"], plans["base"], out / "base", quiet),
+        args=(split, *arms["base"], out / "base", quiet),
         name="sommelier-base-arm",
         daemon=True,
     )
     worker.start()
     try:
-        generate_arm(split, declared["adapter"], plans["adapter"], out / "adapter", scoring)
+        generate_arm(split, *arms["adapter"], out / "adapter", scoring)
     except BaseException:
         # The error is what matters now; what the worker appended so far is resumed by a rerun.
         worker.terminate()
@@ -195,7 +195,8 @@ def run_main(args: argparse.Namespace) -> int:
         plans = {kind: plan.sharing_cores() for kind, plan in plans.items()}
     with parent as parent_id:
         if side_by_side:
-            _generate_side_by_side(split, declared, plans, out, scoring)
+            pairs = {kind: (declared[kind], plans[kind]) for kind in ARMS}
+            _generate_side_by_side(split, pairs, out, scoring)
         arms: dict[str, ArmOutput] = {}
         child_ids: dict[str, str] = {}
         for kind in ARMS:

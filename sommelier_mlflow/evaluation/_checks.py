@@ -35,7 +35,7 @@ from sommelier_mlflow.evaluation._stats import (
 )
 from sommelier_mlflow.toolcalls import MetricValue
 
-__all__ = ["ReportChecker", "ReportKeys", "read_report_document"]
+__all__ = ["ReportKeys", "read_report_document", "ReportChecker"]
 
 
 class ReportKeys:
@@ -166,11 +166,12 @@ class ReportChecker:
         """Read the top-level ``bootstrap`` settings both report kinds record."""
         return self._provenance(value, "bootstrap", ReportKeys.BOOTSTRAP)[1]
 
-    def paired_result(
+    def _paired_result(
         self,
         where: str,
         value: object,
         provenance: object,
+        *,
         low: Mapping[str, MetricValue],
         high: Mapping[str, MetricValue],
         difference: str,
@@ -239,14 +240,14 @@ class ReportChecker:
         low_key, high_key, intervals_key, difference = sides
         low = self.metrics(entry[low_key], f"{where}.{low_key}", names)
         high = self.metrics(entry[high_key], f"{where}.{high_key}", names)
-        result = self.paired_result(
+        result = self._paired_result(
             f"{where}.{intervals_key}",
             entry[intervals_key],
             entry["bootstrap"],
-            low,
-            high,
-            difference,
-            n,
+            low=low,
+            high=high,
+            difference=difference,
+            n=n,
         )
         return low, high, result
 

@@ -49,16 +49,16 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
-    "COMPARISON_MARKDOWN_FILENAME",
     "COMPARISON_REPORT_FILENAME",
-    "GATE_FIELDS",
+    "COMPARISON_MARKDOWN_FILENAME",
     "MCNEMAR_METRIC",
+    "GATE_FIELDS",
     "ComparisonArtifacts",
     "check_comparable",
     "compare_reports",
     "compare_reports_with_draws",
-    "run_comparison",
     "write_comparison_report",
+    "run_comparison",
 ]
 
 COMPARISON_REPORT_FILENAME: Final = "comparison_report.json"
@@ -434,8 +434,6 @@ def compare_reports_with_draws(
             test_split_sha256=identity.test_split_sha256,
             parser_version=identity.parser_version,
             decoding=identity.decoding,
-            metric_names=base.metric_names,
-            languages=languages,
             prompt_set_sha256=MappingProxyType(base.prompt_set_sha256),
             pair_set_sha256=MappingProxyType(
                 {
@@ -443,9 +441,11 @@ def compare_reports_with_draws(
                     for language, paired in base.paired_slices.items()
                 }
             ),
+            metric_names=base.metric_names,
+            languages=languages,
+            field_slices=tuple(base.field_slices),
             scoring=identity.scoring,
             slice_by=identity.slice_by,
-            field_slices=tuple(base.field_slices),
         ),
         runs=MappingProxyType({"base": _run_summary(base), "adapter": _run_summary(adapter)}),
         bootstrap=settings,

@@ -68,19 +68,19 @@ from sommelier_mlflow.toolcalls import (
 
 __all__ = [
     "EVALUATION_REPORT_FILENAME",
+    "clean_float",
+    "metrics_to_dict",
+    "settings_to_dict",
+    "bootstrap_provenance",
+    "intervals_to_dict",
+    "coverage_to_dict",
+    "read_gap",
+    "paired_to_dict",
     "AdapterIdentity",
     "ArmIdentity",
     "EvaluationReport",
-    "bootstrap_provenance",
-    "clean_float",
-    "coverage_to_dict",
-    "intervals_to_dict",
-    "metrics_to_dict",
-    "paired_to_dict",
-    "read_gap",
-    "read_evaluation_report",
-    "settings_to_dict",
     "validate_evaluation_report",
+    "read_evaluation_report",
     "write_evaluation_report",
 ]
 
@@ -325,6 +325,9 @@ class EvaluationReport:
     Attributes:
         identity: What produced the generations.
         metric_names: The scored metrics, in column order.
+        metrics: Overall metrics.
+        slices: Per-language metrics and prompt-set digests.
+        paired_slices: Matched-pair gaps per target language.
         bootstrap: Settings of the language-gap intervals.
         example_ids: Example ids in row order (sorted).
         languages: Each row's language.
@@ -332,9 +335,6 @@ class EvaluationReport:
         parse_statuses: Each row's parse status.
         numerators: Read-only ``(n, m)`` int64 components.
         denominators: Same shape.
-        metrics: Overall metrics.
-        slices: Per-language metrics and prompt-set digests.
-        paired_slices: Matched-pair gaps per target language.
         source: Where the report came from (a path or a label), for messages.
         slice_values: Each row's ``(field, value)`` pairs of the declared slice
             fields (empty tuples when only language is sliced).
@@ -348,6 +348,9 @@ class EvaluationReport:
 
     identity: ArmIdentity
     metric_names: tuple[str, ...]
+    metrics: Mapping[str, MetricValue]
+    slices: Mapping[str, SliceResult]
+    paired_slices: Mapping[str, PairedSlice]
     bootstrap: BootstrapSettings
     example_ids: tuple[str, ...]
     languages: tuple[str, ...]
@@ -355,9 +358,6 @@ class EvaluationReport:
     parse_statuses: tuple[ParseStatus, ...]
     numerators: NDArray[np.int64]
     denominators: NDArray[np.int64]
-    metrics: Mapping[str, MetricValue]
-    slices: Mapping[str, SliceResult]
-    paired_slices: Mapping[str, PairedSlice]
     source: str = "evaluation report"
     document_sha256: str | None = field(default=None, repr=False)
     slice_values: tuple[tuple[tuple[str, str], ...], ...] = ()
@@ -728,6 +728,9 @@ def _read(document: object, source: str) -> EvaluationReport:
     return EvaluationReport(
         identity=identity,
         metric_names=names,
+        metrics=MappingProxyType(metrics),
+        slices=MappingProxyType(slices),
+        paired_slices=MappingProxyType(paired),
         bootstrap=settings,
         example_ids=tuple(ids),
         languages=tuple(languages),
@@ -735,9 +738,6 @@ def _read(document: object, source: str) -> EvaluationReport:
         parse_statuses=tuple(statuses),
         numerators=_frozen(numerators),
         denominators=_frozen(denominators),
-        metrics=MappingProxyType(metrics),
-        slices=MappingProxyType(slices),
-        paired_slices=MappingProxyType(paired),
         source=source,
         slice_values=tuple(row_values) if slice_by else (),
         field_slices=MappingProxyType(

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,7 +31,6 @@ from sommelier_mlflow.errors import InputError, InvariantViolationError
 from sommelier_mlflow.evaluation._digests import pair_set_digest
 from sommelier_mlflow.evaluation._results import (
     AnsweredExample,
-    BootstrapSettings,
     ExampleResult,
     PairCoverage,
     PairedSlice,
@@ -58,6 +57,9 @@ from sommelier_mlflow.toolcalls import (
     scoring_mode,
 )
 from sommelier_mlflow.toolcalls import output_format as registered_output_format
+
+if TYPE_CHECKING:
+    from sommelier_mlflow.evaluation._results import BootstrapSettings
 
 __all__ = ["preview_ids", "score_completions"]
 

@@ -57,12 +57,12 @@ from sommelier_mlflow.generation._transport import (
 
 __all__ = [
     "DEFAULT_API_KEY_ENV",
-    "DEFAULT_CONCURRENCY",
     "DEFAULT_REQUEST_TIMEOUT",
-    "ServerGenerator",
+    "redact_url",
+    "DEFAULT_CONCURRENCY",
     "ServerOptions",
     "ServerStats",
-    "redact_url",
+    "ServerGenerator",
     "server_backend",
 ]
 
@@ -566,12 +566,12 @@ def server_backend(request: BackendRequest, options: ServerOptions) -> ServerGen
         transport,
         served_model=options.served_model,
         served_adapter=options.served_adapter,
-        adapter=request.adapter or None,
+        concurrency=options.concurrency,
         model=request.model,
         revision=request.revision,
+        adapter=request.adapter or None,
         tokenizer=request.tokenizer,
         tokenizer_revision=request.tokenizer_revision,
-        concurrency=options.concurrency,
         trust_remote_code=request.trust_remote_code,
         keep_special_tokens=request.keep_special_tokens,
     )

@@ -12,7 +12,7 @@ A dataset is named by its name or by its id (``d-`` and 32 hex digits). Its
 name, id and MLflow's digest of it travel with the split into the
 evaluation report, where the comparison gate holds them equal between arms.
 
-MLflow is imported inside the functions, so importing this module stays cheap.
+Importing this module stays cheap: MLflow is imported inside the functions.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DATASET_PREFIX",
-    "PushedDataset",
     "is_dataset_reference",
-    "push_dataset_split",
     "read_dataset_split",
+    "PushedDataset",
+    "push_dataset_split",
 ]
 
 #: ``--test-split mlflow-dataset:<name or id>`` reads an MLflow evaluation dataset.
