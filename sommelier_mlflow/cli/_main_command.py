@@ -31,7 +31,7 @@ from sommelier_mlflow.cli._options import (
     generation_job,
     out_folder,
 )
-from sommelier_mlflow.cli._pipeline import ArmOutput, evaluate_arm, generate_arm
+from sommelier_mlflow.cli._pipeline import ArmOutput, LoadedArm, evaluate_arm, generate_arm
 from sommelier_mlflow.cli._runs import child_run, comparison_run_name, log_arm, top_run, ui_hint
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.evaluation import ComparisonReport, MetricInterval
@@ -113,12 +113,13 @@ def _generate_side_by_side(
     arms: Mapping[str, tuple[DeclaredModel, GenerationPlan]],
     out: Path,
     scoring: ScoringOptions,
-) -> None:
+) -> LoadedArm:
     """Generate the base arm in a worker process while this process generates the adapter arm.
 
     Only generations are written here; both arms are then scored (and logged)
     one after the other as usual, finding their generations on disk. A worker
-    that failed leaves its arm to be generated again then.
+    that failed leaves its arm to be generated again then. Returns the adapter
+    arm as loaded here, so that scoring it does not load its model again.
     """
     import multiprocessing
 
@@ -133,7 +134,7 @@ def _generate_side_by_side(
     )
     worker.start()
     try:
-        generate_arm(split, *arms["adapter"], out / "adapter", scoring)
+        return generate_arm(split, *arms["adapter"], out / "adapter", scoring)
     except BaseException:
         # The error is what matters now; what the worker appended so far is resumed by a rerun.
         worker.terminate()
@@ -194,9 +195,10 @@ def run_main(args: argparse.Namespace) -> int:
     if side_by_side:
         plans = {kind: plan.sharing_cores() for kind, plan in plans.items()}
     with parent as parent_id:
+        loaded: dict[str, LoadedArm] = {}
         if side_by_side:
             pairs = {kind: (declared[kind], plans[kind]) for kind in ARMS}
-            _generate_side_by_side(split, pairs, out, scoring)
+            loaded["adapter"] = _generate_side_by_side(split, pairs, out, scoring)
         arms: dict[str, ArmOutput] = {}
         child_ids: dict[str, str] = {}
         for kind in ARMS:
@@ -205,7 +207,9 @@ def run_main(args: argparse.Namespace) -> int:
                 child = child_run(parent_id, kind)
             with child as run_id:
                 plan = plans[kind]
-                arms[kind] = evaluate_arm(split, declared[kind], plan, out / kind, scoring)
+                arms[kind] = evaluate_arm(
+                    split, declared[kind], plan, out / kind, scoring, loaded.pop(kind, None)
+                )
                 if run_id is not None:
                     child_ids[kind] = run_id
                     # Which registry versions this arm ran, as `evaluate` records them.

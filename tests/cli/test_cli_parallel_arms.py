@@ -37,17 +37,30 @@ def test_arms_generated_side_by_side_are_byte_identical_and_logged_alike(
 
     The generations, their manifests and the reports are the same bytes; under
     MLflow both child runs finish with their throughput and the thread count
-    each arm really ran with.
+    each arm really ran with. This process loads each arm's model once either
+    way: the adapter arm it generated is scored without loading it again.
     """
     from mlflow.tracking import MlflowClient
+
+    import sommelier_mlflow.generation as generation
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    loads: list[str] = []
+    create = generation.create_backend
+
+    def counted(name: str, request: generation.BackendRequest) -> generation.GenerationBackend:
+        loads.append("adapter" if request.adapter else "base")
+        return create(name, request)
+
+    monkeypatch.setattr(generation, "create_backend", counted)
     together, in_turn = tmp_path / "together", tmp_path / "in_turn"
     logged = ("--mlflow", "--num-threads")
     assert main(_main(tiny, together, "--parallel-arms", "true", *logged, "2")) == 0
+    assert sorted(loads) == ["adapter", "base"]  # the worker's base load is its own
     assert main(_main(tiny, in_turn, "--parallel-arms", "false", *logged, "1")) == 0
+    assert loads[2:] == ["base", "adapter"]
     for arm in ARMS:
         names = ["evaluation_report.json", "generation_manifest.json"]
         names += [str(p.relative_to(together / arm)) for p in (together / arm).rglob("*.jsonl")]
