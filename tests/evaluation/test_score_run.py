@@ -295,29 +295,40 @@ def test_duplicate_generation_is_an_input_error(kit):
     assert info.value.exit_code == 2
 
 
-def test_wrong_prompt_digest_is_an_invariant_violation(kit):
+# One record altered after generation: its prompt digest, its language, its decoding
+# (now unlike the others'), or the parse it stores (status or call).
+@pytest.mark.parametrize(
+    ("index", "change", "match"),
+    [
+        pytest.param(
+            4, {"prompt_sha256": sha256_text("another prompt")}, "fr-1", id="wrong-prompt-digest"
+        ),
+        pytest.param(0, {"language": "fr"}, "en-1", id="language-mismatch"),
+        pytest.param(
+            3,
+            {"decoding": Decoding(max_new_tokens=64, batch_size=8).to_dict()},
+            "2 different decodings",
+            id="mixed-decoding",
+        ),
+        pytest.param(
+            0,
+            {"parse_status": "no_json", "parsed_call": None},
+            "stores parse 'no_json'",
+            id="stored-parse-the-parser-disagrees-with",
+        ),
+        pytest.param(
+            0,
+            {"parsed_call": {"name": "get_weather", "arguments": {}}},
+            "en-1",
+            id="stored-call-that-differs-from-the-fresh-parse",
+        ),
+    ],
+)
+def test_an_altered_record_is_an_invariant_violation(kit, index, change, match):
     split = kit.golden_split()
     records = kit.generations(split, kit.BASE_TEXTS)
-    records[4] = replace(records[4], prompt_sha256=sha256_text("another prompt"))
-    with pytest.raises(InvariantViolationError, match="fr-1") as info:
-        _score(kit, split, records)
-    assert info.value.exit_code == 5
-
-
-def test_language_mismatch_is_an_invariant_violation(kit):
-    split = kit.golden_split()
-    records = kit.generations(split, kit.BASE_TEXTS)
-    records[0] = replace(records[0], language="fr")
-    with pytest.raises(InvariantViolationError, match="en-1") as info:
-        _score(kit, split, records)
-    assert info.value.exit_code == 5
-
-
-def test_mixed_decoding_is_an_invariant_violation(kit):
-    split = kit.golden_split()
-    records = kit.generations(split, kit.BASE_TEXTS)
-    records[3] = replace(records[3], decoding=Decoding(max_new_tokens=64, batch_size=8).to_dict())
-    with pytest.raises(InvariantViolationError, match="2 different decodings") as info:
+    records[index] = replace(records[index], **change)
+    with pytest.raises(InvariantViolationError, match=match) as info:
         _score(kit, split, records)
     assert info.value.exit_code == 5
 
@@ -368,23 +379,6 @@ def test_generation_from_the_other_arm_is_refused(kit):
     with pytest.raises(InputError, match="'adapter' arm") as info:
         _score(kit, split, records)
     assert info.value.exit_code == 2
-
-
-def test_stored_parse_that_the_parser_disagrees_with_is_refused(kit):
-    split = kit.golden_split()
-    records = kit.generations(split, kit.BASE_TEXTS)
-    records[0] = replace(records[0], parse_status="no_json", parsed_call=None)
-    with pytest.raises(InvariantViolationError, match="stores parse 'no_json'") as info:
-        _score(kit, split, records)
-    assert info.value.exit_code == 5
-
-
-def test_stored_call_that_differs_from_the_fresh_parse_is_refused(kit):
-    split = kit.golden_split()
-    records = kit.generations(split, kit.BASE_TEXTS)
-    records[0] = replace(records[0], parsed_call={"name": "get_weather", "arguments": {}})
-    with pytest.raises(InvariantViolationError, match="en-1"):
-        _score(kit, split, records)
 
 
 def test_translations_without_any_evaluated_root_are_refused(kit):
