@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,18 @@ from tests.support.examples import formatted_example
 
 def _example(example_id: str, language: str, prompt: str) -> TestExample:
     return formatted_example(example_id, prompt=prompt, language=language, tools=TOOLS)
+
+
+def _generate(
+    examples: list[TestExample], generator: Any, out: Path, *, batch_size: int = 2, **options: Any
+) -> dict[str, Path]:
+    """The runner as the protocol tests drive it: 4 new tokens, the base arm, no progress bar.
+
+    ``options`` (``progress``, ``on_batch``) add to or replace those settings.
+    """
+    settings: dict[str, Any] = {"model_kind": "base", "progress": False, **options}
+    decoding = Decoding(max_new_tokens=4, batch_size=batch_size)
+    return run_generation(examples, generator, decoding=decoding, out_dir=out, **settings)
 
 
 def test_replay_generator_is_a_text_generator_with_a_fingerprint() -> None:
@@ -95,14 +108,7 @@ def test_a_generator_returning_the_wrong_number_of_outputs_is_an_invariant_viola
 
     examples = [_example("e1", "en", "p1"), _example("e2", "en", "p2")]
     with pytest.raises(InvariantViolationError, match="one str per prompt"):
-        run_generation(
-            examples,
-            Short(),
-            decoding=Decoding(max_new_tokens=4, batch_size=2),
-            model_kind="base",
-            out_dir=tmp_path,
-            progress=False,
-        )
+        _generate(examples, Short(), tmp_path)
     assert not (tmp_path / "generations" / "en.jsonl").exists()
 
 
@@ -112,14 +118,7 @@ def test_progress_bar_goes_to_stderr_only_when_asked(
 ) -> None:
     examples = [_example(f"e{i}", "en", f"prompt {i}") for i in range(5)]
     replay = ReplayGenerator({f"prompt {i}": "{}" for i in range(5)})
-    run_generation(
-        examples,
-        replay,
-        decoding=Decoding(max_new_tokens=4, batch_size=2),
-        model_kind="base",
-        out_dir=tmp_path,
-        progress=progress,
-    )
+    _generate(examples, replay, tmp_path, progress=progress)
     captured = capsys.readouterr()
     assert captured.out == ""
     if progress:
@@ -135,13 +134,10 @@ def test_on_batch_sees_every_generated_batch_with_its_completions(tmp_path: Path
     examples = [_example(f"e{i}", "en", f"prompt {i}") for i in range(5)]
     replay = ReplayGenerator({f"prompt {i}": f"out {i}" for i in range(5)})
     seen: list[tuple[list[Completion], float]] = []
-    run_generation(
+    _generate(
         examples,
         replay,
-        decoding=Decoding(max_new_tokens=4, batch_size=2),
-        model_kind="base",
-        out_dir=tmp_path,
-        progress=False,
+        tmp_path,
         on_batch=lambda completions, seconds: seen.append((list(completions), seconds)),
     )
     assert [len(batch) for batch, _ in seen] == [2, 2, 1]
@@ -163,11 +159,4 @@ def test_details_that_are_not_completions_are_an_invariant_violation(tmp_path: P
             return ["x"]  # plain strings where Completions are due
 
     with pytest.raises(InvariantViolationError, match="one Completion per prompt"):
-        run_generation(
-            [_example("e1", "en", "p1")],
-            Detailed(),
-            decoding=Decoding(max_new_tokens=4, batch_size=1),
-            model_kind="base",
-            out_dir=tmp_path,
-            progress=False,
-        )
+        _generate([_example("e1", "en", "p1")], Detailed(), tmp_path, batch_size=1)
