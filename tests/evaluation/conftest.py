@@ -17,9 +17,9 @@ import pytest
 from sommelier_mlflow._json import sha256_text
 from sommelier_mlflow.data import Decoding, GenerationRecord, ModelIdentity, TestExample, TestSplit
 from sommelier_mlflow.evaluation import ScoredRun, score_run
-from sommelier_mlflow.toolcalls import parse_tool_call
 from tests.evaluation.report_docs import doc
 from tests.support.examples import formatted_example
+from tests.support.generation_records import parsed_generation
 
 DECODING = Decoding(max_new_tokens=64, batch_size=4)
 IDENTITY = ModelIdentity(
@@ -65,18 +65,7 @@ def generation(
     model_kind: str = "base",
     decoding: Decoding = DECODING,
 ) -> GenerationRecord:
-    parsed = parse_tool_call(raw_text)
-    assert ex.prompt_sha256 is not None
-    return GenerationRecord(
-        example_id=ex.example_id,
-        model_kind=model_kind,  # type: ignore[arg-type]
-        language=ex.language,
-        prompt_sha256=ex.prompt_sha256,
-        raw_text=raw_text,
-        parse_status=parsed.status,
-        parsed_call=parsed.call,
-        decoding=decoding.to_dict(),
-    )
+    return parsed_generation(ex, raw_text, model_kind=model_kind, decoding=decoding.to_dict())
 
 
 def generations(

@@ -21,8 +21,9 @@ from sommelier_mlflow.evaluation import (
     write_evaluation_report,
 )
 from sommelier_mlflow.integration import comparison_metric_keys, evaluation_metric_keys
-from sommelier_mlflow.toolcalls import CALLS_METRIC_NAMES, CALLS_PARSER_VERSION, parse_tool_call
+from sommelier_mlflow.toolcalls import CALLS_METRIC_NAMES, CALLS_PARSER_VERSION
 from tests.support.examples import formatted_example
+from tests.support.generation_records import parsed_generation
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
 W2 = {"name": "get_weather", "arguments": {"city": "Oslo"}}
@@ -70,22 +71,11 @@ ADAPTER = {
 
 
 def _records(split: TestSplit, texts: dict[str, str], kind: str) -> list[GenerationRecord]:
-    records = []
-    for example in split.examples:
-        parsed = parse_tool_call(texts[example.example_id])  # records store the v1 parse
-        records.append(
-            GenerationRecord(
-                example_id=example.example_id,
-                model_kind=kind,  # type: ignore[arg-type]
-                language=example.language,
-                prompt_sha256=example.prompt_sha256 or "",
-                raw_text=texts[example.example_id],
-                parse_status=parsed.status,
-                parsed_call=parsed.call,
-                decoding=DECODING.to_dict(),
-            )
-        )
-    return records
+    decoding = DECODING.to_dict()
+    return [  # records store the v1 parse
+        parsed_generation(example, texts[example.example_id], model_kind=kind, decoding=decoding)
+        for example in split.examples
+    ]
 
 
 def _score(kind: str, texts: dict[str, str], **options: Any) -> Any:

@@ -10,7 +10,7 @@ from typing import Any
 from sommelier_mlflow._json import sha256_text
 from sommelier_mlflow.data import GenerationRecord, ModelIdentity, TestExample, TestSplit
 from sommelier_mlflow.evaluation import ComparisonReport, EvaluationReport, ScoredRun
-from sommelier_mlflow.toolcalls import parse_tool_call
+from tests.support.generation_records import parsed_generation
 
 TOOLS = [
     {
@@ -77,24 +77,10 @@ def examples() -> list[TestExample]:
 
 
 def records(split: TestSplit, outputs: dict[str, str], kind: str) -> list[GenerationRecord]:
-    records = []
-    for example in split.examples:
-        raw = outputs[example.example_id]
-        parsed = parse_tool_call(raw)
-        assert example.prompt_sha256 is not None
-        records.append(
-            GenerationRecord(
-                example_id=example.example_id,
-                model_kind=kind,  # type: ignore[arg-type]
-                language=example.language,
-                prompt_sha256=example.prompt_sha256,
-                raw_text=raw,
-                parse_status=parsed.status,
-                parsed_call=parsed.call,
-                decoding=dict(DECODING),
-            )
-        )
-    return records
+    return [
+        parsed_generation(example, outputs[example.example_id], model_kind=kind, decoding=DECODING)
+        for example in split.examples
+    ]
 
 
 @dataclass(frozen=True)
