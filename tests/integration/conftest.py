@@ -15,17 +15,8 @@ from pathlib import Path
 import pytest
 
 from sommelier_mlflow.data import read_test_split, write_test_split
-from sommelier_mlflow.evaluation import EvaluationReport, compare_reports, score_run
-from tests.integration.integration_helpers import (
-    ADAPTER_OUTPUTS,
-    ADAPTER_SHA,
-    BASE_OUTPUTS,
-    IDENTITY,
-    Arms,
-    Store,
-    examples,
-    records,
-)
+from sommelier_mlflow.evaluation import EvaluationReport, compare_reports
+from tests.integration.integration_helpers import Arms, Store, examples, score_arms
 
 HERE = Path(__file__).resolve().parent
 
@@ -62,22 +53,7 @@ def arms(tmp_path_factory: pytest.TempPathFactory) -> Arms:
     directory = tmp_path_factory.mktemp("arms")
     split_path = write_test_split(directory / "test.jsonl", examples())
     split = read_test_split(split_path)
-    base = score_run(
-        split,
-        records(split, BASE_OUTPUTS, "base"),
-        model_kind="base",
-        model_identity=IDENTITY,
-        adapter=None,
-        resamples=300,
-    )
-    adapter = score_run(
-        split,
-        records(split, ADAPTER_OUTPUTS, "adapter"),
-        model_kind="adapter",
-        model_identity=IDENTITY,
-        adapter={"source": "/models/adapter", "sha256": ADAPTER_SHA},
-        resamples=300,
-    )
+    base, adapter = score_arms(split, resamples=300)
     base_typed, adapter_typed = EvaluationReport.from_run(base), EvaluationReport.from_run(adapter)
     comparison = compare_reports(base_typed, adapter_typed, resamples=300)
     return Arms(

@@ -9,7 +9,7 @@ from typing import Any
 
 from sommelier_mlflow._json import sha256_text
 from sommelier_mlflow.data import GenerationRecord, ModelIdentity, TestExample, TestSplit
-from sommelier_mlflow.evaluation import ComparisonReport, EvaluationReport, ScoredRun
+from sommelier_mlflow.evaluation import ComparisonReport, EvaluationReport, ScoredRun, score_run
 from tests.support.generation_records import parsed_generation
 
 TOOLS = [
@@ -81,6 +81,52 @@ def records(split: TestSplit, outputs: dict[str, str], kind: str) -> list[Genera
         parsed_generation(example, outputs[example.example_id], model_kind=kind, decoding=DECODING)
         for example in split.examples
     ]
+
+
+def score_arms(split: TestSplit, *, resamples: int) -> tuple[ScoredRun, ScoredRun]:
+    """The base and adapter arms of ``split`` (BASE_OUTPUTS, ADAPTER_OUTPUTS), scored in process.
+
+    The session's ``arms`` fixture and the tests that register a metric of their
+    own score the same two arms the same way; only the resample count differs.
+    """
+    base = score_run(
+        split,
+        records(split, BASE_OUTPUTS, "base"),
+        model_kind="base",
+        model_identity=IDENTITY,
+        adapter=None,
+        resamples=resamples,
+    )
+    adapter = score_run(
+        split,
+        records(split, ADAPTER_OUTPUTS, "adapter"),
+        model_kind="adapter",
+        model_identity=IDENTITY,
+        adapter={"source": "/models/adapter", "sha256": ADAPTER_SHA},
+        resamples=resamples,
+    )
+    return base, adapter
+
+
+def evaluate_in_run(store: Store, data: Any, **kwargs: Any) -> tuple[Any, str]:
+    """``mlflow.models.evaluate`` of ``data`` with the sommelier evaluator, in a fresh run.
+
+    The evaluator tests all score a frame's ``output`` column against its
+    ``gold`` column as ``tool-calling`` in a run of the store's experiment;
+    ``kwargs`` add to or replace those options. Returns the result and the run id.
+    """
+    import mlflow
+
+    options: dict[str, Any] = {
+        "predictions": "output",
+        "targets": "gold",
+        "model_type": "tool-calling",
+        "evaluators": ["sommelier"],
+    }
+    options.update(kwargs)
+    with mlflow.start_run(experiment_id=store.experiment_id) as run:
+        result = mlflow.models.evaluate(data=data, **options)
+    return result, run.info.run_id
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from sommelier_mlflow._json import loads
 from sommelier_mlflow.errors import ConfigError, SommelierError
 from sommelier_mlflow.toolcalls import METRIC_NAMES, PARSER_VERSION
-from tests.integration.integration_helpers import Store, text, weather
+from tests.integration.integration_helpers import Store, evaluate_in_run, text, weather
 
 # The worked example of the metrics spec: four rows, gold calls as dicts and JSON strings.
 WORKED = pd.DataFrame(
@@ -65,19 +65,6 @@ def _bilingual() -> pd.DataFrame:
     )
 
 
-def _evaluate(store: Store, data: pd.DataFrame, **kwargs: Any) -> tuple[Any, str]:
-    options: dict[str, Any] = {
-        "predictions": "output",
-        "targets": "gold",
-        "model_type": "tool-calling",
-        "evaluators": ["sommelier"],
-    }
-    options.update(kwargs)
-    with mlflow.start_run(experiment_id=store.experiment_id) as run:
-        result = mlflow.models.evaluate(data=data, **options)
-    return result, run.info.run_id
-
-
 def _logged_metrics(run_id: str) -> dict[str, float]:
     return dict(MlflowClient().get_run(run_id).data.metrics)
 
@@ -101,7 +88,7 @@ def test_the_evaluator_class_is_built_on_first_access() -> None:
 
 
 def test_worked_example_with_static_predictions(store: Store, tmp_path: Path) -> None:
-    result, run_id = _evaluate(store, WORKED)
+    result, run_id = evaluate_in_run(store, WORKED)
     logged = _logged_metrics(run_id)
 
     for name, (numerator, denominator) in WORKED_COUNTS.items():
@@ -141,7 +128,7 @@ def test_language_and_id_columns_give_slices_and_matched_pair_gaps(store: Store)
         "resamples": 500,
         "seed": 7,
     }
-    result, run_id = _evaluate(store, _bilingual(), evaluator_config={"sommelier": config})
+    result, run_id = evaluate_in_run(store, _bilingual(), evaluator_config={"sommelier": config})
     metrics = result.metrics
 
     assert metrics["en/full_call_exact_match"] == 1.0
@@ -157,7 +144,7 @@ def test_language_and_id_columns_give_slices_and_matched_pair_gaps(store: Store)
     assert report["paired_slices"]["fr"]["root_language"] == "en"
     assert report["bootstrap"]["seed"] == 7
 
-    again, _ = _evaluate(store, _bilingual(), evaluator_config={"sommelier": config})
+    again, _ = evaluate_in_run(store, _bilingual(), evaluator_config={"sommelier": config})
     assert again.metrics == metrics  # seeded bootstrap: identical intervals
 
 
@@ -165,14 +152,14 @@ def test_default_column_names_are_picked_up(store: Store) -> None:
     data = _bilingual().rename(
         columns={"id": "example_id", "lang": "language", "root": "source_example_id"}
     )
-    result, _ = _evaluate(store, data, evaluator_config={"sommelier": {"resamples": 50}})
+    result, _ = evaluate_in_run(store, data, evaluator_config={"sommelier": {"resamples": 50}})
     assert result.metrics["gap/fr/pairs"] == 3
     table = result.artifacts["sommelier_examples"].content
     assert [row[0] for row in table["data"]] == list(data["example_id"])
 
 
 def test_flat_config_with_a_single_evaluator_name(store: Store) -> None:
-    result, _ = _evaluate(
+    result, _ = evaluate_in_run(
         store,
         _bilingual(),
         evaluators="sommelier",
@@ -183,7 +170,7 @@ def test_flat_config_with_a_single_evaluator_name(store: Store) -> None:
 
 
 def test_keyed_config_with_a_single_evaluator_name(store: Store) -> None:
-    result, _ = _evaluate(
+    result, _ = evaluate_in_run(
         store,
         _bilingual(),
         evaluators="sommelier",
@@ -244,7 +231,7 @@ def test_catalog_metrics_become_columns_and_aggregates(store: Store) -> None:
             {"name": "JsonFormatMetric", "config": {"expected_schema": schema}},
         ]
     }
-    result, _ = _evaluate(store, WORKED, evaluator_config={"sommelier": config})
+    result, _ = evaluate_in_run(store, WORKED, evaluator_config={"sommelier": config})
     table = result.artifacts["sommelier_examples"].content
     rows = [dict(zip(table["columns"], row, strict=True)) for row in table["data"]]
     assert [row["words"] for row in rows] == [len(value.split()) for value in WORKED["output"]]
@@ -258,7 +245,7 @@ def test_catalog_metrics_become_columns_and_aggregates(store: Store) -> None:
 
 def _config_error(store: Store, data: pd.DataFrame, **kwargs: Any) -> SommelierError:
     with pytest.raises(ConfigError) as caught:
-        _evaluate(store, data, **kwargs)
+        evaluate_in_run(store, data, **kwargs)
     assert isinstance(caught.value, MlflowException)
     assert caught.value.error_code == "INVALID_PARAMETER_VALUE"
     assert caught.value.exit_code == 2
@@ -307,4 +294,4 @@ def test_reserved_language_is_refused(store: Store) -> None:
 
 def test_other_model_types_are_not_claimed(store: Store) -> None:
     with pytest.raises(MlflowException):
-        _evaluate(store, WORKED, model_type="classifier", evaluators=["sommelier"])
+        evaluate_in_run(store, WORKED, model_type="classifier", evaluators=["sommelier"])

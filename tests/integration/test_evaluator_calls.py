@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 from sommelier_mlflow.evaluation import EvaluatorReport
 from sommelier_mlflow.integration import score_predictions
 from sommelier_mlflow.toolcalls import CALLS_METRIC_NAMES, CALLS_PARSER_VERSION
-from tests.integration.integration_helpers import Store
+from tests.integration.integration_helpers import Store, evaluate_in_run
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
 T = {"name": "convert", "arguments": {"amount": 10, "to": "USD"}}
@@ -36,16 +36,7 @@ DATA = pd.DataFrame(
 
 
 def _evaluate(store: Store, config: dict[str, Any]) -> tuple[Any, str]:
-    with mlflow.start_run(experiment_id=store.experiment_id) as run:
-        result = mlflow.models.evaluate(
-            data=DATA,
-            predictions="output",
-            targets="gold",
-            model_type="tool-calling",
-            evaluators=["sommelier"],
-            evaluator_config={"sommelier": config},
-        )
-    return result, run.info.run_id
+    return evaluate_in_run(store, DATA, evaluator_config={"sommelier": config})
 
 
 def test_calls_scoring_through_mlflow_evaluate(store: Store) -> None:

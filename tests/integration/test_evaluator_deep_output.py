@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import mlflow
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.integration.integration_helpers import Store, weather
+from tests.integration.integration_helpers import Store, evaluate_in_run, weather
 
 
 def _deep_call(depth: int) -> str:
@@ -22,17 +21,9 @@ def test_mlflow_evaluate_scores_deep_output(store: Store, depth: int) -> None:
     data = pd.DataFrame(
         {"output": [_deep_call(depth), _deep_call(depth)], "gold": [weather("Paris")] * 2}
     )
-    with mlflow.start_run(experiment_id=store.experiment_id) as run:
-        result = mlflow.models.evaluate(
-            data=data,
-            predictions="output",
-            targets="gold",
-            model_type="tool-calling",
-            evaluators=["sommelier"],
-            evaluator_config={"sommelier": {"resamples": 20}},
-        )
+    result, run_id = evaluate_in_run(store, data, evaluator_config={"sommelier": {"resamples": 20}})
     assert result.metrics["overall/valid_json_rate"] == 1.0
     assert result.metrics["overall/function_name_accuracy"] == 1.0
     assert result.metrics["overall/full_call_exact_match"] == 0.0
-    logged = MlflowClient().get_run(run.info.run_id).data.metrics
+    logged = MlflowClient().get_run(run_id).data.metrics
     assert logged["overall/counts/valid_json_rate.numerator"] == 2

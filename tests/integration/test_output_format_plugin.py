@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import mlflow
 import pandas as pd
 import pytest
 
@@ -28,7 +27,7 @@ from sommelier_mlflow.toolcalls import (
     unregister_output_format,
 )
 from tests.cli.cli_helpers import CITIES, gold, score_args, write_arm, write_fixture
-from tests.integration.integration_helpers import Store
+from tests.integration.integration_helpers import Store, evaluate_in_run
 
 NAME = "callline"
 
@@ -117,15 +116,9 @@ def _rows() -> pd.DataFrame:
 
 
 def test_a_registered_format_scores_through_the_evaluator(callline: str, store: Store) -> None:
-    with mlflow.start_run(experiment_id=store.experiment_id):
-        result = mlflow.models.evaluate(
-            data=_rows(),
-            predictions="output",
-            targets="gold",
-            model_type="tool-calling",
-            evaluators=["sommelier"],
-            evaluator_config={"sommelier": {"output_format": callline}},
-        )
+    result, _ = evaluate_in_run(
+        store, _rows(), evaluator_config={"sommelier": {"output_format": callline}}
+    )
     assert result.metrics["overall/full_call_exact_match"] == 0.5
     assert result.metrics["overall/valid_json_rate"] == 0.5
 

@@ -12,7 +12,6 @@ import math
 from collections.abc import Iterator
 from pathlib import Path
 
-import mlflow
 import pandas as pd
 import pytest
 
@@ -30,20 +29,18 @@ from sommelier_mlflow.evaluation import (
     compare_reports,
     read_evaluation_report,
     render_comparison_markdown,
-    score_run,
     write_evaluation_report,
 )
 from sommelier_mlflow.integration import comparison_metric_keys, evaluation_metric_keys
 from sommelier_mlflow.scorers import sommelier_scorers
 from tests.integration.integration_helpers import (
     ADAPTER_OUTPUTS,
-    ADAPTER_SHA,
     BASE_OUTPUTS,
     GOLD,
-    IDENTITY,
     Store,
+    evaluate_in_run,
     examples,
-    records,
+    score_arms,
 )
 
 SIXTH = "argument_key_recall"
@@ -83,22 +80,7 @@ def test_a_sixth_metric_flows_through_reports_stats_keys_and_markdown(
     sixth: ScoringMetric[CallComparison], tmp_path: Path
 ) -> None:
     split = read_test_split(write_test_split(tmp_path / "test.jsonl", examples()))
-    base = score_run(
-        split,
-        records(split, BASE_OUTPUTS, "base"),
-        model_kind="base",
-        model_identity=IDENTITY,
-        adapter=None,
-        resamples=200,
-    )
-    adapter = score_run(
-        split,
-        records(split, ADAPTER_OUTPUTS, "adapter"),
-        model_kind="adapter",
-        model_identity=IDENTITY,
-        adapter={"source": "/models/adapter", "sha256": ADAPTER_SHA},
-        resamples=200,
-    )
+    base, adapter = score_arms(split, resamples=200)
 
     # Evaluation report: named, summed, per slice, per pair, per example, and it round-trips.
     path = write_evaluation_report(tmp_path / "base.json", base)
@@ -149,14 +131,7 @@ def test_a_sixth_metric_reaches_the_evaluator_and_the_scorers(
             "gold": [GOLD[example_id] for example_id in ids],
         }
     )
-    with mlflow.start_run(experiment_id=store.experiment_id):
-        result = mlflow.models.evaluate(
-            data=data,
-            predictions="output",
-            targets="gold",
-            model_type="tool-calling",
-            evaluators=["sommelier"],
-        )
+    result, _ = evaluate_in_run(store, data)
     numerator, denominator = _expected_recall(BASE_OUTPUTS)
     assert result.metrics[f"overall/{SIXTH}"] == numerator / denominator
     assert result.metrics[f"overall/counts/{SIXTH}.numerator"] == numerator
