@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.examples.examples_helpers import score_and_compare_precomputed_arms
 from tests.support.bfcl_reference import bfcl_package_root
 from tests.support.mlflow_run import mlflow_run
 from tests.support.scripts import load_script
@@ -32,8 +33,6 @@ def test_the_committed_example_is_what_the_script_writes_from_bfcls_data(tmp_pat
 
 @pytest.mark.slow
 def test_the_example_imports_scores_and_compares_through_mlflow_run(tmp_path: Path) -> None:
-    from mlflow.tracking import MlflowClient
-
     # Any chat template renders the prompts: the outputs are precomputed.
     tokenizer = tmp_path / "tokenizer"
     build_tokenizer(tokenizer, ["Find the area of a triangle.", "What is the weather in Paris?"])
@@ -52,34 +51,16 @@ def test_the_example_imports_scores_and_compares_through_mlflow_run(tmp_path: Pa
         slice_by="category",
         out=str(formatted),
     )
-    run_ids = {
-        kind: mlflow_run(
-            uri,
-            tmp_path,
-            "score",
-            test_split=str(formatted),
-            precomputed=str(EXAMPLE / f"outputs_{kind}.jsonl"),
-            model_kind=kind,
-            model="example/precomputed-model",
-            max_new_tokens="256",
-            batch_size="1",
-            scoring="bfcl",
-            resamples="200",
-            **({"adapter": "bfcl-example-adapter"} if kind == "adapter" else {}),
-        )
-        for kind in ("base", "adapter")
-    }
-    compare_id = mlflow_run(
+    runs = score_and_compare_precomputed_arms(
         uri,
         tmp_path,
-        "compare",
-        base_run_id=run_ids["base"],
-        adapter_run_id=run_ids["adapter"],
-        resamples="200",
+        test_split=formatted,
+        outputs_dir=EXAMPLE,
+        adapter="bfcl-example-adapter",
+        max_new_tokens="256",
+        scoring="bfcl",
     )
-    client = MlflowClient(tracking_uri=uri)
-    base = client.get_run(run_ids["base"]).data.metrics
-    adapter = client.get_run(run_ids["adapter"]).data.metrics
+    base, adapter = runs.base.metrics, runs.adapter.metrics
     assert base["overall/counts/bfcl_ast_accuracy.denominator"] == 30
     assert base["overall/counts/bfcl_ast_accuracy.numerator"] == 19
     assert adapter["overall/counts/bfcl_ast_accuracy.numerator"] == 29
@@ -88,7 +69,7 @@ def test_the_example_imports_scores_and_compares_through_mlflow_run(tmp_path: Pa
     assert base["category:irrelevance/counts/bfcl_ast_accuracy.numerator"] == 3
     assert base["category:irrelevance/counts/bfcl_leaderboard_accuracy.numerator"] == 4
     assert base["category:parallel/counts/bfcl_ast_accuracy.denominator"] == 6
-    compared = client.get_run(compare_id).data.metrics
+    compared = runs.compared
     assert compared["delta/overall/bfcl_ast_accuracy"] == pytest.approx((29 - 19) / 30)
     assert "delta/category:parallel_multiple/ci95/bfcl_ast_accuracy.lower" in compared
     assert 0.0 < compared["mcnemar/overall/p_value"] <= 1.0

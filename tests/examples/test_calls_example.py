@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.mlflow_run import mlflow_run
+from tests.examples.examples_helpers import score_and_compare_precomputed_arms
 from tests.support.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,34 +36,22 @@ def _cli(*args: str, cwd: Path) -> str:
 def _score_arms(root: Path) -> dict[str, Path]:
     common = ["--model", "example/precomputed-model", "--max-new-tokens", "128"]
     common += ["--batch-size", "1", "--scoring", "calls", "--resamples", "1000"]
-    _cli(
-        "score",
-        "--test-split",
-        str(DATA / "test_split.jsonl"),
-        "--precomputed",
-        str(DATA / "outputs_base.jsonl"),
-        "--model-kind",
-        "base",
-        "--out",
-        str(root / "base"),
-        *common,
-        cwd=root,
-    )
-    _cli(
-        "score",
-        "--test-split",
-        str(DATA / "test_split.jsonl"),
-        "--precomputed",
-        str(DATA / "outputs_adapter.jsonl"),
-        "--model-kind",
-        "adapter",
-        "--adapter",
-        str(EXAMPLE / "adapter"),
-        "--out",
-        str(root / "adapter"),
-        *common,
-        cwd=root,
-    )
+    for kind in ("base", "adapter"):
+        adapter = ["--adapter", str(EXAMPLE / "adapter")] if kind == "adapter" else []
+        _cli(
+            "score",
+            "--test-split",
+            str(DATA / "test_split.jsonl"),
+            "--precomputed",
+            str(DATA / f"outputs_{kind}.jsonl"),
+            "--model-kind",
+            kind,
+            *adapter,
+            "--out",
+            str(root / kind),
+            *common,
+            cwd=root,
+        )
     _cli(
         "compare",
         "--base-report",
@@ -109,42 +97,22 @@ def test_the_readme_table_is_the_one_a_fresh_run_prints(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_example_scores_and_compares_through_mlflow_run(tmp_path: Path) -> None:
-    from mlflow.tracking import MlflowClient
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    run_ids = {
-        kind: mlflow_run(
-            uri,
-            tmp_path,
-            "score",
-            test_split=str(DATA / "test_split.jsonl"),
-            precomputed=str(DATA / f"outputs_{kind}.jsonl"),
-            model_kind=kind,
-            model="example/precomputed-model",
-            max_new_tokens="128",
-            batch_size="1",
-            scoring="calls",
-            resamples="200",
-            **({"adapter": str(EXAMPLE / "adapter")} if kind == "adapter" else {}),
-        )
-        for kind in ("base", "adapter")
-    }
-    compare_id = mlflow_run(
-        uri,
+    runs = score_and_compare_precomputed_arms(
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
         tmp_path,
-        "compare",
-        base_run_id=run_ids["base"],
-        adapter_run_id=run_ids["adapter"],
-        resamples="200",
+        test_split=DATA / "test_split.jsonl",
+        outputs_dir=DATA,
+        adapter=str(EXAMPLE / "adapter"),
+        max_new_tokens="128",
+        scoring="calls",
     )
-    client = MlflowClient(tracking_uri=uri)
-    base = client.get_run(run_ids["base"]).data
+    base = runs.base
     assert base.tags["sommelier.parser_version"] == "sommelier.calls_parser.v1"
     assert base.metrics["overall/counts/call_set_exact_match.numerator"] == 42
     assert base.metrics["overall/counts/call_set_exact_match.denominator"] == 80
     assert base.metrics["calls:0/counts/abstention_accuracy.denominator"] == 22
     assert "calls:2.2b/call_f1" in base.metrics and "gap/fr/call_f1" in base.metrics
-    compared = client.get_run(compare_id).data.metrics
+    compared = runs.compared
     assert compared["delta/overall/call_set_exact_match"] == pytest.approx(66 / 80 - 42 / 80)
     assert "delta/calls:2.2b/ci95/call_recall.lower" in compared
     assert 0.0 < compared["mcnemar/overall/p_value"] < 1e-3
