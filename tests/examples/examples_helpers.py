@@ -1,18 +1,24 @@
-"""What the example tests share: two scored arms of precomputed outputs and their comparison.
+"""What the example tests share: two scored arms and their comparison, scripts run as users do.
 
 The calls, native and BFCL example tests each score precomputed base and
 adapter outputs with ``mlflow run -e score`` and compare the two runs with
 ``mlflow run -e compare``; only the split, the outputs and a few score
-parameters differ. One copy of that path keeps the three in step.
+parameters differ. One copy of that path keeps the three in step. The demo
+tests also share how a script is run from a checkout.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tests.support.mlflow_run import mlflow_run
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -73,3 +79,18 @@ def score_and_compare_precomputed_arms(
         compared=client.get_run(compare_id).data.metrics,
     )
 
+
+def run_from_checkout(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` with this Python as a user runs it from a checkout (repository on PYTHONPATH).
+
+    Output is captured and the exit status left to the caller: the demo tests
+    expect refusals (exit 3) as well as successes. Two minutes at most.
+    """
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )

@@ -7,7 +7,6 @@ suite stays fast; the full build differs only in its step and row counts.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -31,20 +30,16 @@ from sommelier_mlflow.data import (
 )
 from sommelier_mlflow.errors import ConfigError, DependencyError, InputError
 from sommelier_mlflow.toolcalls import parse_tool_call
+from tests.examples.examples_helpers import run_from_checkout
+from tests.support.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "demo" / "build_model.py"
 REDUCED: dict[str, Any] = {"base_steps": 3, "adapter_steps": 2, "max_train_roots": 40}
 
 
-@cache
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("demo_build_model", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("examples/demo/build_model.py")
 
 
 @pytest.fixture(autouse=True)
@@ -232,14 +227,7 @@ def test_a_rebuild_into_a_directory_with_other_files_is_refused_and_deletes_noth
 def test_the_command_line_exits_3_naming_the_altered_file(built: Any, tmp_path: Path) -> None:
     copy = _copy_model(built, tmp_path)
     _flip_a_byte(copy / "adapter" / "adapter_model.safetensors")
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--out", str(copy), "--cache", str(tmp_path / "c")],
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    result = run_from_checkout(SCRIPT, "--out", str(copy), "--cache", str(tmp_path / "c"))
     assert result.returncode == 3, result.stderr
     expected = built.manifest["files"]["adapter/adapter_model.safetensors"]
     assert "adapter_model.safetensors was altered" in result.stderr

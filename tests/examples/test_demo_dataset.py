@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -13,6 +12,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tests.support.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "demo" / "make_dataset.py"
@@ -28,14 +29,8 @@ TYPE_CHECKS = {
 }
 
 
-@cache
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("demo_make_dataset", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("examples/demo/make_dataset.py")
 
 
 @cache

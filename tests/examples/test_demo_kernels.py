@@ -11,27 +11,18 @@ not cut down.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "examples" / "demo" / "kernel_margins.py"
+from tests.support.scripts import load_script
 
 pytestmark = pytest.mark.slow
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("demo_kernel_margins", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("examples/demo/kernel_margins.py")
 
 
 @pytest.fixture(scope="module")

@@ -2,31 +2,22 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import shutil
-import subprocess
-import sys
-from functools import cache
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 import pytest
 
 from sommelier_mlflow._json import loads
+from tests.examples.examples_helpers import run_from_checkout
+from tests.support.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "demo" / "run.py"
 
 
-@cache
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("demo_run", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("examples/demo/run.py")
 
 
 class Builds:
@@ -160,14 +151,7 @@ def test_an_altered_or_missing_committed_file_stops_the_demo_with_exit_3(
         weights.write_bytes(weights.read_bytes()[:-1] + b"\0")
     else:
         weights.unlink()
-    result = subprocess.run(
-        [sys.executable, str(demo / "run.py"), "main", "--out", str(tmp_path / "out")],
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    result = run_from_checkout(demo / "run.py", "main", "--out", str(tmp_path / "out"))
     assert result.returncode == 3, result.stderr
     assert f"model.safetensors {'was altered' if damage == 'altered' else 'is missing'}" in (
         result.stderr

@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests.support.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _script() -> ModuleType:
-    path = ROOT / "docs" / "update_readme_results.py"
-    spec = importlib.util.spec_from_file_location("update_readme_results", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("docs/update_readme_results.py")
 
 
 OUTPUT = """\
