@@ -183,6 +183,20 @@ def test_torn_last_line_is_dropped_and_regenerated(
     assert snapshot(replay_run) == reference
 
 
+def _assert_refused_leaving_the_run_as_it_was(
+    examples: list[TestExample],
+    replay_run: Path,
+    error: type[Exception],
+    match: str,
+    **overrides: Any,
+) -> None:
+    """Resuming ``replay_run`` raises ``error`` and leaves every byte of the run as it was."""
+    before = snapshot(replay_run)
+    with pytest.raises(error, match=match):
+        _run(examples, _replay(examples), replay_run, **overrides)
+    assert snapshot(replay_run) == before
+
+
 def _rewrite_line(path: Path, index: int, **changes: Any) -> None:
     lines = path.read_bytes().splitlines(keepends=True)
     row = loads(lines[index])
@@ -195,10 +209,9 @@ def test_refuses_records_from_a_different_prompt(
     examples: list[TestExample], replay_run: Path
 ) -> None:
     _rewrite_line(replay_run / "generations" / "de.jsonl", 2, prompt_sha256=sha256_text("other"))
-    before = snapshot(replay_run)
-    with pytest.raises(InvariantViolationError, match=r"de\.jsonl:3: .*different prompt.*fresh"):
-        _run(examples, _replay(examples), replay_run)
-    assert snapshot(replay_run) == before
+    _assert_refused_leaving_the_run_as_it_was(
+        examples, replay_run, InvariantViolationError, r"de\.jsonl:3: .*different prompt.*fresh"
+    )
 
 
 def test_refuses_records_with_other_decoding_kind_or_parse(
@@ -226,10 +239,7 @@ def test_refuses_records_with_other_decoding_kind_or_parse(
     for changes, error, message in cases:
         en.write_bytes(original)
         _rewrite_line(en, 0, **changes)
-        before = snapshot(replay_run)
-        with pytest.raises(error, match=message):
-            _run(examples, _replay(examples), replay_run)
-        assert snapshot(replay_run) == before
+        _assert_refused_leaving_the_run_as_it_was(examples, replay_run, error, message)
 
 
 def test_refuses_malformed_or_duplicated_lines_with_file_and_line(
@@ -259,10 +269,13 @@ def test_refuses_malformed_or_duplicated_lines_with_file_and_line(
 def test_refuses_to_resume_a_different_run(
     examples: list[TestExample], replay_run: Path, change: dict[str, Any], field: str
 ) -> None:
-    before = snapshot(replay_run)
-    with pytest.raises(ConfigError, match=rf"first difference: {field}\).*fresh output directory"):
-        _run(examples, _replay(examples), replay_run, **change)
-    assert snapshot(replay_run) == before
+    _assert_refused_leaving_the_run_as_it_was(
+        examples,
+        replay_run,
+        ConfigError,
+        rf"first difference: {field}\).*fresh output directory",
+        **change,
+    )
 
 
 def test_refuses_a_changed_split_other_outputs_or_unknown_files(
