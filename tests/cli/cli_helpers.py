@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sommelier_mlflow._json import dumps_line, sha256_text
 from sommelier_mlflow.data import Decoding, GenerationRecord, TestExample, write_test_split
 from sommelier_mlflow.toolcalls import parse_tool_call
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+    from mlflow.tracking import MlflowClient
 
 TOOLS = [
     {
@@ -59,6 +65,29 @@ BASE_OUTPUTS = {
     3: "The weather in Lyon is sunny.",
 }
 ADAPTER_OUTPUTS = {index: json.dumps(gold(city)) for index, city in enumerate(CITIES)}
+
+
+def precomputed_rows(outputs: dict[int, str]) -> list[dict[str, str]]:
+    """The rows of a ``--precomputed`` file, as an outside producer writes them.
+
+    Each example's id and the text ``outputs`` (``BASE_OUTPUTS`` or
+    ``ADAPTER_OUTPUTS``) gives its index.
+    """
+    return [
+        {"example_id": ex.example_id, "raw_text": outputs[int(ex.example_id.split("-")[1])]}
+        for ex in examples()
+    ]
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    """Write ``rows`` one JSON object a line (a ``--precomputed`` file); return ``path``."""
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def logged_run_id(printed: str) -> str:
+    """The id of the run the last ``--mlflow`` command in ``printed`` said it logged to."""
+    return re.findall(r"logged to MLflow run ([0-9a-f]+)", printed)[-1]
 
 
 def write_arm(folder: Path, kind: str, outputs: dict[int, str]) -> Path:
@@ -121,6 +150,28 @@ def score_args(
     return args + (["--adapter", str(files["adapter_dir"])] if kind == "adapter" else [])
 
 
+def compare_args(base: Path, adapter: Path, out: Path, *extra: str) -> list[str]:
+    """``compare`` of two arms' reports, each in the ``--out`` folder its ``score`` wrote."""
+    return [
+        *("compare", "--base-report", str(base / "evaluation_report.json")),
+        *("--adapter-report", str(adapter / "evaluation_report.json")),
+        *("--out", str(out), *extra),
+    ]
+
+
+def declared_score_args(split: Path, kind: str = "base") -> list[str]:
+    """``score`` of ``split`` by ``tiny/model`` with the fixture's decoding declared.
+
+    Outputs from elsewhere (``--precomputed``) carry no decoding record, so the
+    producer's is declared; the source and ``--out`` are the caller's.
+    """
+    return [
+        *("score", "--test-split", str(split), "--model-kind", kind, "--model", "tiny/model"),
+        *("--max-new-tokens", str(DECODING.max_new_tokens)),
+        *("--batch-size", str(DECODING.batch_size)),
+    ]
+
+
 def evaluate_args(split: Path, out: Path, backend: str, *extra: str) -> list[str]:
     """``evaluate`` of the fixture's base arm with ``backend`` (a model it declares, not loads)."""
     return [
@@ -150,3 +201,46 @@ def tiny_arms(root: Path, *, gold_in_vocabulary: bool = True) -> dict[str, Path]
     model = build_tiny_llama(root / "model", tokenizer, seed=0)
     adapter = build_lora_adapter(model, root / "adapter", seed=1)
     return {"split": Path(split), "model": Path(model), "adapter": Path(adapter)}
+
+
+def main_run_children(client: MlflowClient, parent_id: str) -> tuple[Run, dict[str, Run]]:
+    """The ``main`` entry point's parent run and its child runs by name.
+
+    Checked as every ``main`` run must be, whatever its backend: the parent is a
+    comparison with a delta, and its children are a finished base and a finished
+    adapter arm whose adapter was hashed.
+    """
+    parent = client.get_run(parent_id)
+    assert parent.data.tags["sommelier.model_kind"] == "comparison"
+    assert "delta/overall/full_call_exact_match" in parent.data.metrics
+    children = client.search_runs(
+        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'"
+    )
+    by_name = {run.info.run_name: run for run in children}
+    assert set(by_name) == {"base", "adapter"}
+    for run in children:
+        assert run.info.status == "FINISHED"
+    assert by_name["adapter"].data.params["adapter_sha256"] != "None"
+    return parent, by_name
+
+
+def assert_not_in_files(folder: Path, secret: str) -> None:
+    """Fail, naming the file, if any file below ``folder`` holds the bytes of ``secret``."""
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+
+
+def assert_never_logged(
+    client: MlflowClient, runs: Iterable[Run], secret: str, download_to: Path
+) -> None:
+    """Fail if ``secret`` is in any run's params, tags or metrics, or in any of its artifacts.
+
+    Each run's artifacts are downloaded below ``download_to / <run id>``.
+    """
+    for run in runs:
+        assert secret not in json.dumps([run.data.params, run.data.tags, run.data.metrics])
+        target = download_to / run.info.run_id
+        assert_not_in_files(
+            Path(client.download_artifacts(run.info.run_id, "", str(target))), secret
+        )

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sommelier_mlflow.cli import main
-from tests.cli.cli_helpers import score_args, write_fixture
+from tests.cli.cli_helpers import compare_args, score_args, write_fixture
 
 FR_GAIN = {
     "id": "fr-gain",
@@ -38,39 +38,24 @@ def _score(files: dict[str, Path], out: Path, kind: str, *extra: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def arm_reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def arms(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Both arms of the CLI fixture, scored once for the module: each arm's ``--out`` folder."""
     root = tmp_path_factory.mktemp("arms")
     files = write_fixture(root / "in")
     _score(files, root / "base", "base")
     _score(files, root / "adapter", "adapter")
-    return {
-        "base": root / "base" / "evaluation_report.json",
-        "adapter": root / "adapter" / "evaluation_report.json",
-    }
+    return {"base": root / "base", "adapter": root / "adapter"}
 
 
-def _compare(reports: dict[str, Path], out: Path, *extra: str) -> int:
-    return main(
-        [
-            "compare",
-            "--base-report",
-            str(reports["base"]),
-            "--adapter-report",
-            str(reports["adapter"]),
-            "--out",
-            str(out),
-            "--resamples",
-            "200",
-            *extra,
-        ]
-    )
+def _compare(arms: dict[str, Path], out: Path, *extra: str) -> int:
+    return main(compare_args(arms["base"], arms["adapter"], out, "--resamples", "200", *extra))
 
 
 def test_compare_prints_and_records_the_verdict(
-    arm_reports: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    arms: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     claims = _claims(tmp_path / "claims.json", FR_GAIN)
-    assert _compare(arm_reports, tmp_path / "cmp", "--claims", str(claims)) == 0
+    assert _compare(arms, tmp_path / "cmp", "--claims", str(claims)) == 0
     out = capsys.readouterr().out
     assert "verdict: supported" in out
     assert "fr-gain" in out
@@ -80,20 +65,20 @@ def test_compare_prints_and_records_the_verdict(
     assert "verdict SUPPORTED" in markdown
 
 
-def test_empty_claims_option_means_no_claims(arm_reports: dict[str, Path], tmp_path: Path) -> None:
+def test_empty_claims_option_means_no_claims(arms: dict[str, Path], tmp_path: Path) -> None:
     # The MLproject passes `--claims ''` when the parameter is left at its default.
-    assert _compare(arm_reports, tmp_path / "cmp", "--claims", "") == 0
+    assert _compare(arms, tmp_path / "cmp", "--claims", "") == 0
     report = json.loads((tmp_path / "cmp" / "comparison" / "comparison_report.json").read_text())
     assert "claims" not in report
 
 
 def test_fail_on_unsupported_exits_6_after_writing_the_reports(
-    arm_reports: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    arms: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     claims = _claims(tmp_path / "claims.json", FR_GAIN, EN_LEAP)
     args = ("--claims", str(claims))
-    assert _compare(arm_reports, tmp_path / "lenient", *args) == 0
-    code = _compare(arm_reports, tmp_path / "strict", *args, "--fail-on-unsupported")
+    assert _compare(arms, tmp_path / "lenient", *args) == 0
+    code = _compare(arms, tmp_path / "strict", *args, "--fail-on-unsupported")
     captured = capsys.readouterr()
     assert code == 6
     assert "error: claim(s) not supported" in captured.err
@@ -113,7 +98,7 @@ def test_fail_on_unsupported_exits_6_after_writing_the_reports(
     ],
 )
 def test_bad_claims_exit_with_their_code_and_write_nothing(
-    arm_reports: dict[str, Path],
+    arms: dict[str, Path],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     claim: dict[str, Any],
@@ -122,7 +107,7 @@ def test_bad_claims_exit_with_their_code_and_write_nothing(
     named: str,
 ) -> None:
     claims = _claims(tmp_path / "claims.json", claim, **extra)
-    assert _compare(arm_reports, tmp_path / "cmp", "--claims", str(claims)) == code
+    assert _compare(arms, tmp_path / "cmp", "--claims", str(claims)) == code
     assert named in capsys.readouterr().err
     assert not (tmp_path / "cmp" / "comparison" / "comparison_report.json").exists()
 

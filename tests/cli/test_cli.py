@@ -8,7 +8,18 @@ from pathlib import Path
 import pytest
 
 from sommelier_mlflow.cli import build_parser, main
-from tests.cli.cli_helpers import score_args
+from tests.cli.cli_helpers import (
+    ADAPTER_OUTPUTS,
+    BASE_OUTPUTS,
+    compare_args,
+    declared_score_args,
+    examples,
+    logged_run_id,
+    precomputed_rows,
+    score_args,
+    write_jsonl,
+)
+from tests.support.net import free_port
 
 
 def _score(files: dict[str, Path], out: Path, kind: str, *extra: str) -> int:
@@ -33,17 +44,9 @@ def test_score_and_compare_write_exact_reports(
         "denominator": 8,
     }
     code = main(
-        [
-            "compare",
-            "--base-report",
-            str(tmp_path / "base" / "evaluation_report.json"),
-            "--adapter-report",
-            str(tmp_path / "adapter" / "evaluation_report.json"),
-            "--out",
-            str(tmp_path / "cmp"),
-            "--resamples",
-            "200",
-        ]
+        compare_args(
+            tmp_path / "base", tmp_path / "adapter", tmp_path / "cmp", "--resamples", "200"
+        )
     )
     assert code == 0
     report = json.loads((tmp_path / "cmp" / "comparison" / "comparison_report.json").read_text())
@@ -81,42 +84,11 @@ def test_refused_comparison_is_exit_4_and_writes_nothing(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert _score(files, tmp_path / "base", "base") == 0
-    assert (
-        main(
-            [
-                "score",
-                "--test-split",
-                str(files["split"]),
-                "--generations",
-                str(files["adapter"]),
-                "--model-kind",
-                "adapter",
-                "--model",
-                "another/model",
-                "--revision",
-                "abc123",
-                "--adapter",
-                str(files["adapter_dir"]),
-                "--out",
-                str(tmp_path / "adapter"),
-                "--resamples",
-                "200",
-            ]
-        )
-        == 0
-    )
+    adapter = score_args(files, "adapter", tmp_path / "adapter")
+    adapter[adapter.index("--model") + 1] = "another/model"  # an adapter of another base model
+    assert main(adapter) == 0
     capsys.readouterr()
-    code = main(
-        [
-            "compare",
-            "--base-report",
-            str(tmp_path / "base" / "evaluation_report.json"),
-            "--adapter-report",
-            str(tmp_path / "adapter" / "evaluation_report.json"),
-            "--out",
-            str(tmp_path / "cmp"),
-        ]
-    )
+    code = main(compare_args(tmp_path / "base", tmp_path / "adapter", tmp_path / "cmp"))
     assert code == 4
     assert "model_identity.base_model" in capsys.readouterr().err
     assert not (tmp_path / "cmp" / "comparison" / "comparison_report.json").exists()
@@ -201,12 +173,7 @@ def test_unreachable_tracking_server_is_exit_3_before_any_work(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    import socket
-
-    with socket.socket() as sock:  # a port nothing listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
     monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
     assert _score(files, tmp_path / "base", "base", "--mlflow") == 3
     assert "error:" in capsys.readouterr().err
@@ -217,14 +184,8 @@ def test_unreachable_tracking_server_is_exit_3_before_any_work(
 def test_precomputed_outputs_replay_through_the_runner(
     files: dict[str, Path], tmp_path: Path
 ) -> None:
-    from tests.cli.cli_helpers import BASE_OUTPUTS, examples
-
-    rows = [
-        {"example_id": ex.example_id, "raw_text": BASE_OUTPUTS[int(ex.example_id.split("-")[1])]}
-        for ex in examples()
-    ]
-    precomputed = tmp_path / "outputs.jsonl"
-    precomputed.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    rows = precomputed_rows(BASE_OUTPUTS)
+    precomputed = write_jsonl(tmp_path / "outputs.jsonl", rows)
     common = [
         "score",
         "--test-split",
@@ -255,31 +216,18 @@ def test_precomputed_outputs_replay_through_the_runner(
         files["base"] / "fr.jsonl"
     ).read_bytes()
     rows[0]["example_id"] = "nope"
-    precomputed.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    write_jsonl(precomputed, rows)
     assert (
         main([*common, "--precomputed", str(precomputed), *declared, "--out", str(tmp_path / "q")])
         == 2
     )
 
 
-def _precomputed_rows(outputs: dict[int, str]) -> list[dict[str, str]]:
-    from tests.cli.cli_helpers import examples
-
-    return [
-        {"example_id": ex.example_id, "raw_text": outputs[int(ex.example_id.split("-")[1])]}
-        for ex in examples()
-    ]
-
-
 def test_score_needs_exactly_one_source(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.cli.cli_helpers import BASE_OUTPUTS
-
-    precomputed = tmp_path / "outputs.jsonl"
-    precomputed.write_text("".join(json.dumps(r) + "\n" for r in _precomputed_rows(BASE_OUTPUTS)))
-    common = ["score", "--test-split", str(files["split"]), "--model-kind", "base"]
-    common += ["--model", "tiny/model", "--max-new-tokens", "32", "--batch-size", "2"]
+    precomputed = write_jsonl(tmp_path / "outputs.jsonl", precomputed_rows(BASE_OUTPUTS))
+    common = declared_score_args(files["split"])
     both = ["--generations", str(files["base"]), "--precomputed", str(precomputed)]
     assert main([*common, *both, "--out", str(tmp_path / "both")]) == 2
     assert "both were given" in capsys.readouterr().err
@@ -293,16 +241,13 @@ def test_score_needs_exactly_one_source(
 
 
 def test_served_adapter_name_is_recorded_as_served(files: dict[str, Path], tmp_path: Path) -> None:
-    from tests.cli.cli_helpers import ADAPTER_OUTPUTS
-
     precomputed = tmp_path / "adapter.csv"
     lines = ["example_id,raw_text"] + [
         f'{row["example_id"]},"{row["raw_text"].replace(chr(34), chr(34) * 2)}"'
-        for row in _precomputed_rows(ADAPTER_OUTPUTS)
+        for row in precomputed_rows(ADAPTER_OUTPUTS)
     ]
     precomputed.write_text("\n".join(lines) + "\n")
-    args = ["score", "--test-split", str(files["split"]), "--model-kind", "adapter"]
-    args += ["--model", "tiny/model", "--max-new-tokens", "32", "--batch-size", "2"]
+    args = declared_score_args(files["split"], "adapter")
     args += ["--precomputed", str(precomputed), "--out", str(tmp_path / "served")]
     assert main([*args, "--adapter", "my-lora"]) == 0
     report = json.loads((tmp_path / "served" / "evaluation_report.json").read_text())
@@ -316,41 +261,47 @@ def test_served_adapter_name_is_recorded_as_served(files: dict[str, Path], tmp_p
     assert main([*args[:-1], str(tmp_path / "m"), "--adapter", missing]) == 3
 
 
-def _logged_arms(
+@pytest.fixture
+def logged_arms(
     files: dict[str, Path],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> tuple[str, dict[str, str]]:
-    """Score both arms into a fresh SQLite store; return its URI and each arm's run id."""
-    import re
+    """Score both arms into a fresh SQLite store; return its URI and each arm's run id.
 
+    The store stays the test's ``MLFLOW_TRACKING_URI``; the arms' folders are
+    ``tmp_path / "base"`` and ``tmp_path / "adapter"``.
+    """
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
     ids = {}
     for kind in ("base", "adapter"):
         assert _score(files, tmp_path / kind, kind, "--mlflow", "--log-traces", "false") == 0
-        ids[kind] = re.findall(r"logged to MLflow run ([0-9a-f]+)", capsys.readouterr().out)[-1]
+        ids[kind] = logged_run_id(capsys.readouterr().out)
     return uri, ids
 
 
+def _compare_runs(ids: dict[str, str], out: Path, *extra: str) -> int:
+    """``compare`` of the two arms' runs by id, with the resamples the arms were scored with."""
+    compare = ["compare", "--base-run-id", ids["base"], "--adapter-run-id", ids["adapter"]]
+    return main([*compare, "--out", str(out), "--resamples", "200", *extra])
+
+
 def test_show_prints_the_logged_summary_from_any_store(
-    files: dict[str, Path],
+    logged_arms: tuple[str, dict[str, str]],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    import re
-
     from sommelier_mlflow.cli._main_command import format_summary
     from sommelier_mlflow.cli._show import format_arm_summary
     from sommelier_mlflow.evaluation import read_comparison_report, read_evaluation_report
 
-    uri, ids = _logged_arms(files, tmp_path, monkeypatch, capsys)
-    compare = ["compare", "--base-run-id", ids["base"], "--adapter-run-id", ids["adapter"]]
-    assert main([*compare, "--out", str(tmp_path / "cmp"), "--resamples", "200", "--mlflow"]) == 0
-    comparison_id = re.findall(r"logged to MLflow run ([0-9a-f]+)", capsys.readouterr().out)[-1]
+    uri, ids = logged_arms
+    assert _compare_runs(ids, tmp_path / "cmp", "--mlflow") == 0
+    comparison_id = logged_run_id(capsys.readouterr().out)
 
     # From another "machine": only the store's URI, passed explicitly.
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
@@ -371,16 +322,13 @@ def test_show_prints_the_logged_summary_from_any_store(
 
 
 def test_a_report_copied_over_a_runs_artifact_is_refused(
-    files: dict[str, Path],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    logged_arms: tuple[str, dict[str, str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import shutil
 
     from mlflow.tracking import MlflowClient
 
-    uri, ids = _logged_arms(files, tmp_path, monkeypatch, capsys)
+    uri, ids = logged_arms
     # The adapter's own, self-consistent report is copied over the base run's artifact.
     swapped = tmp_path / "swap" / "evaluation_report.json"
     swapped.parent.mkdir()
@@ -390,8 +338,7 @@ def test_a_report_copied_over_a_runs_artifact_is_refused(
     assert main(["show", ids["base"]]) == 5
     err = capsys.readouterr().err
     assert f"error: run {ids['base']}" in err and "sommelier.report_sha256" in err
-    compare = ["compare", "--base-run-id", ids["base"], "--adapter-run-id", ids["adapter"]]
-    assert main([*compare, "--out", str(tmp_path / "cmp"), "--resamples", "200"]) == 5
+    assert _compare_runs(ids, tmp_path / "cmp") == 5
     assert "replaced after logging" in capsys.readouterr().err
     assert not list((tmp_path / "cmp").rglob("comparison_report.*"))
     # A run logged before the digest tag existed is still held to its logged metrics.
@@ -435,7 +382,6 @@ def test_precomputed_rows_are_matched_by_example_id_not_prompt(
     import dataclasses
 
     from sommelier_mlflow.data import write_test_split
-    from tests.cli.cli_helpers import BASE_OUTPUTS, examples
 
     originals = examples()
     shared = {ex.example_id: ex for ex in originals if ex.language == "en"}
@@ -451,14 +397,12 @@ def test_precomputed_rows_are_matched_by_example_id_not_prompt(
         for ex in originals
     ]
     split = write_test_split(tmp_path / "split.jsonl", same_prompt)
-    rows = _precomputed_rows(BASE_OUTPUTS)
+    rows = precomputed_rows(BASE_OUTPUTS)
     for row in rows:
         if row["example_id"].startswith("fr-"):
             row["raw_text"] = f"french answer {row['example_id']}"
-    precomputed = tmp_path / "outputs.jsonl"
-    precomputed.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    args = ["score", "--test-split", str(split), "--model-kind", "base", "--model", "tiny/model"]
-    args += ["--max-new-tokens", "32", "--batch-size", "2", "--resamples", "50"]
+    precomputed = write_jsonl(tmp_path / "outputs.jsonl", rows)
+    args = [*declared_score_args(Path(split)), "--resamples", "50"]
     assert main([*args, "--precomputed", str(precomputed), "--out", str(tmp_path / "p")]) == 0
     written = {
         record["example_id"]: record["raw_text"]
@@ -474,7 +418,7 @@ def test_precomputed_rows_are_matched_by_example_id_not_prompt(
     assert report["slices"]["fr"]["metrics"]["valid_json_rate"]["numerator"] == 0
     # A row that carries its prompt's digest is checked against the example's prompt.
     rows[1]["prompt_sha256"] = "0" * 64
-    precomputed.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    write_jsonl(precomputed, rows)
     capsys.readouterr()
     assert main([*args, "--precomputed", str(precomputed), "--out", str(tmp_path / "q")]) == 5
     err = capsys.readouterr().err

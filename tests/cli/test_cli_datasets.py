@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sommelier_mlflow.cli import main
-from tests.cli.cli_helpers import score_args, write_fixture
+from tests.cli.cli_helpers import compare_args, logged_run_id, score_args, write_fixture
 
 
 @pytest.fixture(scope="module")
@@ -35,13 +34,7 @@ def _score(
 
 
 def _compare(tmp_path: Path, base: Path, adapter: Path) -> int:
-    return main(
-        [
-            *("compare", "--base-report", str(base / "evaluation_report.json")),
-            *("--adapter-report", str(adapter / "evaluation_report.json")),
-            *("--out", str(tmp_path / "cmp"), "--resamples", "100"),
-        ]
-    )
+    return main(compare_args(base, adapter, tmp_path / "cmp", "--resamples", "100"))
 
 
 def test_a_pushed_split_is_evaluated_by_name_and_the_gate_holds_its_digest(
@@ -58,7 +51,7 @@ def test_a_pushed_split_is_evaluated_by_name_and_the_gate_holds_its_digest(
 
     logged = ("--mlflow", "--log-traces", "false")
     base = _score(files, "base", tmp_path / "base", "weather", *logged)
-    run_id = re.findall(r"logged to MLflow run ([0-9a-f]+)", capsys.readouterr().out)[-1]
+    run_id = logged_run_id(capsys.readouterr().out)
     adapter = _score(files, "adapter", tmp_path / "adapter", "weather")
     pushed = get_dataset(name="weather")
     expected = {"name": "weather", "id": pushed.dataset_id, "digest": pushed.digest}

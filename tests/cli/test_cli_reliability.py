@@ -9,7 +9,14 @@ import pytest
 
 from sommelier_mlflow._json import loads
 from sommelier_mlflow.cli import main
-from tests.cli.cli_helpers import examples, score_args
+from tests.cli.cli_helpers import (
+    compare_args,
+    declared_score_args,
+    examples,
+    score_args,
+    write_jsonl,
+)
+from tests.support.net import free_port
 
 
 def _deep_call(depth: int) -> str:
@@ -21,30 +28,13 @@ def _deep_call(depth: int) -> str:
 
 
 def _precomputed(path: Path, raw_text: str) -> Path:
-    rows = [{"example_id": ex.example_id, "raw_text": raw_text} for ex in examples()]
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    return path
+    return write_jsonl(
+        path, [{"example_id": ex.example_id, "raw_text": raw_text} for ex in examples()]
+    )
 
 
 def _score_args(files: dict[str, Path], out: Path, *source: str) -> list[str]:
-    return [
-        "score",
-        "--test-split",
-        str(files["split"]),
-        *source,
-        "--model-kind",
-        "base",
-        "--model",
-        "tiny/model",
-        "--max-new-tokens",
-        "32",
-        "--batch-size",
-        "2",
-        "--out",
-        str(out),
-        "--resamples",
-        "50",
-    ]
+    return [*declared_score_args(files["split"]), *source, "--out", str(out), "--resamples", "50"]
 
 
 @pytest.mark.parametrize("depth", [255, 300, 1000])
@@ -121,17 +111,7 @@ def test_unwritable_output_is_one_error_line_and_exit_2(
     elif command == "compare":
         assert main(_generations_args(files, tmp_path / "b")) == 0
         assert main(_generations_args(files, tmp_path / "a", "adapter")) == 0
-        args = [
-            "compare",
-            "--base-report",
-            str(tmp_path / "b" / "evaluation_report.json"),
-            "--adapter-report",
-            str(tmp_path / "a" / "evaluation_report.json"),
-            "--out",
-            str(out),
-            "--resamples",
-            "50",
-        ]
+        args = compare_args(tmp_path / "b", tmp_path / "a", out, "--resamples", "50")
     else:
         raw = Path(__file__).resolve().parents[2] / "examples" / "demo" / "data" / "raw.jsonl"
         args = ["prepare", "--raw", str(raw), "--out", str(out)]
@@ -149,8 +129,7 @@ def test_precomputed_missing_row_names_the_example(
 ) -> None:
     rows = [{"example_id": ex.example_id, "raw_text": "{}"} for ex in examples()]
     missing = rows.pop(3)["example_id"]
-    source = tmp_path / "partial.jsonl"
-    source.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    source = write_jsonl(tmp_path / "partial.jsonl", rows)
     capsys.readouterr()
     assert main(_score_args(files, tmp_path / "x", "--precomputed", str(source))) == 2
     err = capsys.readouterr().err
@@ -334,21 +313,13 @@ def test_concurrent_runs_into_a_new_experiment_all_succeed(
     assert len(client.search_runs([experiment.experiment_id])) == 4
 
 
-def _closed_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_compare_by_run_id_against_a_closed_port_exits_3_quickly(tmp_path: Path) -> None:
     import os
     import subprocess
     import sys
     import time
 
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{_closed_port()}"}
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{free_port()}"}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     env.pop("MLFLOW_RUN_ID", None)
     started = time.monotonic()

@@ -7,7 +7,6 @@ fast suite and covers the exit codes and what is recorded.
 from __future__ import annotations
 
 import json
-import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,14 @@ from typing import Any
 import pytest
 
 from sommelier_mlflow.cli import main
-from tests.cli.cli_helpers import examples, tiny_arms
+from tests.cli.cli_helpers import (
+    assert_never_logged,
+    assert_not_in_files,
+    compare_args,
+    examples,
+    tiny_arms,
+)
+from tests.support.net import free_port
 from tests.support.openai_stub import echo_responder, finishes_within, running_stub
 
 KEY = "sk-cli-planted-0a1b2c3d4e5f"
@@ -33,29 +39,22 @@ def _models(root: Path) -> list[dict[str, Any]]:
     ]
 
 
-def _evaluate(tiny: dict[str, Path], url: str, out: Path, *extra: str) -> list[str]:
+def _evaluate_hf(tiny: dict[str, Path], out: Path, *extra: str) -> list[str]:
+    """``evaluate`` of the tiny model on the default (hf) backend: 8 new tokens, batches of 4.
+
+    The server arms below add their backend to it, so both kinds decode alike.
+    """
     return [
-        "evaluate",
-        "--test-split",
-        str(tiny["split"]),
-        "--model",
-        str(tiny["model"]),
-        "--backend",
-        "server",
-        "--base-url",
-        url,
-        "--served-model",
-        "tiny",
-        "--max-new-tokens",
-        "8",
-        "--batch-size",
-        "4",
-        "--resamples",
-        "50",
-        "--out",
-        str(out),
-        *extra,
+        *("evaluate", "--test-split", str(tiny["split"]), "--model", str(tiny["model"])),
+        *("--max-new-tokens", "8", "--batch-size", "4", "--resamples", "50"),
+        *("--out", str(out), *extra),
     ]
+
+
+def _evaluate(tiny: dict[str, Path], url: str, out: Path, *extra: str) -> list[str]:
+    """``evaluate`` of the tiny model served as ``tiny`` at ``url``."""
+    served = ("--backend", "server", "--base-url", url, "--served-model", "tiny")
+    return _evaluate_hf(tiny, out, *served, *extra)
 
 
 def test_server_arm_records_usage_throughput_and_never_the_key(
@@ -105,12 +104,9 @@ def test_server_arm_records_usage_throughput_and_never_the_key(
     )
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "sommelier")}
     assert "sommelier/generation_usage.jsonl" in artifacts
-    logged = json.dumps([run.data.params, run.data.tags, run.data.metrics])
-    local = Path(client.download_artifacts(run.info.run_id, "", str(tmp_path / "dl")))
-    for path in [*local.rglob("*"), *out.rglob("*")]:
-        if path.is_file():
-            assert KEY.encode() not in path.read_bytes(), path
-    assert KEY not in logged + printed.out + printed.err
+    assert_never_logged(client, [run], KEY, tmp_path / "dl")
+    assert_not_in_files(out, KEY)
+    assert KEY not in printed.out + printed.err
 
 
 def test_unreachable_server_is_exit_3_naming_the_url(
@@ -120,9 +116,7 @@ def test_unreachable_server_is_exit_3_naming_the_url(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     url = f"http://me:secret-pw@127.0.0.1:{port}/v1"
     code = main([*_evaluate(tiny, url, tmp_path / "out"), "--model-kind", "base"])
     err = capsys.readouterr().err
@@ -135,21 +129,8 @@ def test_unreachable_server_is_exit_3_naming_the_url(
 def test_server_options_are_refused_with_another_backend(
     tiny: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(
-        [
-            "evaluate",
-            "--test-split",
-            str(tiny["split"]),
-            "--model",
-            str(tiny["model"]),
-            "--model-kind",
-            "base",
-            "--base-url",
-            "http://127.0.0.1:1/v1",
-            "--out",
-            str(tmp_path / "out"),
-        ]
-    )
+    args = _evaluate_hf(tiny, tmp_path / "out", "--model-kind", "base")
+    code = main([*args, "--base-url", "http://127.0.0.1:1/v1"])
     assert code == 2
     err = capsys.readouterr().err
     assert "the hf backend refused its options: it does not take the option 'base_url'" in err
@@ -160,25 +141,7 @@ def test_an_hf_arm_and_a_server_arm_are_not_compared(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    hf_args = [
-        "evaluate",
-        "--test-split",
-        str(tiny["split"]),
-        "--model",
-        str(tiny["model"]),
-        "--model-kind",
-        "base",
-        "--max-new-tokens",
-        "8",
-        "--batch-size",
-        "4",
-        "--resamples",
-        "50",
-        "--num-threads",
-        "1",
-        "--out",
-        str(tmp_path / "hf"),
-    ]
+    hf_args = _evaluate_hf(tiny, tmp_path / "hf", "--model-kind", "base", "--num-threads", "1")
     assert main(hf_args) == 0
     with running_stub(_models(tiny["model"])) as stub:
         served = [
@@ -190,17 +153,7 @@ def test_an_hf_arm_and_a_server_arm_are_not_compared(
         ]
         assert main(served) == 0
     capsys.readouterr()
-    code = main(
-        [
-            "compare",
-            "--base-report",
-            str(tmp_path / "hf" / "evaluation_report.json"),
-            "--adapter-report",
-            str(tmp_path / "served" / "evaluation_report.json"),
-            "--out",
-            str(tmp_path / "cmp"),
-        ]
-    )
+    code = main(compare_args(tmp_path / "hf", tmp_path / "served", tmp_path / "cmp"))
     assert code == 4
     assert "decoding.backend" in capsys.readouterr().err
 
@@ -242,8 +195,7 @@ def test_a_key_the_server_echoes_never_leaves_the_process_whatever_its_variable_
     checked = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert any(p.name == "mlflow.db" for p in checked)
     assert any(p.name == "generation_manifest.json" for p in checked)
-    for path in checked:
-        assert key.encode() not in path.read_bytes(), path
+    assert_not_in_files(tmp_path, key)
     assert key not in printed.out + printed.err
 
 
