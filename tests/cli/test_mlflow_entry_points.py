@@ -19,10 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
-import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,8 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
-PROJECT = Path(__file__).resolve().parents[2]
-MLFLOW = str(Path(sys.executable).with_name("mlflow"))
+from tests.support.mlflow_run import PROJECT, mlflow_run
 
 #: Entry point -> parameters beyond the defaults, in run order (later ones use earlier runs).
 RECIPES: dict[str, dict[str, str]] = {
@@ -150,21 +146,6 @@ def _cli_path(entry: Mapping[str, Any], params: Mapping[str, str], cwd: Path) ->
     return run_id
 
 
-def _mlflow_run(name: str, params: Mapping[str, str], cwd: Path) -> str:
-    env = {key: value for key, value in os.environ.items() if key != "MLFLOW_RUN_ID"}
-    command = [MLFLOW, "run", str(PROJECT), "-e", name, "--env-manager", "local"]
-    for key, value in params.items():
-        command += ["-P", f"{key}={value}"]
-    result = subprocess.run(
-        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
-    match = re.search(r"Run \(ID '([0-9a-f]+)'\) succeeded", output)
-    assert match, output[-2000:]
-    return match.group(1)
-
-
 def _artifacts(client: Any, run_id: str, path: str = "") -> Iterator[str]:
     for item in client.list_artifacts(run_id, path or None):
         if item.is_dir:
@@ -222,7 +203,9 @@ def test_every_entry_point_logs_through_mlflow_run_as_through_the_cli(
         entry = entries[name]
         params = _recipe(name, entry, values)
         # From the project folder, as its README says: the default paths are relative to it.
-        via_mlflow = _mlflow_run(name, params, PROJECT)
+        via_mlflow = mlflow_run(
+            os.environ["MLFLOW_TRACKING_URI"], PROJECT, name, timeout=600, **params
+        )
         via_cli = _cli_path(entry, params, PROJECT)
         parameters = set(entry.get("parameters") or {})
         _same_logging(client, via_mlflow, via_cli, parameters)

@@ -12,32 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.cli_helpers import write_fixture
-
-PROJECT = Path(__file__).resolve().parents[2]
-MLFLOW = str(Path(sys.executable).with_name("mlflow"))
-
-
-def _mlflow_run(
-    url: str, cwd: Path, entry: str, extra_env: dict[str, str] | None = None, **params: str
-) -> str:
-    env = {
-        **os.environ,
-        "MLFLOW_TRACKING_URI": url,
-        "MLFLOW_DISABLE_TELEMETRY": "true",
-        **(extra_env or {}),
-    }
-    env.pop("MLFLOW_RUN_ID", None)
-    command = [MLFLOW, "run", str(PROJECT), "-e", entry, "--env-manager", "local"]
-    for key, value in params.items():
-        command += ["-P", f"{key}={value}"]
-    result = subprocess.run(
-        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
-    match = re.search(r"Run \(ID '([0-9a-f]+)'\) succeeded", output)
-    assert match, output[-2000:]
-    return match.group(1)
+from tests.support.mlflow_run import PROJECT, mlflow_run, mlflow_run_process
 
 
 @pytest.mark.slow
@@ -49,36 +24,21 @@ def test_score_and_compare_through_mlflow_run(server: str, tmp_path: Path) -> No
     # a string (it may name an MLflow dataset), so a relative one is the project's.
     rel = {key: os.path.relpath(path, tmp_path) for key, path in files.items()}
     rel["split"] = os.path.relpath(files["split"], PROJECT)
-    base_id = _mlflow_run(
-        server,
-        tmp_path,
-        "score",
-        test_split=rel["split"],
-        generations=rel["base"],
-        model_kind="base",
-        model="tiny/model",
-        revision="abc123",
-        resamples="200",
+    common = dict(test_split=rel["split"], model="tiny/model", revision="abc123", resamples="200")
+    base_id = mlflow_run(
+        server, tmp_path, "score", generations=rel["base"], model_kind="base", **common
     )
-    adapter_id = _mlflow_run(
+    adapter_id = mlflow_run(
         server,
         tmp_path,
         "score",
-        test_split=rel["split"],
         generations=rel["adapter"],
         model_kind="adapter",
-        model="tiny/model",
-        revision="abc123",
         adapter=str(files["adapter_dir"]),
-        resamples="200",
+        **common,
     )
-    compare_id = _mlflow_run(
-        server,
-        tmp_path,
-        "compare",
-        base_run_id=base_id,
-        adapter_run_id=adapter_id,
-        resamples="200",
+    compare_id = mlflow_run(
+        server, tmp_path, "compare", base_run_id=base_id, adapter_run_id=adapter_id, resamples="200"
     )
     client = MlflowClient(tracking_uri=server)
 
@@ -136,48 +96,28 @@ def test_refused_comparison_logs_nothing_as_passed(server: str, tmp_path: Path) 
     from mlflow.tracking import MlflowClient
 
     files = write_fixture(tmp_path / "in")
-    base_id = _mlflow_run(
+    common = {"test_split": str(files["split"]), "resamples": "100"}
+    base_id = mlflow_run(
         server,
         tmp_path,
         "score",
-        test_split=str(files["split"]),
         generations=str(files["base"]),
         model_kind="base",
         model="tiny/model",
-        resamples="100",
+        **common,
     )
-    other_id = _mlflow_run(
+    other_id = mlflow_run(
         server,
         tmp_path,
         "score",
-        test_split=str(files["split"]),
         generations=str(files["adapter"]),
         model_kind="adapter",
         model="other/model",
         adapter=str(files["adapter_dir"]),
-        resamples="100",
+        **common,
     )
-    env = {**os.environ, "MLFLOW_TRACKING_URI": server}
-    result = subprocess.run(
-        [
-            MLFLOW,
-            "run",
-            str(PROJECT),
-            "-e",
-            "compare",
-            "--env-manager",
-            "local",
-            "-P",
-            f"base_run_id={base_id}",
-            "-P",
-            f"adapter_run_id={other_id}",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    result = mlflow_run_process(
+        server, tmp_path, "compare", base_run_id=base_id, adapter_run_id=other_id
     )
     assert result.returncode != 0
     assert "model_identity.base_model" in result.stdout + result.stderr
@@ -193,13 +133,18 @@ def test_main_entry_point_runs_both_arms_and_the_comparison(server: str, tmp_pat
 
     from mlflow.tracking import MlflowClient
 
-    from tests.cli.cli_helpers import examples, tiny_arms
+    from tests.cli.cli_helpers import (
+        assert_never_logged,
+        examples,
+        main_run_children,
+        tiny_arms,
+    )
 
     tiny = tiny_arms(tmp_path)
     rows, split, model, adapter = examples(), tiny["split"], tiny["model"], tiny["adapter"]
 
     planted = "hf_PlantedSecretToken1234567890"
-    parent_id = _mlflow_run(
+    parent_id = mlflow_run(
         server,
         tmp_path,
         "main",
@@ -212,33 +157,16 @@ def test_main_entry_point_runs_both_arms_and_the_comparison(server: str, tmp_pat
         resamples="200",
     )
     client = MlflowClient(tracking_uri=server)
-    parent = client.get_run(parent_id)
-    assert parent.data.tags["sommelier.model_kind"] == "comparison"
-    assert "delta/overall/full_call_exact_match" in parent.data.metrics
+    parent, by_name = main_run_children(client, parent_id)
     assert "mcnemar/fr/p_value" in parent.data.metrics
-    children = client.search_runs(
-        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'"
-    )
-    by_name = {run.info.run_name: run for run in children}
-    assert set(by_name) == {"base", "adapter"}
     for kind, run in by_name.items():
-        assert run.info.status == "FINISHED"
         assert run.data.tags["sommelier.model_kind"] == kind
         assert run.data.metrics["overall/counts/valid_json_rate.denominator"] == len(rows)
         assert run.data.params["decoding.max_new_tokens"] == "8"
-    assert by_name["adapter"].data.params["adapter_sha256"] != "None"
     artifacts = {a.path for a in client.list_artifacts(parent_id, "sommelier")}
     assert "sommelier/comparison.png" in artifacts
     # The Hub token the user exported never reaches anything logged.
-    for run in (parent, *children):
-        logged = json.dumps([run.data.params, run.data.tags, run.data.metrics])
-        assert planted not in logged
-        local = Path(
-            client.download_artifacts(run.info.run_id, "", str(tmp_path / run.info.run_id))
-        )
-        for path in local.rglob("*"):
-            if path.is_file():
-                assert planted.encode() not in path.read_bytes(), path
+    assert_never_logged(client, (parent, *by_name.values()), planted, tmp_path)
 
 
 @pytest.mark.slow
@@ -246,25 +174,17 @@ def test_outputs_from_elsewhere_through_mlflow_run(server: str, tmp_path: Path) 
     """`-e score -P precomputed=…` for both arms (JSONL and CSV, a served adapter name), then
     `-e compare`: the runs carry traces with assessments and say what produced the outputs."""
     import mlflow
+    import pandas as pd
     from mlflow.tracking import MlflowClient
 
-    from tests.cli.cli_helpers import ADAPTER_OUTPUTS, BASE_OUTPUTS, examples
+    from tests.cli.cli_helpers import ADAPTER_OUTPUTS, BASE_OUTPUTS, precomputed_rows, write_jsonl
 
     files = write_fixture(tmp_path / "in")
-    rows = {
-        kind: [
-            {"example_id": ex.example_id, "raw_text": outputs[int(ex.example_id.split("-")[1])]}
-            for ex in examples()
-        ]
-        for kind, outputs in (("base", BASE_OUTPUTS), ("adapter", ADAPTER_OUTPUTS))
-    }
-    (tmp_path / "base.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows["base"]))
-    import pandas as pd
-
-    pd.DataFrame(rows["adapter"]).to_csv(tmp_path / "adapter.csv", index=False)
+    write_jsonl(tmp_path / "base.jsonl", precomputed_rows(BASE_OUTPUTS))
+    pd.DataFrame(precomputed_rows(ADAPTER_OUTPUTS)).to_csv(tmp_path / "adapter.csv", index=False)
     declared = {"model": "tiny/model", "revision": "abc123", "max_new_tokens": "32"}
     declared |= {"batch_size": "2", "backend": "server", "resamples": "200"}
-    base_id = _mlflow_run(
+    base_id = mlflow_run(
         server,
         tmp_path,
         "score",
@@ -273,7 +193,7 @@ def test_outputs_from_elsewhere_through_mlflow_run(server: str, tmp_path: Path) 
         model_kind="base",
         **declared,
     )
-    adapter_id = _mlflow_run(
+    adapter_id = mlflow_run(
         server,
         tmp_path,
         "score",
@@ -283,7 +203,7 @@ def test_outputs_from_elsewhere_through_mlflow_run(server: str, tmp_path: Path) 
         adapter="demo-adapter",
         **declared,
     )
-    compare_id = _mlflow_run(
+    compare_id = mlflow_run(
         server, tmp_path, "compare", base_run_id=base_id, adapter_run_id=adapter_id, resamples="200"
     )
     client = MlflowClient(tracking_uri=server)
@@ -334,7 +254,7 @@ def test_score_reads_an_mlflow_dataset_through_mlflow_run(server: str, tmp_path:
         [*push, "--name", "weather"], env=env, capture_output=True, text=True, check=False
     )
     assert pushed.returncode == 0, pushed.stderr[-2000:]
-    run_id = _mlflow_run(
+    run_id = mlflow_run(
         server,
         tmp_path,
         "score",
