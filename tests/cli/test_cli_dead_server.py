@@ -8,56 +8,26 @@ import sqlite3
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.cli.cli_helpers import write_fixture
-from tests.support.mlflow_server import server_env
+from tests.support.mlflow_server import start_mlflow_server, wait_until_healthy
 from tests.support.net import free_port
 
-MLFLOW = str(Path(sys.executable).with_name("mlflow"))
 ROOT = Path(__file__).resolve().parents[2]
 
 
-
 def _start_server(root: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
+    """A server this test can kill by hand: its process, URL and SQLite file."""
     port = free_port()
-    database = root / "mlflow.db"
-    process = subprocess.Popen(
-        [
-            MLFLOW,
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--backend-store-uri",
-            f"sqlite:///{database}",
-            "--artifacts-destination",
-            str(root / "artifacts"),
-            "--workers",
-            "1",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=server_env(),
-        start_new_session=True,
-    )
+    process = start_mlflow_server(root, port, subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                if response.status == 200:
-                    return process, url, database
-        except OSError:
-            pass
-        if time.monotonic() > deadline or process.poll() is not None:
-            os.killpg(process.pid, signal.SIGKILL)
-            raise RuntimeError("mlflow server did not start")
-        time.sleep(0.3)
+    if not wait_until_healthy(url, process, 90):
+        os.killpg(process.pid, signal.SIGKILL)
+        raise RuntimeError("mlflow server did not start")
+    return process, url, root / "mlflow.db"
 
 
 def _run_rows(database: Path) -> list[tuple[str, str]]:

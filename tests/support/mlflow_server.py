@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from tests.support.net import free_port
 
@@ -37,6 +38,41 @@ def server_env() -> dict[str, str]:
     }
 
 
+def start_mlflow_server(root: Path, port: int, output: IO[bytes] | int) -> subprocess.Popen[bytes]:
+    """Start serving ``root/mlflow.db`` and ``root/artifacts`` on ``127.0.0.1:port``.
+
+    The server runs in its own session (signal its process group to stop it),
+    writes to ``output`` (a file or ``subprocess.DEVNULL``) and is not waited for:
+    see :func:`wait_until_healthy`.
+    """
+    return subprocess.Popen(
+        [
+            *(MLFLOW, "server", "--host", "127.0.0.1", "--port", str(port)),
+            *("--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}"),
+            *("--artifacts-destination", str(root / "artifacts"), "--workers", "1"),
+        ],
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        env=server_env(),
+        start_new_session=True,
+    )
+
+
+def wait_until_healthy(url: str, process: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Poll ``url/health`` until it answers 200 (True), or ``process`` exits or time is up."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            pass
+        if time.monotonic() > deadline or process.poll() is not None:
+            return False
+        time.sleep(0.5)
+
+
 @contextmanager
 def local_mlflow_server(root: Path, *, start_timeout: float = 180.0) -> Iterator[str]:
     """Serve ``root/mlflow.db`` and ``root/artifacts``; yield the URL once ``/health`` answers.
@@ -47,39 +83,11 @@ def local_mlflow_server(root: Path, *, start_timeout: float = 180.0) -> Iterator
     """
     port = free_port()
     log = (root / "server.log").open("wb")
-    process = subprocess.Popen(
-        [
-            MLFLOW,
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--backend-store-uri",
-            f"sqlite:///{root / 'mlflow.db'}",
-            "--artifacts-destination",
-            str(root / "artifacts"),
-            "--workers",
-            "1",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=server_env(),
-        start_new_session=True,
-    )
+    process = start_mlflow_server(root, port, log)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + start_timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError((root / "server.log").read_text()[-3000:])
-            time.sleep(0.5)
+        if not wait_until_healthy(url, process, start_timeout):
+            raise RuntimeError((root / "server.log").read_text()[-3000:])
         yield url
     finally:
         os.killpg(process.pid, signal.SIGTERM)

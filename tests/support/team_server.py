@@ -15,13 +15,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.mlflow_server import server_env
+from tests.support.mlflow_server import server_env, wait_until_healthy
 from tests.support.net import free_port
 
 __all__ = ["MlflowServer", "Postgres", "postgres_bin"]
@@ -135,18 +132,9 @@ class MlflowServer:
                 start_new_session=True,
                 env=env,
             )
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except (OSError, urllib.error.URLError):
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(self.log_path.read_text(errors="replace")[-3000:])
-            time.sleep(0.5)
+        if not wait_until_healthy(self.url, self.process, timeout):
+            self.stop()
+            raise RuntimeError(self.log_path.read_text(errors="replace")[-3000:])
 
     def stop(self) -> None:
         """Stop the server's whole process group (gunicorn/uvicorn workers included)."""
