@@ -116,16 +116,16 @@ def test_bad_claims_exit_with_their_code_and_write_nothing(
     "ignore:The ``noload`` loader strategy is deprecated:DeprecationWarning"
 )
 def test_preregistration_through_mlflow(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    tracking_uri: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from mlflow.tracking import MlflowClient
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "claims-cli")
-    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
     # Artifacts in the test's folder, not in ./mlruns of whoever runs the tests.
-    MlflowClient(uri).create_experiment(
+    MlflowClient(tracking_uri).create_experiment(
         "claims-cli", artifact_location=(tmp_path / "artifacts").as_uri()
     )
     claims = _claims(tmp_path / "claims.json", FR_GAIN, EN_LEAP)
@@ -135,7 +135,7 @@ def test_preregistration_through_mlflow(
     files = write_fixture(tmp_path / "in")
     _score(files, tmp_path / "base", "base", "--mlflow")
     _score(files, tmp_path / "adapter", "adapter", "--mlflow")
-    client = MlflowClient(uri)
+    client = MlflowClient(tracking_uri)
     experiment = client.get_experiment_by_name("claims-cli")
     runs = client.search_runs([experiment.experiment_id], order_by=["attributes.start_time ASC"])
     ids = {run.data.tags.get("sommelier.model_kind"): run.info.run_id for run in runs}

@@ -265,7 +265,7 @@ def test_served_adapter_name_is_recorded_as_served(files: dict[str, Path], tmp_p
 def logged_arms(
     files: dict[str, Path],
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    tracking_uri: str,
     capsys: pytest.CaptureFixture[str],
 ) -> tuple[str, dict[str, str]]:
     """Score both arms into a fresh SQLite store; return its URI and each arm's run id.
@@ -273,14 +273,11 @@ def logged_arms(
     The store stays the test's ``MLFLOW_TRACKING_URI``; the arms' folders are
     ``tmp_path / "base"`` and ``tmp_path / "adapter"``.
     """
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
     ids = {}
     for kind in ("base", "adapter"):
         assert _score(files, tmp_path / kind, kind, "--mlflow", "--log-traces", "false") == 0
         ids[kind] = logged_run_id(capsys.readouterr().out)
-    return uri, ids
+    return tracking_uri, ids
 
 
 def _compare_runs(ids: dict[str, str], out: Path, *extra: str) -> int:

@@ -93,7 +93,7 @@ def test_an_unregistered_or_internal_backend_is_refused_by_the_parser(
 
 
 def test_a_resumed_arm_logs_the_throughput_and_the_resolved_threads(
-    files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    files: dict[str, Path], tmp_path: Path, tracking_uri: str
 ) -> None:
     """Issue 23 #3: an arm whose generations were all on disk logged no `generation/*`.
 
@@ -103,9 +103,6 @@ def test_a_resumed_arm_logs_the_throughput_and_the_resolved_threads(
     """
     from mlflow.tracking import MlflowClient
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
     out = tmp_path / "arm"
     runs = []
     for _ in range(2):
@@ -114,11 +111,11 @@ def test_a_resumed_arm_logs_the_throughput_and_the_resolved_threads(
         argv += ["--batch-size", "2", "--backend", "cli_fixture", "--num-threads", "1"]
         argv += ["--resamples", "50", "--log-traces", "false", "--out", str(out), "--mlflow"]
         assert main(argv) == 0
-        client = MlflowClient(tracking_uri=uri)
+        client = MlflowClient(tracking_uri=tracking_uri)
         found = client.search_runs([e.experiment_id for e in client.search_experiments()])
         (new,) = {run.info.run_id for run in found} - set(runs)
         runs.append(new)
-    first, second = (MlflowClient(tracking_uri=uri).get_run(run_id).data for run_id in runs)
+    first, second = (client.get_run(run_id).data for run_id in runs)
     throughput = {key for key in first.metrics if key.startswith("generation/")}
     assert {"generation/prompts_per_s", "generation/prompts"} <= throughput
     assert {key: second.metrics[key] for key in throughput if key in second.metrics} == {

@@ -31,7 +31,7 @@ def _main(tiny: dict[str, Path], out: Path, *extra: str) -> list[str]:
 
 
 def test_arms_generated_side_by_side_are_byte_identical_and_logged_alike(
-    tiny: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny: dict[str, Path], tmp_path: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two threads shared out (one per arm) against one thread for each arm in turn.
 
@@ -44,9 +44,6 @@ def test_arms_generated_side_by_side_are_byte_identical_and_logged_alike(
 
     import sommelier_mlflow.generation as generation
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
     loads: list[str] = []
     create = generation.create_backend
 
@@ -69,7 +66,7 @@ def test_arms_generated_side_by_side_are_byte_identical_and_logged_alike(
             assert (together / arm / name).read_bytes() == (in_turn / arm / name).read_bytes(), name
         manifest = json.loads((together / arm / "generation_manifest.json").read_text())
         assert '"cpu_threads": "1"' in json.dumps(manifest)
-    client = MlflowClient(tracking_uri=uri)
+    client = MlflowClient(tracking_uri=tracking_uri)
     experiments = [e.experiment_id for e in client.search_experiments()]
     children = [r for r in client.search_runs(experiments) if r.info.run_name in ARMS]
     assert len(children) == 4

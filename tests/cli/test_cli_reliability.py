@@ -168,14 +168,11 @@ def test_seed_and_resamples_out_of_range_are_exit_2(
 
 
 @pytest.fixture
-def sqlite_tracking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+def sqlite_tracking(tmp_path: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """A fresh SQLite store; artifacts land under the temporary working directory."""
     monkeypatch.chdir(tmp_path)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "reliability")
-    return uri
+    return tracking_uri
 
 
 def _artifact_files(uri: str, run_id: str) -> set[str]:

@@ -60,13 +60,12 @@ def _evaluate(tiny: dict[str, Path], url: str, out: Path, *extra: str) -> list[s
 def test_server_arm_records_usage_throughput_and_never_the_key(
     tiny: dict[str, Path],
     tmp_path: Path,
+    tracking_uri: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from mlflow.tracking import MlflowClient
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("TEAM_KEY", KEY)
     out = tmp_path / "adapter"
     with running_stub(_models(tiny["model"]), echo_responder) as stub:
@@ -92,7 +91,7 @@ def test_server_arm_records_usage_throughput_and_never_the_key(
     assert report["identity"]["decoding"]["backend"] == "server"
     assert report["identity"]["adapter"]["source"] == str(tiny["adapter"].resolve())
 
-    client = MlflowClient(tracking_uri=uri)
+    client = MlflowClient(tracking_uri=tracking_uri)
     (run,) = client.search_runs([client.get_experiment_by_name("sommelier").experiment_id])
     assert run.data.params["server.served_adapter"] == "tiny-lora"
     assert run.data.params["server.served_model_root"] == str(tiny["model"])
@@ -158,6 +157,7 @@ def test_an_hf_arm_and_a_server_arm_are_not_compared(
     assert "decoding.backend" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("tracking_uri")
 def test_a_key_the_server_echoes_never_leaves_the_process_whatever_its_variable_is_called(
     tiny: dict[str, Path],
     tmp_path: Path,
@@ -168,7 +168,6 @@ def test_a_key_the_server_echoes_never_leaves_the_process_whatever_its_variable_
     # server puts the key in /version and in every completion.
     key = "planted-team-key-7f3a9c5e1d"
     monkeypatch.setenv("VLLM_KEY", key)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.chdir(tmp_path)  # the store's artifacts land under tmp_path too
 
     def echo_key(body: dict[str, Any]) -> tuple[int, dict[str, Any] | bytes]:

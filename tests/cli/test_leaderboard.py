@@ -90,14 +90,13 @@ def test_claims_are_refused_on_a_family(arms: dict[str, Path], tmp_path: Path) -
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.usefixtures("tracking_uri")
 def test_a_sweep_parent_run_gives_the_family_and_the_best_run_is_tagged(
-    arms: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    arms: dict[str, Path], tmp_path: Path
 ) -> None:
     import mlflow
     from mlflow.tracking import MlflowClient
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
     client = MlflowClient()
     experiment = client.get_experiment_by_name("Default").experiment_id
     sweep = client.create_run(experiment, run_name="sweep").info.run_id
