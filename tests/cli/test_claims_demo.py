@@ -6,13 +6,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-PROJECT = Path(__file__).resolve().parents[2]
-MLFLOW = str(Path(sys.executable).with_name("mlflow"))
+from tests.support.mlflow_run import MLFLOW, PROJECT, succeeded_run_id
 
 
 @pytest.mark.slow
@@ -40,11 +38,7 @@ def test_demo_main_with_claims_shows_the_verdict_everywhere(tmp_path: Path) -> N
             timeout=1800,
             check=False,
         )
-        output = result.stdout + result.stderr
-        assert result.returncode == 0, output[-4000:]
-        match = re.search(r"Run \(ID '([0-9a-f]+)'\) succeeded", output)
-        assert match, output[-2000:]
-        return match.group(1), output
+        return succeeded_run_id(result), result.stdout + result.stderr
 
     # Preregister first (a `path` parameter: resolved from where mlflow runs) ...
     claims_file = PROJECT / "examples" / "demo" / "claims.json"
