@@ -452,13 +452,27 @@ def log_test_split_input(
             tracker.log_inputs(run_id, inputs)
         except Exception as exc:
             # Runs logging the same split at once race to insert one dataset row;
-            # the loser's insert fails on the key (seen on PostgreSQL). The row
-            # exists now, so one retry links this run to it.
-            if "dataset_pk" not in str(exc) and "UniqueViolation" not in str(exc):
+            # the loser's insert fails on the key. The row exists now, so one
+            # retry links this run to it.
+            if not _lost_dataset_insert_race(exc):
                 raise
             time.sleep(0.5)
             tracker.log_inputs(run_id, inputs)
     return digest
+
+
+#: How each store words a second insert of one dataset key, as MLflow passes it on
+#: (also through a tracking server): PostgreSQL names the key, SQLite its columns.
+_DUPLICATE_DATASET_HINTS: Final = (
+    "dataset_pk",
+    "UniqueViolation",
+    "UNIQUE constraint failed: datasets.",
+)
+
+
+def _lost_dataset_insert_race(exc: BaseException) -> bool:
+    message = str(exc)
+    return any(hint in message for hint in _DUPLICATE_DATASET_HINTS)
 
 
 def log_comparison_figure(

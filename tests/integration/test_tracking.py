@@ -23,6 +23,7 @@ from sommelier_mlflow.integration import (
     log_params,
     redact,
 )
+from sommelier_mlflow.integration._primitives import log_test_split_input
 from sommelier_mlflow.toolcalls import METRIC_NAMES, PARSER_VERSION
 from tests.integration.integration_helpers import DECODING, Arms, Store
 
@@ -288,3 +289,56 @@ def test_report_metric_names_are_all_logged(store: Store, arms: Arms) -> None:
     for name in METRIC_NAMES:
         assert metrics[f"overall/{name}"] == 1.0
         assert metrics[f"fr/counts/{name}.numerator"] == metrics[f"fr/counts/{name}.denominator"]
+
+
+def test_a_run_that_loses_the_race_to_insert_its_split_is_linked_to_the_winners_row(
+    store: Store, arms: Arms
+) -> None:
+    """Runs logging one split at once race to insert its dataset row: MLflow checks, then inserts.
+
+    Here another writer commits the same row between MLflow's check and its
+    insert, as a concurrent run does (on SQLite the loser's insert fails on the
+    key, exit 2 before the fix); the run must end up linked to that one row.
+    """
+    import sqlite3
+
+    from mlflow.store.tracking.dbmodels.models import SqlDataset
+    from sqlalchemy import event
+    from sqlalchemy.orm import Session
+
+    database = store.uri.removeprefix("sqlite:///")
+    experiment_id = MlflowClient().create_experiment("split-insert-race")
+    run_id = MlflowClient().create_run(experiment_id).info.run_id
+    columns = (
+        "experiment_id, name, digest, dataset_source_type, dataset_source, "
+        "dataset_schema, dataset_profile"
+    )
+    raced: list[str] = []
+
+    def another_run_inserts_first(session: Session, *_: object) -> None:
+        for row in session.new:
+            if isinstance(row, SqlDataset) and not raced:
+                raced.append(row.name)
+                values = [getattr(row, column) for column in columns.split(", ")]
+                other = sqlite3.connect(database)
+                with other:  # commits
+                    other.execute(
+                        f"INSERT INTO datasets (dataset_uuid, {columns}) "
+                        "VALUES ('winner', ?, ?, ?, ?, ?, ?, ?)",
+                        values,
+                    )
+                other.close()
+
+    event.listen(Session, "before_flush", another_run_inserts_first)
+    try:
+        digest = log_test_split_input(arms.split_path, run_id=run_id, split=arms.split)
+    finally:
+        event.remove(Session, "before_flush", another_run_inserts_first)
+    assert raced == ["test.jsonl"]
+    (dataset_input,) = MlflowClient().get_run(run_id).inputs.dataset_inputs
+    assert dataset_input.dataset.digest == digest
+    with sqlite3.connect(database) as check:
+        rows = check.execute(
+            "SELECT dataset_uuid FROM datasets WHERE experiment_id = ?", (experiment_id,)
+        ).fetchall()
+    assert rows == [("winner",)]
