@@ -173,6 +173,21 @@ def format_summary(report: ComparisonReport) -> str:
     return "\n".join(lines)
 
 
+def _log_parent(parent_id: str, report: ComparisonReport, drop_summary: Path | None) -> None:
+    """The parent run holds the comparison and, for a prepared split, what preparing dropped."""
+    from sommelier_mlflow.integration import log_comparison_run, log_json_artifact
+
+    log_comparison_run(report, run_id=parent_id)
+    if drop_summary is not None and drop_summary.is_file():
+        from sommelier_mlflow._json import loads
+
+        log_json_artifact(
+            loads(drop_summary.read_bytes()),
+            "sommelier/prepared/drop_summary.json",
+            run_id=parent_id,
+        )
+
+
 def run_main(args: argparse.Namespace) -> int:
     """Evaluate base and adapter on the same split, compare, and (under MLflow) log all."""
     from sommelier_mlflow.cli._registry import resolve_registry_options
@@ -230,17 +245,7 @@ def run_main(args: argparse.Namespace) -> int:
         reports = (arms["base"].report_path, arms["adapter"].report_path)
         comparison = compare_arms(args, reports, out / "comparison", claims, registration)
         if parent_id is not None:
-            from sommelier_mlflow.integration import log_comparison_run, log_json_artifact
-
-            log_comparison_run(comparison.report, run_id=parent_id)
-            if drop_summary is not None and drop_summary.is_file():
-                from sommelier_mlflow._json import loads
-
-                log_json_artifact(
-                    loads(drop_summary.read_bytes()),
-                    "sommelier/prepared/drop_summary.json",
-                    run_id=parent_id,
-                )
+            _log_parent(parent_id, comparison.report, drop_summary)
         print(format_summary(comparison.report))
         print(f"\nreports: {out.resolve()}")
         if parent_id is not None:

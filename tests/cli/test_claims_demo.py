@@ -53,6 +53,9 @@ def test_demo_main_with_claims_shows_the_verdict_everywhere(tmp_path: Path) -> N
     tags = client.get_run(parent_id).data.tags
     local = Path(client.download_artifacts(parent_id, "sommelier", str(tmp_path / "dl")))
     report = json.loads((local / "comparison_report.json").read_text())
+    # The demo's split was prepared: what preparing dropped goes with the parent run.
+    dropped = json.loads((local / "prepared" / "drop_summary.json").read_text())
+    assert set(dropped["splits"]) == {"train", "validation", "test"}
     claims = report["claims"]
     decisions = {row["id"]: row["decision"] for row in claims["claims"]}
     assert set(decisions) == {"fr-gain", "en-holds"}
