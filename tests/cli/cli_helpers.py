@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sommelier_mlflow._json import dumps_line, sha256_text
-from sommelier_mlflow.data import Decoding, GenerationRecord, TestExample, write_test_split
-from sommelier_mlflow.toolcalls import parse_tool_call
+from sommelier_mlflow.data import Decoding, TestExample, write_test_split
+from tests.support.generation_records import parsed_generation
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -95,18 +95,8 @@ def write_arm(folder: Path, kind: str, outputs: dict[int, str]) -> Path:
     by_language: dict[str, list[bytes]] = {}
     for example in examples():
         index = int(example.example_id.split("-")[1])
-        raw = outputs[index]
-        parsed = parse_tool_call(raw)
-        assert example.prompt_sha256 is not None
-        record = GenerationRecord(
-            example_id=example.example_id,
-            model_kind=kind,  # type: ignore[arg-type]
-            language=example.language,
-            prompt_sha256=example.prompt_sha256,
-            raw_text=raw,
-            parse_status=parsed.status,
-            parsed_call=parsed.call,
-            decoding=DECODING.to_dict(),
+        record = parsed_generation(
+            example, outputs[index], model_kind=kind, decoding=DECODING.to_dict()
         )
         by_language.setdefault(example.language, []).append(dumps_line(record.to_json()))
     target = folder / "generations"
