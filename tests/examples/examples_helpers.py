@@ -16,9 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.mlflow_run import mlflow_run
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.mlflow_run import PROJECT, mlflow_run
 
 
 @dataclass(frozen=True)
@@ -88,7 +86,7 @@ def run_from_checkout(script: Path, *args: str) -> subprocess.CompletedProcess[s
     """
     return subprocess.run(
         [sys.executable, str(script), *args],
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(PROJECT)},
         capture_output=True,
         text=True,
         check=False,
