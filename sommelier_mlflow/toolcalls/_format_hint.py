@@ -144,8 +144,8 @@ class FormatMismatch:
     def not_meaningful(self) -> str:
         """The mark on a result that only no call can pass (BFCL's ``irrelevance``)."""
         return (
-            f"not meaningful: {self.output_format} found its call syntax in only "
-            f"{self.syntax_found} of {self.outputs} outputs"
+            f"not meaningful: {self.output_format} found its call syntax in just "
+            f"{self.syntax_found} of {self.outputs} outputs, so the rest read as no call"
         )
 
     def to_dict(self) -> dict[str, Any]:

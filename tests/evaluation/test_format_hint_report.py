@@ -10,7 +10,9 @@ import pytest
 
 from sommelier_mlflow.errors import DataError, InvariantViolationError
 from sommelier_mlflow.evaluation import (
+    ComparisonReport,
     EvaluationReport,
+    compare_reports,
     read_evaluation_report,
     write_evaluation_report,
 )
@@ -96,3 +98,28 @@ def test_no_mismatch_no_field() -> None:
     run = _score("adapter", PYTHONIC)
     assert run.scored.format_hint is not None and run.scored.format_mismatch is None
     assert "format_mismatch" not in EvaluationReport.from_run(run).to_json()
+
+
+def _hermes(text: str) -> str:
+    """``text``'s JSON calls as Hermes blocks (prose and an empty list as they are)."""
+    calls = json.loads(text) if text.startswith("[") else []
+    blocks = (f"<tool_call>\n{json.dumps(call)}\n</tool_call>" for call in calls)
+    return "\n".join(blocks) or text
+
+
+def test_the_comparison_report_carries_each_arms_warning_and_checks_it() -> None:
+    base = EvaluationReport.from_run(_score("base", ADAPTER, output_format="hermes"))
+    tagged = {example_id: _hermes(text) for example_id, text in ADAPTER.items()}
+    adapter = EvaluationReport.from_run(_score("adapter", tagged, output_format="hermes"))
+    assert adapter.format_mismatch is None and adapter.format_hint is None
+    document = compare_reports(base, adapter, resamples=50).to_json()
+    runs = document["runs"]
+    assert runs["base"]["format_mismatch"] == base.format_mismatch.to_dict()  # type: ignore[union-attr]
+    assert runs["base"]["format_hint"] == base.format_hint
+    assert not {"format_mismatch", "format_hint"} & set(runs["adapter"])
+    read = ComparisonReport.from_json(document)
+    assert read.runs["base"].format_mismatch == base.format_mismatch
+    assert read.to_json() == document
+    runs["base"]["format_mismatch"]["outputs"] = 7  # the arm has 6 examples
+    with pytest.raises(InvariantViolationError, match=r"runs\.base\.format_mismatch\.outputs"):
+        ComparisonReport.from_json(document)

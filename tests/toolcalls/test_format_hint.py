@@ -68,9 +68,7 @@ def test_the_single_call_parser_can_be_the_chosen_decoder() -> None:
     assert hint == FormatHint("json", "llama3_json", 3, 3)
 
 
-def diagnosis(
-    texts: list[str], chosen: str
-) -> tuple[FormatHint | None, FormatMismatch | None]:
+def diagnosis(texts: list[str], chosen: str) -> tuple[FormatHint | None, FormatMismatch | None]:
     statuses = [DECODERS[chosen](text).status for text in texts]
     return format_diagnosis(texts, statuses, chosen, DECODERS)
 
