@@ -607,21 +607,26 @@ def _log_arm_run(
 
 
 def _print_arm(arm: Any) -> None:
+    """One arm's summary: its output-format warning and hint first, then its metrics."""
+    from sommelier_mlflow.cli._main_command import format_notices
     from sommelier_mlflow.toolcalls import BFCL_MODE, bfcl_aggregate, category_counts
 
     report = arm.report
+    mismatch = report.format_mismatch
     print(f"{report.identity.model_kind} arm: {arm.report_path}")
+    for notice in format_notices(mismatch, report.format_hint):
+        print(f"  {notice}")
+    width = max(24, *(len(name) for name in report.metrics))
     for name, value in report.metrics.items():
-        print(f"  {name:<24} {value.value:.4f} ({value.numerator}/{value.denominator})")
+        print(f"  {name:<{width}} {value.value:.4f} ({value.numerator}/{value.denominator})")
     if report.identity.scoring == BFCL_MODE:
         # The leaderboard's own way of summing up, beside this product's per-example counts.
+        note = None if mismatch is None else f"{mismatch.not_meaningful} (see WARNING)"
         for metric in ("bfcl_ast_accuracy", "bfcl_leaderboard_accuracy"):
             counts = category_counts(report.field_slices, metric)
             if counts:
-                for line in bfcl_aggregate(counts).lines(metric):
+                for line in bfcl_aggregate(counts).lines(metric, irrelevance_note=note):
                     print(f"  {line}")
-    if report.format_hint is not None:
-        print(f"  hint: {report.format_hint}")
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:

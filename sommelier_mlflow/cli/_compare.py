@@ -209,20 +209,16 @@ def _one_adapter(
     promotion: tuple[str, str] | None,
     logged: bool,
 ) -> int:
-    from sommelier_mlflow.cli._claims import (
-        compare_arms,
-        format_verdict,
-        raise_if_unsupported,
-        registration_for,
-    )
+    from sommelier_mlflow.cli._claims import compare_arms, raise_if_unsupported, registration_for
+    from sommelier_mlflow.cli._main_command import format_summary
 
     arm_runs = [arms.base, *arms.adapters] if arms.from_runs else []
     registration = registration_for(args, claims, arm_runs, logged)
     artifacts = compare_arms(args, (paths[0], paths[1]), out / "comparison", claims, registration)
-    print(f"comparison: {artifacts.json_path}")
+    # The table `main` prints (claims verdict included), then where the reports are.
+    print(format_summary(artifacts.report))
+    print(f"\ncomparison: {artifacts.json_path}")
     print(f"            {artifacts.markdown_path}")
-    if artifacts.report.claims is not None:
-        print(format_verdict(artifacts.report.claims))
     if logged:
         from sommelier_mlflow.cli._runs import comparison_run_name, top_run
         from sommelier_mlflow.integration import (

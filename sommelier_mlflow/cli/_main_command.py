@@ -38,8 +38,9 @@ from sommelier_mlflow.evaluation import ComparisonReport, MetricInterval
 
 if TYPE_CHECKING:
     from sommelier_mlflow.data import TestSplit
+    from sommelier_mlflow.toolcalls import FormatMismatch
 
-__all__ = ["format_summary", "run_main"]
+__all__ = ["format_notices", "format_summary", "run_main"]
 
 ARMS: Final = ("base", "adapter")
 
@@ -150,15 +151,45 @@ def _interval(interval: MetricInterval) -> str:
     return f"{estimate:+.3f} [{lower:+.3f}, {upper:+.3f}]"
 
 
+def format_notices(mismatch: FormatMismatch | None, hint: str | None, who: str = "") -> list[str]:
+    """An arm's output-format warning and hint, as every summary prints them before its table.
+
+    Args:
+        mismatch: The arm's format mismatch (its chosen format found almost no call syntax).
+        hint: The arm's format hint line.
+        who: Said after the label (``" (base arm)"``) where several arms share a summary.
+    """
+    notices = [] if mismatch is None else [f"WARNING{who}: {mismatch.message}"]
+    return notices + ([] if hint is None else [f"hint{who}: {hint}"])
+
+
 def format_summary(report: ComparisonReport) -> str:
-    """A terminal table of the comparison: per slice and metric, base, adapter, delta, gaps."""
-    lines = [f"{'slice':<9}{'metric':<24}{'base':>8}{'adapter':>9}  delta [95% CI]"]
+    """A terminal table of the comparison: per slice and metric, base, adapter, delta, gaps.
+
+    Each arm's output-format warning and hint come first. The first two
+    columns are as wide as their longest entry (BFCL's ``category:`` slices
+    and ``bfcl_leaderboard_accuracy`` are long), and never narrower than the
+    demo's table, which the README shows as printed.
+    """
+    lines = [
+        notice
+        for kind, run in report.runs.items()
+        for notice in format_notices(run.format_mismatch, run.format_hint, f" ({kind} arm)")
+    ]
+    slice_width = max(9, *(len(name) + 2 for name in report.slices))
+    metric_width = max(24, *(len(name) + 2 for name in report.metric_names))
+    lines.append(
+        f"{'slice':<{slice_width}}{'metric':<{metric_width}}{'base':>8}{'adapter':>9}"
+        "  delta [95% CI]"
+    )
     for slice_name, entry in report.slices.items():
+        marked = report.not_meaningful(slice_name)
+        note = f"  not meaningful for {' and '.join(marked)} (see WARNING)" if marked else ""
         for metric in report.metric_names:
             base, tuned = entry.base[metric].value, entry.adapter[metric].value
             lines.append(
-                f"{slice_name:<9}{metric:<24}{base:>8.3f}{tuned:>9.3f}  "
-                f"{_interval(entry.delta.interval(metric))}"
+                f"{slice_name:<{slice_width}}{metric:<{metric_width}}{base:>8.3f}{tuned:>9.3f}  "
+                f"{_interval(entry.delta.interval(metric))}{note}"
             )
     # The headline gap is on the metric the comparison tested with McNemar.
     outcome = report.mcnemar_metric

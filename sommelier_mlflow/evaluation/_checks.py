@@ -33,7 +33,7 @@ from sommelier_mlflow.evaluation._stats import (
     MetricInterval,
     PairedBootstrapResult,
 )
-from sommelier_mlflow.toolcalls import MetricValue
+from sommelier_mlflow.toolcalls import FORMAT_MISMATCH_FIELDS, FormatMismatch, MetricValue
 
 __all__ = ["ReportKeys", "read_report_document", "ReportChecker"]
 
@@ -305,6 +305,36 @@ class ReportChecker:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.fail(where, f"must be a number, got {value!r}")
         return float(value)
+
+    def format_mismatch(self, value: object, where: str, outputs: int) -> FormatMismatch:
+        """Read a ``format_mismatch`` object and check it states what its rule implies.
+
+        Args:
+            value: The stored object.
+            where: Its dotted field, for messages.
+            outputs: How many outputs the report holds (the object must count them all).
+
+        Raises:
+            DataError: Missing, unknown or mistyped fields (exit 2).
+            InvariantViolationError: Counts that are not the report's, or that
+                the rule which writes the object cannot produce (exit 5).
+        """
+        entry = self.mapping(value, where, frozenset(FORMAT_MISMATCH_FIELDS))
+        counted = self.count(entry["outputs"], f"{where}.outputs")
+        if counted != outputs:
+            self.broken(f"{where}.outputs", f"is {counted} but the report holds {outputs}")
+        try:
+            return FormatMismatch(
+                output_format=self.text(entry["output_format"], f"{where}.output_format"),
+                outputs=counted,
+                syntax_found=self.count(entry["syntax_found"], f"{where}.syntax_found"),
+                other_format=self.text(entry["other_format"], f"{where}.other_format"),
+                other_reads_calls=self.count(
+                    entry["other_reads_calls"], f"{where}.other_reads_calls"
+                ),
+            )
+        except ValueError as exc:
+            self.broken(where, f"cannot come from the format check ({exc})")
 
     def array(self, value: object, where: str) -> list[Any]:
         if not isinstance(value, list):

@@ -328,6 +328,8 @@ def _run_summary(arm: EvaluationReport) -> report_types.RunSummary:
         adapter=arm.identity.adapter,
         examples=arm.examples,
         report_sha256=arm.sha256,
+        format_hint=arm.format_hint,
+        format_mismatch=arm.format_mismatch,
     )
 
 

@@ -51,7 +51,15 @@ from sommelier_mlflow.evaluation._stats import (
     PairedBootstrapResult,
     mcnemar_exact,
 )
-from sommelier_mlflow.toolcalls import DEFAULT_MODE, MetricValue, scoring_mode_names
+from sommelier_mlflow.toolcalls import (
+    BFCL_CATEGORY_FIELD,
+    BFCL_MODE,
+    DEFAULT_MODE,
+    FormatMismatch,
+    MetricValue,
+    is_irrelevance_category,
+    scoring_mode_names,
+)
 
 __all__ = [
     "ARM_KINDS",
@@ -94,12 +102,19 @@ class ComparisonIdentity:
 
 @dataclass(frozen=True, slots=True)
 class RunSummary:
-    """One compared arm: its kind, adapter, size and the digest of its report."""
+    """One compared arm: its kind, adapter, size and the digest of its report.
+
+    ``format_hint`` and ``format_mismatch`` are the arm's own output-format
+    diagnostics, carried so the comparison's summary and Markdown say what
+    each arm's summary said (each stored only when the arm's report had it).
+    """
 
     model_kind: ModelKind
     adapter: AdapterIdentity | None
     examples: int
     report_sha256: str
+    format_hint: str | None = None
+    format_mismatch: FormatMismatch | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +203,26 @@ class ComparisonReport:
         """The metric whose per-example outcome McNemar tested."""
         return self.slices[OVERALL].mcnemar_metric
 
+    def not_meaningful(self, slice_name: str) -> dict[str, str]:
+        """Per arm kind, why that arm's results on ``slice_name`` mean nothing (usually none).
+
+        A BFCL ``irrelevance`` category passes exactly the outputs read as no
+        call; when an arm's output format found its call syntax in under a
+        fifth of the outputs (its ``format_mismatch``), nearly everything
+        reads as no call there, so the arm passes them without having judged
+        anything.
+        """
+        prefix = f"{BFCL_CATEGORY_FIELD}:"
+        if self.identity.scoring != BFCL_MODE or not slice_name.startswith(prefix):
+            return {}
+        if not is_irrelevance_category(slice_name[len(prefix) :]):
+            return {}
+        return {
+            kind: run.format_mismatch.not_meaningful
+            for kind, run in self.runs.items()
+            if run.format_mismatch is not None
+        }
+
     def to_json(self) -> dict[str, Any]:
         """The ``comparison_report.json`` document (the writer's one layout)."""
         document = self._core_json()
@@ -230,6 +265,12 @@ class ComparisonReport:
                     "adapter": run.adapter.to_dict() if run.adapter is not None else None,
                     "examples": run.examples,
                     "report_sha256": run.report_sha256,
+                    **({"format_hint": run.format_hint} if run.format_hint is not None else {}),
+                    **(
+                        {"format_mismatch": run.format_mismatch.to_dict()}
+                        if run.format_mismatch is not None
+                        else {}
+                    ),
                 }
                 for kind, run in self.runs.items()
             },
@@ -326,6 +367,7 @@ _IDENTITY: Final = frozenset(
     }
 )
 _RUN: Final = frozenset({"model_kind", "adapter", "examples", "report_sha256"})
+_RUN_OPTIONAL: Final = frozenset({"format_hint", "format_mismatch"})
 _SLICE: Final = frozenset({"examples", "base", "adapter", "delta", "bootstrap", "mcnemar"})
 _MCNEMAR: Final = frozenset({"metric", "method", "n", "b", "c", "p_value"})
 _CLAIMS: Final = frozenset(
@@ -583,7 +625,8 @@ class _Reader:
     def run(self, kind: str, value: object) -> RunSummary:
         check = self.check
         where = f"runs.{kind}"
-        entry = check.mapping(value, where, _RUN)
+        given = check.mapping(value, where)
+        entry = check.mapping(given, where, _RUN | (_RUN_OPTIONAL & set(given)))
         model_kind = check.model_kind(entry["model_kind"], f"{where}.model_kind")
         if model_kind != kind:
             check.broken(f"{where}.model_kind", f"is {model_kind!r}")
@@ -596,11 +639,20 @@ class _Reader:
             )
         if (adapter is None) != (kind == "base"):
             check.broken(f"{where}.adapter", "the base arm has no adapter, the adapter arm one")
+        examples = check.count(entry["examples"], f"{where}.examples")
+        hint = entry.get("format_hint")
+        mismatch = entry.get("format_mismatch")
         return RunSummary(
             model_kind=model_kind,
             adapter=adapter,
-            examples=check.count(entry["examples"], f"{where}.examples"),
+            examples=examples,
             report_sha256=check.text(entry["report_sha256"], f"{where}.report_sha256"),
+            format_hint=None if hint is None else check.text(hint, f"{where}.format_hint"),
+            format_mismatch=(
+                None
+                if mismatch is None
+                else check.format_mismatch(mismatch, f"{where}.format_mismatch", examples)
+            ),
         )
 
     def slice(self, name: str, value: object, names: Sequence[str]) -> SliceComparison:

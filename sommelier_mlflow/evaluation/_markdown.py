@@ -184,11 +184,31 @@ def _identity_lines(report: ComparisonReport) -> list[str]:
     ]
 
 
-def _slice_lines(name: str, entry: SliceComparison, metric_names: Sequence[str]) -> list[str]:
+def _format_warning_lines(report: ComparisonReport) -> list[str]:
+    """Each arm's output-format warning and hint, first thing in the file, or nothing."""
+    items = []
+    for kind, run in report.runs.items():
+        if run.format_mismatch is not None:
+            items.append(f"- **{kind} arm:** {_text(run.format_mismatch.message)}.")
+        if run.format_hint is not None:
+            items.append(f"- {kind} arm hint: {_text(run.format_hint)}")
+    if not items:
+        return []
+    return ["## Output format warnings", "", *items, ""]
+
+
+def _slice_lines(
+    name: str,
+    entry: SliceComparison,
+    metric_names: Sequence[str],
+    not_meaningful: Mapping[str, str],
+) -> list[str]:
     delta = entry.delta
     mcnemar = entry.mcnemar
     rows = _interval_rows(delta, entry.base, entry.adapter, metric_names)
     lines = [f"### {_text(name)} ({entry.examples} examples)", ""]
+    for kind, why in not_meaningful.items():
+        lines += [f"**{kind} arm: {_text(why)}** (see the output format warnings).", ""]
     lines += _table(
         [
             "metric",
@@ -380,7 +400,12 @@ def _bfcl_lines(report: ComparisonReport) -> list[str]:
         for name, counts in base.categories.items():
             rows.append([name, _ratio(counts), _ratio(adapter.categories[name])])
         for name, counts in base.irrelevance.items():
-            rows.append([f"{name} (own line)", _ratio(counts), _ratio(adapter.irrelevance[name])])
+            marks = report.not_meaningful(f"{prefix}{name}")
+            cells = [
+                _ratio(value) + (", not meaningful" if kind in marks else "")
+                for kind, value in (("base", counts), ("adapter", adapter.irrelevance[name]))
+            ]
+            rows.append([f"{name} (own line)", *cells])
         lines += [f"### {metric}", "", *_table(["BFCL category", "base", "adapter"], rows), ""]
     return lines
 
@@ -397,12 +422,13 @@ def render_comparison_markdown(report: ComparisonReport) -> str:
     """
     metric_names = report.metric_names
     lines = ["# Tool-call comparison: adapter vs base", ""]
+    lines += _format_warning_lines(report)
     lines += _identity_lines(report)
     if report.claims is not None:
         lines += _verdict_lines(report.claims)
     lines += ["## Adapter minus base, per slice", ""]
     for name in (OVERALL, *report.identity.languages, *report.identity.field_slices):
-        lines += _slice_lines(name, report.slices[name], metric_names)
+        lines += _slice_lines(name, report.slices[name], metric_names, report.not_meaningful(name))
     if report.identity.scoring == BFCL_MODE:
         lines += _bfcl_lines(report)
 

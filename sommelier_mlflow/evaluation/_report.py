@@ -61,9 +61,11 @@ from sommelier_mlflow.evaluation._stats import (
 from sommelier_mlflow.toolcalls import (
     DEFAULT_MODE,
     PARSE_STATUSES,
+    FormatMismatch,
     MetricValue,
     ParseStatus,
     scoring_mode_names,
+    syntax_found,
 )
 
 __all__ = [
@@ -344,6 +346,10 @@ class EvaluationReport:
             (``"318 of 357 outputs decode as hermes; did you mean ..."``), if
             scoring raised one. A diagnostic: written only when set, so
             reports without one keep their bytes; no score depends on it.
+        format_mismatch: The counts behind the plain warning that the output
+            format found its call syntax in under a fifth of the outputs while
+            another format reads calls in more of them (written only when
+            set; the reader recounts ``syntax_found`` from the rows' statuses).
     """
 
     identity: ArmIdentity
@@ -363,6 +369,7 @@ class EvaluationReport:
     slice_values: tuple[tuple[tuple[str, str], ...], ...] = ()
     field_slices: Mapping[str, SliceResult] = field(default_factory=lambda: MappingProxyType({}))
     format_hint: str | None = None
+    format_mismatch: FormatMismatch | None = None
 
     @cached_property
     def field_slice_rows(self) -> dict[str, NDArray[np.intp]]:
@@ -436,6 +443,7 @@ class EvaluationReport:
             format_hint=(
                 run.scored.format_hint.message if run.scored.format_hint is not None else None
             ),
+            format_mismatch=run.scored.format_mismatch,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -488,6 +496,11 @@ class EvaluationReport:
                 for row in range(self.examples)
             ],
             **({"format_hint": self.format_hint} if self.format_hint is not None else {}),
+            **(
+                {"format_mismatch": self.format_mismatch.to_dict()}
+                if self.format_mismatch is not None
+                else {}
+            ),
         }
 
     # The three parts below are written only when scoring is not ``single`` or
@@ -684,11 +697,11 @@ def _read(document: object, source: str) -> EvaluationReport:
         )
     identity_entry, identity = _read_identity(check, top)
     slice_by = identity.slice_by
-    optional_top = {"format_hint"} & set(top)
+    optional_top = {"format_hint", "format_mismatch"} & set(top)
     check.mapping(
         top, "report", _TOP_KEYS | ({"field_slices"} if slice_by else set()) | optional_top
     )
-    format_hint = check.text(top["format_hint"], "format_hint") if optional_top else None
+    format_hint = check.text(top["format_hint"], "format_hint") if "format_hint" in top else None
 
     names = check.metric_names(top["metric_names"])
     settings = check.settings(top["bootstrap"])
@@ -701,6 +714,7 @@ def _read(document: object, source: str) -> EvaluationReport:
         check.fail("per_example", "is empty; a report covers at least one example")
     if check.count(top["examples"], "examples") != len(ids):
         check.broken("examples", f"is {top['examples']} but per_example holds {len(ids)} rows")
+    mismatch = _format_mismatch(check, top, statuses)
     metrics = check.metrics(top["metrics"], "metrics", names)
     check.same_metrics(metrics, metrics_from_components(numerators, denominators, names), "metrics")
 
@@ -747,7 +761,24 @@ def _read(document: object, source: str) -> EvaluationReport:
         ),
         document_sha256=sha256_text(canonical_json(top)),
         format_hint=format_hint,
+        format_mismatch=mismatch,
     )
+
+
+def _format_mismatch(
+    check: ReportChecker, top: dict[str, Any], statuses: Sequence[ParseStatus]
+) -> FormatMismatch | None:
+    """The optional ``format_mismatch``, its syntax count recounted from the rows' statuses."""
+    if "format_mismatch" not in top:
+        return None
+    mismatch = check.format_mismatch(top["format_mismatch"], "format_mismatch", len(statuses))
+    found = syntax_found(statuses)  # a row's status is the chosen format's
+    if mismatch.syntax_found != found:
+        check.broken(
+            "format_mismatch.syntax_found",
+            f"is {mismatch.syntax_found} but {found} rows have a status other than no_json",
+        )
+    return mismatch
 
 
 def _read_identity(check: ReportChecker, top: dict[str, Any]) -> tuple[dict[str, Any], ArmIdentity]:

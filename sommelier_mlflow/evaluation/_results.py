@@ -30,6 +30,7 @@ from sommelier_mlflow.toolcalls import (
     JSON_FORMAT,
     ExampleScore,
     FormatHint,
+    FormatMismatch,
     MetricValue,
     ParseStatus,
     ScoringMetric,
@@ -317,6 +318,9 @@ class ScoredExamples:
         format_hint: Set when more than a fifth of the outputs got no call
             from ``output_format`` but calls from another registered format
             (a diagnostic: the scores are those of ``output_format``).
+        format_mismatch: Set when ``output_format`` found its call syntax in
+            under a fifth of the outputs while another format reads calls in
+            more of them: the scores then measure the format, not the model.
     """
 
     metrics_scored: tuple[ScoringMetric[Any], ...]
@@ -331,6 +335,7 @@ class ScoredExamples:
     field_slices: dict[str, SliceResult] = field(default_factory=dict)
     output_format: str = JSON_FORMAT
     format_hint: FormatHint | None = None
+    format_mismatch: FormatMismatch | None = None
 
     @property
     def metric_names(self) -> tuple[str, ...]:

@@ -46,12 +46,13 @@ from sommelier_mlflow.toolcalls import (
     CallsParseResult,
     ExampleScore,
     FormatHint,
+    FormatMismatch,
     OutputFormat,
     Parsed,
     ParseResult,
     ScoringMetric,
     ScoringMode,
-    format_hint,
+    format_diagnosis,
     output_format_names,
     score_components,
     scoring_mode,
@@ -321,6 +322,7 @@ def score_completions(
         len(rows), "score", enabled=progress and len(rows) > SCORING_PROGRESS_MIN
     ) as bar:
         parses, comparisons = _parse_and_compare(rows, mode, fmt, bar)
+    hint, mismatch = _format_diagnosis(rows, parses, mode, fmt)
     numerators, denominators = _component_arrays(comparisons, chosen)
     values = [_slice_values(completion, fields, mode) for completion in rows]
     results = tuple(
@@ -358,7 +360,8 @@ def score_completions(
         slice_by=fields,
         field_slices=_field_slices(rows, values, fields, numerators, denominators, names),
         output_format=fmt.name,
-        format_hint=_format_hint(rows, parses, mode, fmt),
+        format_hint=hint,
+        format_mismatch=mismatch,
     )
 
 
@@ -382,20 +385,20 @@ def _in_id_order(completions: Iterable[AnsweredExample]) -> list[AnsweredExample
     return rows
 
 
-def _format_hint(
+def _format_diagnosis(
     rows: Sequence[AnsweredExample],
     parses: Sequence[Parsed],
     mode: ScoringMode[Any],
     fmt: OutputFormat,
-) -> FormatHint | None:
-    """Whether another registered format reads calls from many outputs ``fmt`` gets none from."""
+) -> tuple[FormatHint | None, FormatMismatch | None]:
+    """Whether another registered format reads calls from outputs ``fmt`` gets none from."""
     others = {
         name: partial(mode.parse, output_format=registered_output_format(name))
         for name in output_format_names()
         if name != fmt.name
     }
     texts = [completion.raw_text for completion in rows]
-    return format_hint(texts, [parsed.status for parsed in parses], fmt.name, others)
+    return format_diagnosis(texts, [parsed.status for parsed in parses], fmt.name, others)
 
 
 def _slice_values(

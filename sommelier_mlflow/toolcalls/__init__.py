@@ -31,6 +31,7 @@ from sommelier_mlflow.toolcalls._bfcl_mode import (
     BfclComparison,
     bfcl_aggregate,
     category_counts,
+    is_irrelevance_category,
 )
 from sommelier_mlflow.toolcalls._calls_parse import (
     CALLS_PARSER_VERSION,
@@ -49,7 +50,14 @@ from sommelier_mlflow.toolcalls._calls_score import (
     score_calls_example,
 )
 from sommelier_mlflow.toolcalls._flatten import ROOT_PATH, flatten_arguments
-from sommelier_mlflow.toolcalls._format_hint import FormatHint, format_hint
+from sommelier_mlflow.toolcalls._format_hint import (
+    FORMAT_MISMATCH_FIELDS,
+    FormatHint,
+    FormatMismatch,
+    format_diagnosis,
+    format_hint,
+    syntax_found,
+)
 from sommelier_mlflow.toolcalls._modes import (
     JSON_FORMAT,
     OutputFormat,
@@ -120,7 +128,9 @@ __all__ = [
     "CallsParseResult",
     "DEFAULT_MODE",
     "ExampleScore",
+    "FORMAT_MISMATCH_FIELDS",
     "FormatHint",
+    "FormatMismatch",
     "GoldCall",
     "GoldCalls",
     "JSON_FORMAT",
@@ -143,9 +153,11 @@ __all__ = [
     "compute_calls_metrics",
     "compute_metrics",
     "flatten_arguments",
+    "format_diagnosis",
     "format_hint",
     "gold_call_of",
     "gold_calls_of",
+    "is_irrelevance_category",
     "is_missing",
     "is_tool_call",
     "matched_argument_pairs",
@@ -170,6 +182,7 @@ __all__ = [
     "scoring_modes",
     "single_call",
     "standardize_bfcl_string",
+    "syntax_found",
     "unregister_output_format",
     "unregister_scoring_metric",
 ]

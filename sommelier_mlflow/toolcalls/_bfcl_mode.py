@@ -44,6 +44,7 @@ __all__ = [
     "BfclComparison",
     "BFCL_METRIC_NAMES",
     "BfclAggregate",
+    "is_irrelevance_category",
     "bfcl_aggregate",
     "category_counts",
 ]
@@ -151,17 +152,34 @@ class BfclAggregate:
     overall: Fraction | None
     irrelevance: Mapping[str, tuple[int, int]]
 
-    def lines(self, metric: str) -> list[str]:
-        """Plain-text lines, labelled as BFCL's aggregation of ``metric``."""
+    def lines(self, metric: str, *, irrelevance_note: str | None = None) -> list[str]:
+        """Plain-text lines, labelled as BFCL's aggregation of ``metric``.
+
+        Args:
+            metric: The metric aggregated, named in the first line.
+            irrelevance_note: Appended to each irrelevance line (the format
+                warning marks them not meaningful when no output could read
+                as a call).
+        """
         out = [f"BFCL's aggregation of {metric} (unweighted mean over call categories):"]
         if self.overall is not None:
             names = ", ".join(self.call_categories)
             out.append(f"  overall AST accuracy  {float(self.overall):.4f}  (mean of {names})")
         for name, (passed, total) in self.categories.items():
             out.append(f"  {name:<22} {passed / total:.4f}  ({passed}/{total})")
+        note = f"  {irrelevance_note}" if irrelevance_note else ""
         for name, (passed, total) in self.irrelevance.items():
-            out.append(f"  {name} (own line)  {passed / total:.4f}  ({passed}/{total})")
+            out.append(f"  {name} (own line)  {passed / total:.4f}  ({passed}/{total}){note}")
         return out
+
+
+def is_irrelevance_category(name: str) -> bool:
+    """Whether BFCL category ``name`` expects no call (``irrelevance``, ``live_irrelevance``).
+
+    Only a model that makes no call passes one, so its score is the first to
+    mislead when the output format reads no call from anything.
+    """
+    return "irrelevance" in name
 
 
 def bfcl_aggregate(counts: Mapping[str, tuple[int, int]]) -> BfclAggregate:
@@ -175,7 +193,7 @@ def bfcl_aggregate(counts: Mapping[str, tuple[int, int]]) -> BfclAggregate:
     for name, (passed, total) in counts.items():
         if total <= 0:
             raise ValueError(f"category {name!r} has no example")
-        (irrelevance if "irrelevance" in name else calls)[name] = (passed, total)
+        (irrelevance if is_irrelevance_category(name) else calls)[name] = (passed, total)
     overall = (
         sum((Fraction(p, t) for p, t in calls.values()), Fraction(0)) / len(calls)
         if calls
