@@ -8,6 +8,7 @@ RFC 8259 JSON: no ``NaN``, no comments, no trailing commas.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -414,16 +415,52 @@ def staged_folder(target: str | os.PathLike[str]) -> Iterator[Path]:
     place, when it raises the staging folder is deleted and ``target`` has not
     been touched. Files already in ``target`` that the result does not
     replace are left alone: the folder may hold things that are not ours.
+
+    The files of one result belong together (a split and its drop summary),
+    so they appear together or not at all: if one cannot be moved into place
+    (its path is a folder, the disk is full), those already moved are put
+    back as they were, and the error names the user's path, not the staging
+    folder that is gone by the time anyone reads the message.
     """
     final = Path(target)
     final.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{final.name}.staging-", dir=final.parent))
     try:
         yield stage
-        for path in sorted(stage.rglob("*")):
-            if path.is_file():
-                destination = final / path.relative_to(stage)
-                destination.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(path, destination)
+        staged = [path for path in sorted(stage.rglob("*")) if path.is_file()]
+        _move_all(stage, staged, final)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def _move_all(stage: Path, staged: list[Path], final: Path) -> None:
+    """Rename every staged file into ``final``; on a failure, undo the renames done so far."""
+    keep = Path(tempfile.mkdtemp(prefix="previous-", dir=stage))
+    done: list[tuple[Path, Path | None]] = []  # (destination, a copy of what it held)
+    try:
+        for index, path in enumerate(staged):
+            destination = final / path.relative_to(stage)
+            try:
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                previous = None
+                if destination.is_file():
+                    # A link (a copy where links fail) keeps the old bytes while the
+                    # rename replaces the name in one step, so readers never miss it.
+                    previous = keep / str(index)
+                    try:
+                        os.link(destination, previous)
+                    except OSError:
+                        shutil.copy2(destination, previous)
+                os.replace(path, destination)
+            except OSError as exc:
+                # os.replace names the staged file first; the user knows only their own path.
+                raise OSError(exc.errno, exc.strerror or str(exc), os.fspath(destination)) from exc
+            done.append((destination, previous))
+    except BaseException:
+        for destination, previous in reversed(done):
+            with contextlib.suppress(OSError):
+                if previous is None:
+                    destination.unlink()
+                else:
+                    os.replace(previous, destination)
+        raise

@@ -68,6 +68,12 @@ class DataError(InputError):
     """A data file that cannot be trusted: malformed, unknown schema, duplicates (exit 2).
 
     Messages name the file and the 1-based line so the user can fix it.
+
+    Attributes:
+        reason: The message without the place, so a caller that knows more
+            (which BFCL category a file holds, say) can add to it and keep the place.
+        path: The file, if known.
+        line: The 1-based line, if known.
     """
 
     def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
@@ -75,6 +81,7 @@ class DataError(InputError):
         if path is not None:
             where = f"{path}:{line}: " if line is not None else f"{path}: "
         super().__init__(f"{where}{message}")
+        self.reason = message
         self.path = path
         self.line = line
 

@@ -23,6 +23,7 @@ from sommelier_mlflow._json import (
     field_dict,
     loads,
     loads_small,
+    staged_folder,
 )
 
 
@@ -171,3 +172,18 @@ def test_field_dict_follows_the_declaration_and_skips_what_it_is_told() -> None:
     record = _Record("a", 2)
     assert list(field_dict(record).items()) == [("name", "a"), ("count", 2), ("note", None)]
     assert field_dict(record, skip={"name", "note"}) == {"count": 2}
+
+
+def test_a_staged_result_that_cannot_all_be_moved_leaves_the_folder_as_it_was(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "out"
+    (target / "c.json").mkdir(parents=True)  # the last file of the result cannot replace a folder
+    (target / "b.json").write_text("old b")
+    with pytest.raises(IsADirectoryError) as raised, staged_folder(target) as stage:
+        for name in ("a.json", "b.json", "c.json"):
+            (stage / name).write_text(f"new {name}")
+    assert raised.value.filename == str(target / "c.json")
+    assert sorted(path.name for path in target.iterdir()) == ["b.json", "c.json"]
+    assert (target / "b.json").read_text() == "old b"
+    assert [path.name for path in tmp_path.iterdir()] == ["out"]  # no staging folder left

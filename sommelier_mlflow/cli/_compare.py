@@ -93,11 +93,12 @@ def _child_adapter_runs(parent: str) -> list[str]:
     """Adapter-arm child runs of ``parent``, oldest first."""
     from mlflow.tracking import MlflowClient
 
-    from sommelier_mlflow.integration import tracking_errors
+    from sommelier_mlflow.integration import read_active_run, tracking_errors
 
     with tracking_errors(f"list the child runs of {parent}"):
         client = MlflowClient()
-        experiment = client.get_run(parent).info.experiment_id
+        # Deleted children are left out (MLflow's search skips them); a deleted parent is refused.
+        experiment = read_active_run(parent, client=client).info.experiment_id
         children = client.search_runs(
             [experiment],
             filter_string=f"tags.mlflow.parentRunId = '{parent}' "

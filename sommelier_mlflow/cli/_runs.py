@@ -23,6 +23,7 @@ from sommelier_mlflow.integration import (
     check_tracking_server,
     log_evaluation_run,
     log_example_traces,
+    read_active_run,
     should_log_traces,
     tracking_errors,
 )
@@ -173,7 +174,9 @@ def claims_registration(
     check_tracking_server()
     with tracking_errors("find the experiments to search for claims registrations"):
         client = _client()
-        experiments = {str(client.get_run(run).info.experiment_id) for run in arm_run_ids}
+        experiments = {
+            str(read_active_run(run, client=client).info.experiment_id) for run in arm_run_ids
+        }
         current = _current_experiment_id(client)
     if current is not None:
         experiments.add(current)
@@ -272,6 +275,7 @@ def download_evaluation_report(run_id: str, dest: Path) -> Path:
 
     Raises:
         InputError: The run id is empty.
+        ConfigError: The run is deleted.
         DataError: The run has no evaluation report (it was not an arm run).
     """
     if not run_id:
@@ -281,7 +285,7 @@ def download_evaluation_report(run_id: str, dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     with tracking_errors(f"fetch the evaluation report of run {run_id}"):
         client = _client()
-        run = client.get_run(run_id)
+        run = read_active_run(run_id, client=client)
         names = {item.path for item in client.list_artifacts(run_id, "sommelier")}
         if "sommelier/evaluation_report.json" not in names:
             raise DataError(

@@ -3,15 +3,18 @@
 Weeks after a run, the question is "what did it say?", and the answer should
 be the table the run printed, not a re-computation: so ``show`` downloads the
 report the run logged (``sommelier/comparison_report.json`` for a comparison,
-``sommelier/evaluation_report.json`` for an arm) from whatever tracking store
+``sommelier/evaluation_report.json`` for an arm, ``sommelier/leaderboard.json``
+for the run of ``compare`` with several adapters) from whatever tracking store
 ``MLFLOW_TRACKING_URI`` (or ``--tracking-uri``) names and formats it with the
-same function ``main`` prints with.
+same function the command printed it with. A deleted run is refused: its
+results were thrown away.
 """
 
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from sommelier_mlflow.errors import DataError, InputError
 from sommelier_mlflow.evaluation import (
@@ -20,6 +23,8 @@ from sommelier_mlflow.evaluation import (
     MetricInterval,
     read_comparison_report,
     read_evaluation_report,
+    read_leaderboard,
+    render_leaderboard_markdown,
 )
 from sommelier_mlflow.toolcalls import mcnemar_metric
 
@@ -27,6 +32,7 @@ __all__ = ["format_arm_summary", "load_run_report", "show_run"]
 
 _COMPARISON = "sommelier/comparison_report.json"
 _EVALUATION = "sommelier/evaluation_report.json"
+_LEADERBOARD = "sommelier/leaderboard.json"
 
 
 def _interval(interval: MetricInterval) -> str:
@@ -61,17 +67,18 @@ def format_arm_summary(report: EvaluationReport) -> str:
 
 def load_run_report(
     run_id: str, tracking_uri: str | None = None
-) -> EvaluationReport | ComparisonReport:
+) -> EvaluationReport | ComparisonReport | dict[str, Any]:
     """Download and read (with the package's checking readers) the report a run logged.
 
     A comparison run gives its :class:`ComparisonReport`, an arm's run its
-    :class:`EvaluationReport`.
+    :class:`EvaluationReport`, a leaderboard run its checked ``leaderboard.json``
+    document (see :func:`~sommelier_mlflow.evaluation.read_leaderboard`).
 
     Raises:
         InputError: The run id is empty.
         DataError: The run logged no sommelier report, or it is malformed.
         TrackingError: The tracking store is unreachable (exit 3).
-        ConfigError: MLflow does not know the run (exit 2).
+        ConfigError: MLflow does not know the run, or it is deleted (exit 2).
     """
     if not run_id.strip():
         raise InputError("a run id is required (see the run's page in the MLflow UI)")
@@ -81,6 +88,7 @@ def load_run_report(
     from sommelier_mlflow.integration import (
         check_logged_report,
         check_tracking_server,
+        read_active_run,
         tracking_errors,
     )
 
@@ -88,9 +96,9 @@ def load_run_report(
     check_tracking_server(uri)
     client = MlflowClient(uri)
     with tracking_errors(f"read run {run_id}", uri):
-        run = client.get_run(run_id)
+        run = read_active_run(run_id, client=client)
         names = {item.path for item in client.list_artifacts(run_id, "sommelier")}
-    for artifact in (_COMPARISON, _EVALUATION):
+    for artifact in (_COMPARISON, _EVALUATION, _LEADERBOARD):
         if artifact not in names:
             continue
         with tempfile.TemporaryDirectory(prefix="sommelier-show-") as tmp:
@@ -99,20 +107,25 @@ def load_run_report(
             if artifact == _COMPARISON:
                 check_logged_report(run, local)
                 return read_comparison_report(local)
+            if artifact == _LEADERBOARD:
+                return read_leaderboard(local)
             report = read_evaluation_report(local)
             check_logged_report(run, local, {n: m.value for n, m in report.metrics.items()})
             return report
     raise DataError(
-        f"run {run_id} logged no sommelier report ({_COMPARISON} or {_EVALUATION}): "
-        "pass the id of a comparison run or of a base/adapter arm run"
+        f"run {run_id} logged no sommelier report ({_COMPARISON}, {_EVALUATION} or "
+        f"{_LEADERBOARD}): pass the id of a comparison run, of a leaderboard run or of a "
+        "base/adapter arm run"
     )
 
 
 def show_run(run_id: str, tracking_uri: str | None = None) -> str:
-    """The summary table of a logged arm or comparison, as ``main`` prints it."""
+    """The summary table of a logged arm, comparison or leaderboard, as its command printed it."""
     from sommelier_mlflow.cli._main_command import format_summary
 
     report = load_run_report(run_id, tracking_uri)
     if isinstance(report, ComparisonReport):
         return format_summary(report)
-    return format_arm_summary(report)
+    if isinstance(report, EvaluationReport):
+        return format_arm_summary(report)
+    return render_leaderboard_markdown(report)

@@ -35,11 +35,12 @@ Each kept question becomes one ``sommelier_mlflow.test_example.v1`` row:
   not list appears with no acceptable value, as BFCL can never pass it.
 
 Anything the AST rules could not read is refused rather than skipped: a
-missing folder or file, a question without its possible answer, ids that do
-not line up, a malformed line, an unknown BFCL type, an answer naming a
-function the question does not offer. Each error names the file and line
-(exit 2), and the split and its drop summary are written together, after
-everything was read, or not at all.
+missing folder or file, an empty file (a failed download, which would
+otherwise drop its category unnoticed), a question without its possible
+answer, ids that do not line up or repeat, a malformed line, an unknown BFCL
+type, an answer naming a function the question does not offer. Each error
+names the file, line and category (exit 2), and the split and its drop
+summary are written together, after everything was read, or not at all.
 """
 
 from __future__ import annotations
@@ -283,6 +284,15 @@ def _data_file(folder: Path, name: str) -> Path:
             "(bfcl_eval/data of `pip install --no-deps bfcl-eval`)",
             path=str(path),
         )
+    if path.stat().st_size == 0:
+        # Every BFCL file holds at least one line: an empty one is a failed or cut-off
+        # download, and importing it would leave its category out of the split unnoticed.
+        raise DataError(
+            "BFCL data file is empty (a failed or cut-off download?); install BFCL's data "
+            "again (`pip install --force-reinstall --no-deps bfcl-eval`) or leave the "
+            "category out",
+            path=str(path),
+        )
     return path
 
 
@@ -322,7 +332,22 @@ def _question_row(question: dict[str, Any], at: _At) -> tuple[str, list[Any], di
 def _read_category(
     folder: Path, category: str, counts: dict[str, int]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Read one category's questions (and answers) into split rows; count the skipped ones."""
+    """Read one category's questions (and answers) into split rows; count the skipped ones.
+
+    Every refusal also names the category, since a file name alone does not
+    say which ``--category`` to leave out or download again.
+    """
+    try:
+        return _category_rows(folder, category, counts)
+    except DataError as exc:
+        raise DataError(
+            f"{exc.reason} (BFCL category {category})", path=exc.path, line=exc.line
+        ) from exc
+
+
+def _category_rows(
+    folder: Path, category: str, counts: dict[str, int]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     file_name = f"BFCL_v4_{category}.json"
     questions = JsonlReader(_data_file(folder, file_name))
     answer_reader = (
@@ -332,9 +357,18 @@ def _read_category(
     )
     answer_lines = iter(answer_reader) if answer_reader is not None else iter(())
     rows = []
+    first_line: dict[str, int] = {}
     for line, question in questions:
         at = _At(questions.path, line)
         qid, tools, types = _question_row(question, at)
+        first = first_line.setdefault(qid, line)
+        if first != line:
+            # Answers repeated alike still line up, so only the ids show it; a split
+            # with a repeated example_id is refused by every later command.
+            raise at(
+                f"question id {qid!r} already appears at line {first}; ids must be unique, "
+                "so the file is damaged: install BFCL's data again"
+            )
         gold: list[dict[str, Any]] = []
         if answer_reader is not None:
             found = next(answer_lines, None)

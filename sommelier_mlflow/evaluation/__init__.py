@@ -62,6 +62,8 @@ from sommelier_mlflow.evaluation._leaderboard import (
     LeaderboardRow,
     build_leaderboard,
     family_decisions,
+    read_leaderboard,
+    render_leaderboard_markdown,
     select_p_value,
     write_leaderboard,
 )
@@ -172,7 +174,9 @@ __all__ = [
     "read_comparison_report",
     "read_evaluation_report",
     "read_evaluator_report",
+    "read_leaderboard",
     "render_comparison_markdown",
+    "render_leaderboard_markdown",
     "run_comparison",
     "score_completions",
     "score_run",

@@ -29,6 +29,7 @@ from typing import Any, Final, Literal
 from sommelier_mlflow._json import atomic_write_bytes, dumps_pretty
 from sommelier_mlflow.data import OVERALL
 from sommelier_mlflow.errors import ComparisonRefusedError, ConfigError
+from sommelier_mlflow.evaluation._checks import ReportChecker, read_report_document
 from sommelier_mlflow.evaluation._claims import DEFAULT_ALPHA, bootstrap_p_value, holm_adjust
 from sommelier_mlflow.evaluation._compare import compare_reports_with_draws
 from sommelier_mlflow.evaluation._comparison_report import ComparisonReport
@@ -46,7 +47,9 @@ __all__ = [
     "select_p_value",
     "family_decisions",
     "build_leaderboard",
+    "render_leaderboard_markdown",
     "write_leaderboard",
+    "read_leaderboard",
 ]
 
 LEADERBOARD_SCHEMA: Final = "sommelier_mlflow.leaderboard.v1"
@@ -237,26 +240,34 @@ def build_leaderboard(
     return Leaderboard(select_metric, alpha, rows, best, seed, resamples)
 
 
-def _markdown(board: Leaderboard) -> str:
-    metric = board.select_metric
+def render_leaderboard_markdown(document: Mapping[str, Any]) -> str:
+    """The ``leaderboard.md`` table of a ``leaderboard.json`` document.
+
+    It reads the document, not the :class:`Leaderboard`, so that ``show`` prints
+    a logged leaderboard's table from its logged JSON with the very function
+    that wrote the Markdown beside it.
+    """
+    metric = document["select_metric"]
+    rows = document["adapters"]
+    bootstrap = document["bootstrap"]
     lines = [
         "# Leaderboard: one base, many adapters",
         "",
-        f'Select metric `{metric}`; "better" = Holm-adjusted one-sided p <= {board.alpha:g} '
-        f"over the {len(board.rows)} adapters (bootstrap seed {board.seed}, "
-        f"{board.resamples} resamples).",
+        f'Select metric `{metric}`; "better" = Holm-adjusted one-sided p <= '
+        f"{document['alpha']:g} over the {len(rows)} adapters (bootstrap seed "
+        f"{bootstrap['seed']}, {bootstrap['resamples']} resamples).",
         "",
         f"| adapter | step | delta {metric} [95% interval] | McNemar p | p | Holm p | better |",
         "|---|---|---|---|---|---|---|",
     ]
-    for index, row in enumerate(board.rows):
-        interval = row.comparison.slices[OVERALL].delta.interval(metric)
-        mark = " **(best)**" if index == board.best else ""
+    for row in rows:
+        interval = row["delta"][metric]
+        mark = " **(best)**" if row["label"] == document["best"] else ""
         lines.append(
-            f"| {row.arm.label}{mark} | {'' if row.arm.step is None else row.arm.step} | "
-            f"{interval.estimate:+.4f} [{interval.lower:+.4f}, {interval.upper:+.4f}] | "
-            f"{row.comparison.slices[OVERALL].mcnemar.p_value:.4g} | {float(row.p_value):.4g} | "
-            f"{float(row.adjusted_p_value):.4g} | {'yes' if row.better else 'no'} |"
+            f"| {row['label']}{mark} | {'' if row['step'] is None else row['step']} | "
+            f"{interval['estimate']:+.4f} [{interval['lower']:+.4f}, {interval['upper']:+.4f}] | "
+            f"{row['mcnemar']['p_value']:.4g} | {row['p_value']:.4g} | "
+            f"{row['adjusted_p_value']:.4g} | {'yes' if row['better'] else 'no'} |"
         )
     lines += [
         "",
@@ -270,6 +281,53 @@ def _markdown(board: Leaderboard) -> str:
 def write_leaderboard(out_dir: str | os.PathLike[str], board: Leaderboard) -> tuple[Path, Path]:
     """Write ``leaderboard.json`` and ``leaderboard.md`` atomically; return their paths."""
     directory = Path(out_dir)
-    markdown = _markdown(board).encode("utf-8")
+    markdown = render_leaderboard_markdown(board.to_json()).encode("utf-8")
     json_path = atomic_write_bytes(directory / LEADERBOARD_FILENAME, dumps_pretty(board.to_json()))
     return json_path, atomic_write_bytes(directory / LEADERBOARD_MARKDOWN_FILENAME, markdown)
+
+
+def read_leaderboard(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a ``leaderboard.json`` and check every field its table shows.
+
+    Returns:
+        The document, fit for :func:`render_leaderboard_markdown`.
+
+    Raises:
+        DataError: The file is unreadable, not strict JSON, of another schema,
+            or a field is missing or of the wrong type (exit 2), naming it.
+    """
+    source, data = read_report_document(path, "leaderboard")
+    check = ReportChecker(source, "sommelier-mlflow compare --adapter-run-id ...")
+    document = check.mapping(data, "leaderboard")
+    if document.get("schema_version") != LEADERBOARD_SCHEMA:
+        check.fail("schema_version", f"must be {LEADERBOARD_SCHEMA!r}")
+    metric = check.text(document.get("select_metric"), "select_metric")
+    check.number(document.get("alpha"), "alpha")
+    bootstrap = check.mapping(
+        document.get("bootstrap"), "bootstrap", frozenset({"seed", "resamples"})
+    )
+    check.count(bootstrap["seed"], "bootstrap.seed")
+    check.count(bootstrap["resamples"], "bootstrap.resamples")
+    rows = check.array(document.get("adapters"), "adapters")
+    labels = []
+    for index, entry in enumerate(rows):
+        where = f"adapters[{index}]"
+        row = check.mapping(entry, where)
+        labels.append(check.text(row.get("label"), f"{where}.label"))
+        if row.get("step") is not None:
+            check.count(row.get("step"), f"{where}.step")
+        delta = check.mapping(row.get("delta"), f"{where}.delta")
+        interval = check.mapping(delta.get(metric), f"{where}.delta.{metric}")
+        for bound in ("estimate", "lower", "upper"):
+            check.number(interval.get(bound), f"{where}.delta.{metric}.{bound}")
+        mcnemar = check.mapping(row.get("mcnemar"), f"{where}.mcnemar")
+        check.number(mcnemar.get("p_value"), f"{where}.mcnemar.p_value")
+        for name in ("p_value", "adjusted_p_value"):
+            check.number(row.get(name), f"{where}.{name}")
+        if not isinstance(row.get("better"), bool):
+            check.fail(f"{where}.better", f"must be true or false, got {row.get('better')!r}")
+    if not labels:
+        check.fail("adapters", "lists no adapter")
+    if document.get("best") not in labels:
+        check.fail("best", f"must be one of the adapters' labels, got {document.get('best')!r}")
+    return document

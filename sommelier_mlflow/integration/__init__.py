@@ -42,6 +42,7 @@ from sommelier_mlflow.integration._primitives import (
     log_json_artifact,
     log_metrics_batch,
     log_params,
+    read_active_run,
     set_sommelier_tags,
 )
 from sommelier_mlflow.integration._registry import (
@@ -99,6 +100,7 @@ __all__ = [
     "parse_registry_uri",
     "promote_version",
     "push_dataset_split",
+    "read_active_run",
     "read_dataset_split",
     "redact",
     "register_claims",

@@ -8,7 +8,9 @@ them exactly as it checks a split file (the record layout is documented in
 :mod:`sommelier_mlflow.data._dataset_records`); and it writes a split's
 examples into a new dataset.
 
-A dataset is named by its name or by its id (``d-`` and 32 hex digits). Its
+A dataset is named by its name or by its id (``d-`` and 32 hex digits); a
+reference of the id's shape is always an id, so ``push`` refuses to give a
+dataset a name of that shape (it could never be read by it). Its
 name, id and MLflow's digest of it travel with the split into the
 evaluation report, where the comparison gate holds them equal between arms.
 
@@ -124,6 +126,12 @@ def _find(reference: str) -> EvaluationDataset:
     else:
         matches = _named(reference)
     if not matches:
+        if _DATASET_ID.fullmatch(reference):
+            raise DependencyError(
+                f"no MLflow evaluation dataset with id {reference!r} in the tracking store at "
+                f"{_store_uri()}; check MLFLOW_TRACKING_URI, or copy the id `dataset push` "
+                "printed (a deleted dataset's id is gone for good)"
+            )
         raise DependencyError(
             f"no MLflow evaluation dataset {reference!r} in the tracking store at "
             f"{_store_uri()}; check MLFLOW_TRACKING_URI, or create it from a split file with "
@@ -238,8 +246,8 @@ def push_dataset_split(
             current experiment).
 
     Raises:
-        ConfigError: The name is taken (without ``replace``), or the store
-            keeps no datasets (exit 2).
+        ConfigError: The name is taken (without ``replace``), has the shape of
+            a dataset id, or the store keeps no datasets (exit 2).
         DataError: Two examples with the same inputs (exit 2).
         TrackingError: The store is unreachable or failed (exit 3).
     """
@@ -247,6 +255,13 @@ def push_dataset_split(
 
     if not name.strip() or name != name.strip():
         raise ConfigError(f"dataset name {name!r} must be non-empty, without outer spaces")
+    if _DATASET_ID.fullmatch(name):
+        raise ConfigError(
+            f"dataset name {name!r} looks like a dataset id (d- and 32 hex digits), and "
+            f"{DATASET_PREFIX}{name} is always read as an id, so the dataset could never be "
+            "found by this name; choose a --name of another shape (MLflow gives the dataset "
+            "an id of its own)"
+        )
     records = dataset_records(split.examples, source=split.path)
     with _dataset_errors(f"write the MLflow evaluation dataset {name!r}"):
         existing = _named(name)

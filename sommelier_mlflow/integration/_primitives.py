@@ -54,6 +54,7 @@ __all__ = [
     "set_sommelier_tags",
     "artifact_uri",
     "json_artifact_bytes",
+    "read_active_run",
     "check_logged_report",
     "log_json_artifact",
     "log_text_artifact",
@@ -237,9 +238,32 @@ def json_artifact_bytes(document: Any) -> bytes:
     return dumps_pretty(redact_value(document))
 
 
-def check_logged_report(
-    run: Any, local: Path, overall: Mapping[str, float] | None = None
-) -> None:
+def read_active_run(run_id: str, *, client: MlflowClient | None = None) -> Any:
+    """The MLflow ``Run`` of ``run_id``, refusing one that was deleted.
+
+    MLflow keeps a deleted run in its trash, hidden from the UI and from
+    searches, but still answers for it by id. A command that read it anyway
+    would show or compare results the user threw away, without a word; so
+    every run a command is given by id comes through here.
+
+    Raises:
+        ConfigError: The run is deleted (exit 2), naming it and how to restore it,
+            or MLflow does not know it.
+        TrackingError: The tracking store is unreachable (exit 3).
+    """
+    tracker = resolve_client(client)
+    with tracking_errors(f"read run {run_id}", client_uri(tracker)):
+        run = tracker.get_run(run_id)
+    if run.info.lifecycle_stage == "deleted":
+        raise ConfigError(
+            f"run {run_id} is deleted (it is in the MLflow trash), so its results are not "
+            f"used; restore it with `mlflow runs restore --run-id {run_id}` if it should "
+            "count, or pass another run"
+        )
+    return run
+
+
+def check_logged_report(run: Any, local: Path, overall: Mapping[str, float] | None = None) -> None:
     """Refuse a downloaded report that is not the one its run logged.
 
     A report is checked for internal consistency by its reader, but a

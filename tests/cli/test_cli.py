@@ -345,6 +345,24 @@ def test_a_report_copied_over_a_runs_artifact_is_refused(
     assert "but the run logged overall/" in err, err
 
 
+def test_a_deleted_run_is_refused_by_show_and_compare_naming_it(
+    logged_arms: tuple[str, dict[str, str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    uri, ids = logged_arms
+    MlflowClient(uri).delete_run(ids["adapter"])  # in the trash: no longer anyone's result
+    assert main(["show", ids["adapter"]]) == 2
+    err = capsys.readouterr().err
+    assert f"error: run {ids['adapter']} is deleted" in err
+    assert f"mlflow runs restore --run-id {ids['adapter']}" in err
+    assert _compare_runs(ids, tmp_path / "cmp") == 2
+    assert f"error: run {ids['adapter']} is deleted" in capsys.readouterr().err
+    assert not list((tmp_path / "cmp").rglob("comparison_report.*"))
+    MlflowClient(uri).restore_run(ids["adapter"])
+    assert main(["show", ids["adapter"]]) == 0
+
+
 def test_progress_bars_are_quiet_off_a_terminal_unless_asked(
     files: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,31 @@ def test_a_leaderboard_ranks_every_adapter_against_the_one_base(
     assert "checkpoint-200 **(best)**" in capsys.readouterr().out
 
 
+def test_the_leaderboard_json_reads_back_to_its_table_and_a_damaged_one_is_refused(
+    arms: dict[str, Path], tmp_path: Path
+) -> None:
+    from sommelier_mlflow.errors import DataError
+    from sommelier_mlflow.evaluation import read_leaderboard, render_leaderboard_markdown
+
+    assert main([*_family_args(arms), "--out", str(tmp_path)]) == 0
+    folder = tmp_path / "comparison"
+    document = read_leaderboard(folder / "leaderboard.json")
+    assert render_leaderboard_markdown(document) == (folder / "leaderboard.md").read_text()
+    damages = {
+        "schema_version": lambda doc: doc.update(schema_version="sommelier_mlflow.leaderboard.v0"),
+        "best": lambda doc: doc.update(best="checkpoint-999"),
+        "adapters[1].p_value": lambda doc: doc["adapters"][1].pop("p_value"),
+        "adapters[0].delta.full_call_exact_match": lambda doc: doc["adapters"][0]["delta"].clear(),
+    }
+    for field, damage in damages.items():
+        broken = json.loads((folder / "leaderboard.json").read_text())
+        damage(broken)
+        path = tmp_path / "broken.json"
+        path.write_text(json.dumps(broken))
+        with pytest.raises(DataError, match=rf"broken.json: {re.escape(field)}: "):
+            read_leaderboard(path)
+
+
 def test_claims_are_refused_on_a_family(arms: dict[str, Path], tmp_path: Path) -> None:
     claims = tmp_path / "claims.json"
     claims.write_text(
@@ -90,10 +116,8 @@ def test_claims_are_refused_on_a_family(arms: dict[str, Path], tmp_path: Path) -
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.usefixtures("tracking_uri")
-def test_a_sweep_parent_run_gives_the_family_and_the_best_run_is_tagged(
-    arms: dict[str, Path], tmp_path: Path
-) -> None:
+def _log_sweep(arms: dict[str, Path]) -> tuple[str, dict[str, str]]:
+    """A sweep's parent run and, as its children, the base and checkpoint arm runs."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
@@ -107,8 +131,24 @@ def test_a_sweep_parent_run_gives_the_family_and_the_best_run_is_tagged(
             mlflow.set_tags({"sommelier.model_kind": kind, "mlflow.parentRunId": sweep})
             mlflow.log_artifact(str(arms[label]), "sommelier")
         runs[label] = run.info.run_id
+    return sweep, runs
+
+
+def _sweep_args(sweep: str, runs: dict[str, str], out: Path) -> list[str]:
     args = ["compare", "--base-run-id", runs["base"], "--adapter-runs-from-parent", sweep]
-    assert main([*args, "--resamples", "300", "--out", str(tmp_path / "o"), "--mlflow"]) == 0
+    return [*args, "--resamples", "300", "--out", str(out)]
+
+
+@pytest.mark.usefixtures("tracking_uri")
+def test_a_sweep_parent_run_gives_the_family_and_the_best_run_is_tagged(
+    arms: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    sweep, runs = _log_sweep(arms)
+    assert main([*_sweep_args(sweep, runs, tmp_path / "o"), "--mlflow"]) == 0
+    printed = capsys.readouterr().out
     everywhere = [e.experiment_id for e in client.search_experiments()]
     boards = client.search_runs(everywhere, "tags.`sommelier.model_kind` = 'leaderboard'")
     assert len(boards) == 1
@@ -120,3 +160,30 @@ def test_a_sweep_parent_run_gives_the_family_and_the_best_run_is_tagged(
         everywhere, f"tags.mlflow.parentRunId = '{boards[0].info.run_id}'"
     )
     assert len(children) == 3
+
+    # `show` prints the leaderboard run's table, as compare printed it.
+    table = (tmp_path / "o" / "comparison" / "leaderboard.md").read_text(encoding="utf-8")
+    assert table in printed
+    assert main(["show", boards[0].info.run_id]) == 0
+    assert capsys.readouterr().out == table + "\n"
+
+
+@pytest.mark.usefixtures("tracking_uri")
+def test_a_deleted_sweep_run_is_refused_and_deleted_children_are_left_out(
+    arms: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    sweep, runs = _log_sweep(arms)
+    client.delete_run(sweep)
+    assert main(_sweep_args(sweep, runs, tmp_path / "o")) == 2
+    assert f"error: run {sweep} is deleted" in capsys.readouterr().err
+    client.restore_run(sweep)
+    client.delete_run(runs["checkpoint-200"])  # a deleted checkpoint is not in the family
+    assert main(_sweep_args(sweep, runs, tmp_path / "o2")) == 0
+    board = json.loads((tmp_path / "o2" / "comparison" / "leaderboard.json").read_text())
+    assert [row["run_id"] for row in board["adapters"]] == [
+        runs["checkpoint-100"],
+        runs["checkpoint-300"],
+    ]

@@ -311,3 +311,63 @@ def test_a_missing_folder_or_file_is_refused_and_an_old_split_survives(
 def test_naming_a_category_twice_is_a_config_error(data_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="more than once: irrelevance"):
         import_bfcl(data_dir, tmp_path / "s.jsonl", categories=["irrelevance", "irrelevance"])
+
+
+def test_an_id_repeated_inside_a_category_is_refused_naming_file_and_both_lines(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Questions and answers both repeat line 1 as line 3, so they still line up:
+    # only an id check sees it.
+    for relative in (QUESTIONS, ANSWERS):
+        _break(data_dir, relative, 3, (data_dir / relative).read_text().splitlines()[0])
+    out = tmp_path / "split.jsonl"
+    code = main(["import-bfcl", str(data_dir), "--category", "simple_python", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"{data_dir / QUESTIONS}:3: " in err
+    assert "'simple_python_0'" in err and "line 1" in err
+    assert not out.exists()
+
+
+def test_a_split_that_cannot_be_written_leaves_neither_file_and_names_the_users_path(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "split.jsonl"
+    out.mkdir()  # the split cannot replace a folder; its summary must not appear alone
+    summary = tmp_path / "split.drop_summary.json"
+    summary.write_text("old summary\n")
+    code = main(["import-bfcl", str(data_dir), "--category", "simple_python", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"error: {out}: " in err and "staging" not in err
+    assert summary.read_text() == "old summary\n" and out.is_dir()
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "data",
+        "split.drop_summary.json",
+        "split.jsonl",
+    ]
+
+
+@pytest.mark.parametrize("relative", [QUESTIONS, ANSWERS, "BFCL_v4_irrelevance.json"])
+def test_an_empty_category_file_is_refused_naming_the_file_and_category(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], relative: str
+) -> None:
+    (data_dir / relative).write_bytes(b"")  # a download cut off before its first line
+    out = tmp_path / "split.jsonl"
+    args = ["import-bfcl", str(data_dir), "--category", "simple_python,irrelevance"]
+    code = main([*args, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    category = "irrelevance" if "irrelevance" in relative else "simple_python"
+    assert f"{data_dir / relative}" in err and f"BFCL category {category}" in err
+    assert not out.exists()
+
+
+def test_a_category_file_cut_off_mid_line_is_refused_naming_the_category(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    path = data_dir / "BFCL_v4_irrelevance.json"
+    path.write_bytes(path.read_bytes()[:-20])
+    cut_off = r"BFCL_v4_irrelevance.json:1: .*cut off.*\(BFCL category irrelevance\)"
+    with pytest.raises(DataError, match=cut_off):
+        import_bfcl(data_dir, tmp_path / "split.jsonl", categories=["irrelevance"])

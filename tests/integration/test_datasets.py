@@ -69,3 +69,23 @@ def test_a_file_store_is_exit_2_with_its_uri_scrubbed(
     assert info.value.exit_code == 2 and "s3cret-pw" not in message
     assert f"file://**********@{tmp_path / 'mlruns'}" in message
     assert "keeps no evaluation datasets" in message and "sqlite:///mlflow.db" in message
+
+
+def test_a_name_shaped_like_an_id_is_refused_at_push_saying_why(
+    store: Store, split: TestSplit
+) -> None:
+    # Every reader takes d-<32 hex digits> for an id, so a dataset of that name could never
+    # be read by its name: it must not be written.
+    id_shaped = "d-" + "0123456789abcdef" * 2
+    with pytest.raises(ConfigError, match=r"looks like a dataset id .* choose a --name") as info:
+        push_dataset_split(split, id_shaped)
+    assert info.value.exit_code == 2
+    from mlflow.genai.datasets import search_datasets
+
+    assert not [found for found in search_datasets() if found.name == id_shaped]
+    # An unknown id is not a name to push under: the message says so.
+    with pytest.raises(DependencyError) as missing:
+        read_dataset_split(f"mlflow-dataset:{id_shaped}")
+    assert "--name" not in str(missing.value) and "no MLflow evaluation dataset with id" in str(
+        missing.value
+    )
