@@ -43,17 +43,28 @@ def _interval(interval: MetricInterval) -> str:
 
 
 def format_arm_summary(report: EvaluationReport) -> str:
-    """A terminal table of one arm: per slice and metric, value and exact counts, then gaps."""
+    """A terminal table of one arm: per slice and metric, value and exact counts, then gaps.
+
+    The arm's output-format warning and hint come first, as the command that
+    scored it printed them; the columns are as wide as their longest entry.
+    """
+    from sommelier_mlflow.cli._main_command import format_notices
+
     kind = report.identity.model_kind
     lines = [f"{kind} arm, {len(report.example_ids)} examples"]
-    lines.append(f"{'slice':<9}{'metric':<24}{'value':>8}  counts")
+    lines += format_notices(report.format_mismatch, report.format_hint)
     sections = [("overall", report.metrics)]
     sections += [(name, entry.metrics) for name, entry in report.slices.items()]
+    slice_width = max(9, *(len(name) + 2 for name, _ in sections))
+    metric_width = max(24, *(len(name) + 2 for name in report.metric_names))
+    lines.append(f"{'slice':<{slice_width}}{'metric':<{metric_width}}{'value':>8}  counts")
     for slice_name, metrics in sections:
         for metric in report.metric_names:
             value = metrics[metric]
             counts = f"{value.numerator}/{value.denominator}"
-            lines.append(f"{slice_name:<9}{metric:<24}{value.value:>8.3f}  {counts}")
+            lines.append(
+                f"{slice_name:<{slice_width}}{metric:<{metric_width}}{value.value:>8.3f}  {counts}"
+            )
     # The headline gap is on the McNemar outcome, as in the comparison table.
     outcome = mcnemar_metric(report.metric_names) or report.metric_names[-1]
     for language, paired in report.paired_slices.items():

@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 
 from sommelier_mlflow.cli import main
+from sommelier_mlflow.cli._show import format_arm_summary
 from sommelier_mlflow.data import ModelIdentity, import_bfcl, read_test_split
+from sommelier_mlflow.evaluation import read_evaluation_report
 from sommelier_mlflow.generation import BackendOptions, BackendRequest, register_backend
 from tests.cli.cli_helpers import (
     ADAPTER_OUTPUTS,
@@ -149,6 +151,13 @@ def test_bfcl_scored_as_hermes_warns_in_score_compare_and_the_reports(
         "other_format": "json",
         "other_reads_calls": 24,
     }
+    # `show` of the arm's run prints the same warning and hint before its table.
+    shown = format_arm_summary(
+        read_evaluation_report(tmp_path / "adapter" / "evaluation_report.json")
+    )
+    shown_lines = shown.splitlines()
+    assert shown_lines[1].startswith(f"{WARNING} 30 outputs, while json reads tool calls in 24")
+    assert shown_lines[3].startswith("slice ") and shown_lines[4].startswith("overall ")
 
     assert main(compare_args(tmp_path / "base", tmp_path / "adapter", tmp_path / "cmp")) == 0
     printed = capsys.readouterr().out
