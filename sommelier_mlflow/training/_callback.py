@@ -336,13 +336,17 @@ class SommelierCallback(TrainerCallback):
         """The final evaluation if training stopped early; end the run this callback started."""
         if self._at_end:
             self._evaluate_step(state, kwargs["model"])
+        self._end_own_run("FINISHED")
+
+    def _end_own_run(self, status: str) -> None:
+        """End the run this callback started, if it is still the active one."""
         prepared = self._prepared
         if prepared is not None and prepared.started_run:
             import mlflow
 
             active = mlflow.active_run()
             if active is not None and active.info.run_id == prepared.run_id:
-                mlflow.end_run()
+                mlflow.end_run(status)
 
     # -- evaluation ----------------------------------------------------------
 
@@ -394,6 +398,8 @@ class SommelierCallback(TrainerCallback):
             self._evaluate(model, step, kind)
         except Exception as exc:  # any failure: the trainer must reach its checkpoint
             if self._fail_on_error:
+                # Training stops here and on_train_end never comes: close our run ourselves.
+                self._end_own_run("FAILED")
                 raise
             self.failures[step] = exc
             warnings.warn(

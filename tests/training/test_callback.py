@@ -225,6 +225,9 @@ def test_a_failing_evaluation_warns_and_training_still_saves_its_checkpoints(
 def test_fail_on_error_stops_training_at_the_failing_evaluation(
     tmp_path: Path, tiny_pair: tuple[Path, Any], split_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
     from sommelier_mlflow.training import SommelierCallback
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -245,3 +248,9 @@ def test_fail_on_error_stops_training_at_the_failing_evaluation(
         _train(model_dir, tokenizer, out, [callback], save_steps=2)
     assert not list(out.glob("checkpoint-*"))  # step 2's evaluation ran before its save
     assert callback.failures == {}
+    # The run the callback started is not left active (on_train_end never came): it failed.
+    assert mlflow.active_run() is None
+    (run,) = MlflowClient().search_runs(
+        [e.experiment_id for e in MlflowClient().search_experiments()]
+    )
+    assert run.info.status == "FAILED"
