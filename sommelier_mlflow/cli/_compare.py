@@ -133,18 +133,32 @@ def _registry_arm(run_id: str) -> tuple[str, str]:
     return name, version
 
 
-def _check_promotion(args: argparse.Namespace, arms: _Arms, claims: Any) -> tuple[str, str] | None:
-    """Refuse a promotion that could never happen, before anything is computed (exit 2)."""
+def _check_promotion(
+    args: argparse.Namespace, arms: _Arms, claims: Any, logged: bool
+) -> tuple[str, str] | None:
+    """Refuse a promotion that could never happen, before anything is computed or logged.
+
+    The alias must be one the registry accepts (exit 2) and the arm's version
+    must exist in a reachable registry (exit 3): otherwise the comparison run
+    would be logged, verdict and all, for a promotion that then fails.
+    """
     if not args.promote:
         return None
+    from sommelier_mlflow.integration import check_alias, check_promotion
+
+    check_alias(args.promote)
     if claims is None:
         raise ConfigError("--promote needs the preregistered --claims whose verdict gates it")
+    if not logged:
+        raise ConfigError("--promote records the comparison run on the version: add --mlflow")
     if not arms.from_runs or len(arms.adapters) != 1:
         raise ConfigError(
             "--promote needs exactly one adapter arm given by --adapter-run-id (a run that "
             "evaluated a models:/ adapter); choose among several first, then confirm one"
         )
-    return _registry_arm(arms.adapters[0])
+    name, version = _registry_arm(arms.adapters[0])
+    check_promotion(name, version, args.promote)
+    return name, version
 
 
 def _label(arm: str, from_runs: bool) -> str:
@@ -166,9 +180,7 @@ def run_compare(args: argparse.Namespace, logged: bool) -> int:
 
     arms = _arms(args)
     claims = read_claims_option(args.claims)  # a bad claims file fails before any download
-    promotion = _check_promotion(args, arms, claims)
-    if args.promote and not logged:
-        raise ConfigError("--promote records the comparison run on the version: add --mlflow")
+    promotion = _check_promotion(args, arms, claims, logged)
     if len(arms.adapters) > 1 and claims is not None:
         raise ConfigError(
             "claims decide one adapter: pick it on the leaderboard (without --claims), then "
@@ -224,6 +236,7 @@ def _one_adapter(
         from sommelier_mlflow.cli._runs import comparison_run_name, top_run
         from sommelier_mlflow.integration import (
             log_comparison_run,
+            log_verdict,
             promote_version,
             set_sommelier_tags,
         )
@@ -238,7 +251,14 @@ def _one_adapter(
                 set_sommelier_tags(
                     run_id, extra={f"sommelier.{key}": str(value) for key, value in links.items()}
                 )
-            log_comparison_run(artifacts.report, run_id=run_id, params=_unlogged(run_id, links))
+            # The verdict is tagged last, after the promotion it decides: a run whose
+            # promotion failed ends FAILED without `sommelier.verdict`.
+            log_comparison_run(
+                artifacts.report,
+                run_id=run_id,
+                params=_unlogged(run_id, links),
+                tag_verdict=promotion is None,
+            )
             print(f"logged to MLflow run {run_id}")
             if promotion is not None:
                 name, version = promotion
@@ -249,6 +269,7 @@ def _one_adapter(
                         f"not promoted: the verdict is {artifacts.report.claims.verdict}; "  # type: ignore[union-attr]
                         f"models:/{name} is unchanged"
                     )
+                log_verdict(artifacts.report, run_id=run_id)
     if args.fail_on_unsupported:
         raise_if_unsupported(artifacts.report)
     return 0

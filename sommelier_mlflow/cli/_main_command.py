@@ -9,8 +9,10 @@ calls this command like any user would.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import threading
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
@@ -37,6 +39,8 @@ from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.evaluation import ComparisonReport, MetricInterval
 
 if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
     from sommelier_mlflow.data import TestSplit
     from sommelier_mlflow.toolcalls import FormatMismatch
 
@@ -90,19 +94,49 @@ def _side_by_side(choice: str, plan: GenerationPlan, model: str) -> bool:
     return bool(weights) and sum(p.stat().st_size for p in weights) < SIDE_BY_SIDE_MAX_BYTES
 
 
+#: Exit status of a worker that ended because the main process was gone.
+ORPHANED_EXIT: Final = 75
+
+
+def _exit_with_parent(parent_alive: Connection) -> None:
+    """End this worker process the moment the main process is gone, however it ended.
+
+    The main process holds the only writing end of the pipe ``parent_alive``
+    reads, and never writes to it: when that process dies (``kill -9``, the OOM
+    killer, a CI timeout), the kernel closes its end and the read here returns.
+    Without this the worker would go on as an orphan, generating the whole arm
+    with its own copy of the model in memory and appending to the generation
+    files a rerun resumes from. Ending at any point is safe: the runner's files
+    resume after ``kill -9`` alike. A pipe rather than Linux's
+    ``PR_SET_PDEATHSIG``: it works on every platform, and it follows the
+    process, where the death signal follows the thread that started the worker
+    (a ``main`` run from a thread pool would lose its worker when that thread
+    ended).
+    """
+
+    def watch() -> None:
+        with contextlib.suppress(EOFError, OSError):
+            parent_alive.recv()  # nothing is ever sent: this returns when the writer is gone
+        os._exit(ORPHANED_EXIT)  # no cleanup to wait for: the main process is not there
+
+    threading.Thread(target=watch, name="sommelier-parent-watch", daemon=True).start()
+
+
 def _arm_worker(
     split: TestSplit,
     declared: DeclaredModel,
     plan: GenerationPlan,
     out_dir: Path,
     scoring: ScoringOptions,
+    parent_alive: Connection,
 ) -> None:
-    """The worker process's whole job: generate one arm, quietly.
+    """The worker process's whole job: generate one arm, quietly, while the main process lives.
 
     Any failure just ends the worker: the arm is then generated (or resumed)
     again in the main process, which reports the error exactly as without
     ``--parallel-arms``.
     """
+    _exit_with_parent(parent_alive)
     try:
         generate_arm(split, declared, plan, out_dir, scoring)
     except Exception:  # the main process reports it when it generates the arm again
@@ -127,21 +161,28 @@ def _generate_side_by_side(
     # spawn, not fork: this process may hold MLflow connections and, later, OpenMP threads.
     context = multiprocessing.get_context("spawn")
     quiet = replace(scoring, progress=False)
+    # The worker watches the reading end; this process alone holds the writing end until the
+    # worker is joined, so the worker cannot outlive it (see _exit_with_parent).
+    parent_alive, alive = context.Pipe(duplex=False)
     worker = context.Process(
         target=_arm_worker,
-        args=(split, *arms["base"], out / "base", quiet),
+        args=(split, *arms["base"], out / "base", quiet, parent_alive),
         name="sommelier-base-arm",
         daemon=True,
     )
-    worker.start()
     try:
-        return generate_arm(split, *arms["adapter"], out / "adapter", scoring)
-    except BaseException:
-        # The error is what matters now; what the worker appended so far is resumed by a rerun.
-        worker.terminate()
-        raise
+        worker.start()
+        parent_alive.close()
+        try:
+            return generate_arm(split, *arms["adapter"], out / "adapter", scoring)
+        except BaseException:
+            # The error is what matters now; what the worker appended so far is resumed by a rerun.
+            worker.terminate()
+            raise
+        finally:
+            worker.join()
     finally:
-        worker.join()
+        alive.close()
 
 
 def _interval(interval: MetricInterval) -> str:

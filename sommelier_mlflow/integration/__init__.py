@@ -48,6 +48,8 @@ from sommelier_mlflow.integration._primitives import (
 from sommelier_mlflow.integration._registry import (
     REGISTRY_PREFIX,
     RegisteredModel,
+    check_alias,
+    check_promotion,
     is_registry_uri,
     parse_registry_uri,
     promote_version,
@@ -61,7 +63,11 @@ from sommelier_mlflow.integration._traces import (
     log_example_traces,
     should_log_traces,
 )
-from sommelier_mlflow.integration._tracking import log_comparison_run, log_evaluation_run
+from sommelier_mlflow.integration._tracking import (
+    log_comparison_run,
+    log_evaluation_run,
+    log_verdict,
+)
 
 __all__ = [
     "AUTO_TRACE_LIMIT",
@@ -77,7 +83,9 @@ __all__ = [
     "TAG_CLAIMS_SHA256",
     "TAG_VERDICT",
     "arm_example_traces",
+    "check_alias",
     "check_logged_report",
+    "check_promotion",
     "check_registration",
     "check_tracking_server",
     "comparison_figure",
@@ -97,6 +105,7 @@ __all__ = [
     "log_leaderboard",
     "log_metrics_batch",
     "log_params",
+    "log_verdict",
     "parse_registry_uri",
     "promote_version",
     "push_dataset_split",

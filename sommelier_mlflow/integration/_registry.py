@@ -6,7 +6,9 @@ under ``peft/``, and names its base in the MLmodel's transformers flavor
 here means: find the version (an alias resolves to the version it points at
 now, and the version is what gets recorded), download its files, check the
 flavor, and say where the adapter and the base are. Promotion by verdict
-(:func:`promote_version`) sets an alias only on evidence.
+(:func:`promote_version`) sets an alias only on evidence, and
+:func:`check_promotion` refuses an alias or a version it could never set
+before a comparison is computed or logged.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ __all__ = [
     "parse_registry_uri",
     "RegisteredModel",
     "resolve_registered_model",
+    "check_alias",
+    "check_promotion",
     "promote_version",
 ]
 
@@ -42,6 +46,10 @@ _URI: Final = re.compile(
 TAG_COMPARISON_RUN: Final = "sommelier.comparison_run_id"
 TAG_VERDICT: Final = "sommelier.verdict"
 TAG_CLAIMS_SHA256: Final = "sommelier.claims_sha256"
+#: MLflow's rule for an alias: letters, digits, ``_`` and ``-``, at most 255 of them,
+#: and neither ``latest`` (any case) nor a version's spelling ``v<digits>``.
+_ALIAS: Final = re.compile(r"[\w-]{1,255}")
+_RESERVED_ALIAS: Final = re.compile(r"latest|v\d+", re.IGNORECASE)
 
 
 def is_registry_uri(value: object) -> bool:
@@ -181,6 +189,45 @@ def resolve_registered_model(uri: str, download_root: str | Path) -> RegisteredM
     )
 
 
+def check_alias(alias: str) -> None:
+    """Refuse an alias the Model Registry would refuse to set, before it is tried.
+
+    The registry checks an alias only when it is set, which for a promotion is
+    after the comparison is computed and logged; the rule is MLflow's own.
+
+    Raises:
+        ConfigError: The alias is empty, too long, reserved or has other characters (exit 2).
+    """
+    shown = alias if len(alias) <= 40 else f"{alias[:40]}... ({len(alias)} characters)"
+    if not _ALIAS.fullmatch(alias):
+        raise ConfigError(
+            f"alias {shown!r} cannot be set in the Model Registry: an alias is 1 to 255 "
+            "letters, digits, '_' or '-' (no spaces or '/'); choose another, e.g. champion"
+        )
+    if _RESERVED_ALIAS.fullmatch(alias):
+        raise ConfigError(
+            f"alias {alias!r} is reserved by the Model Registry ('latest' and 'v<number>' "
+            "name versions); choose another, e.g. champion"
+        )
+
+
+def check_promotion(name: str, version: str, alias: str) -> None:
+    """Check that ``alias`` could be set on ``models:/<name>/<version>``, changing nothing.
+
+    Called before the comparison is computed, so a promotion that could never
+    happen leaves no comparison run behind.
+
+    Raises:
+        ConfigError: The alias is not one the registry accepts (exit 2).
+        DependencyError: The version does not exist in the registry (exit 3).
+        TrackingError: The registry store cannot be reached (exit 3).
+    """
+    from mlflow.tracking import MlflowClient
+
+    check_alias(alias)
+    _lookup(MlflowClient(), f"models:/{name}/{version}", name, version, None)
+
+
 def promote_version(
     name: str, version: str, alias: str, report: ComparisonReport, comparison_run_id: str
 ) -> bool:
@@ -190,13 +237,15 @@ def promote_version(
         Whether the alias was set; nothing in the registry changes otherwise.
 
     Raises:
-        ConfigError: The report decides no claims (promotion needs a verdict).
+        ConfigError: The report decides no claims (promotion needs a verdict), or
+            the alias is not one the registry accepts.
     """
     from mlflow.tracking import MlflowClient
 
     verdict = report.claims
     if verdict is None:
         raise ConfigError("promotion needs a verdict: pass the preregistered --claims")
+    check_alias(alias)
     if not verdict.supported:
         return False
     client = MlflowClient()

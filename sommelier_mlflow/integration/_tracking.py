@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from sommelier_mlflow.data import TestSplit
 
-__all__ = ["log_evaluation_run", "log_comparison_run"]
+__all__ = ["log_evaluation_run", "log_comparison_run", "log_verdict"]
 
 
 def log_evaluation_run(
@@ -136,16 +136,20 @@ def log_comparison_run(
     params: Mapping[str, object] | None = None,
     figure: bool = True,
     client: MlflowClient | None = None,
+    tag_verdict: bool = True,
 ) -> dict[str, float]:
     """Record a comparison in an existing run (the parent run of ``main``, or ``compare``'s).
 
     Logs every comparison key (one batch), :func:`comparison_params` plus
-    ``params``, the tags (``sommelier.model_kind`` = ``comparison``; with
-    claims, ``sommelier.verdict``, ``sommelier.claims_sha256`` and one
-    ``sommelier.claim.<id>`` per claim; tags and params first),
-    ``artifact_files`` under ``sommelier/`` if given, the report as
-    ``sommelier/comparison_report.json`` and ``.md``, and the chart
-    ``sommelier/comparison.png``.
+    ``params``, the tags (``sommelier.model_kind`` = ``comparison``; tags and
+    params first), ``artifact_files`` under ``sommelier/`` if given, the
+    report as ``sommelier/comparison_report.json`` and ``.md``, the chart
+    ``sommelier/comparison.png``, and last, with claims, the verdict tags
+    (:func:`log_verdict`), so that a run the documented filter
+    ``tags.`sommelier.verdict` = 'supported'`` finds holds everything. With
+    ``tag_verdict=False`` the verdict tags are left out: the caller writes them
+    with :func:`log_verdict` once what the verdict decides (a promotion) has
+    succeeded.
 
     Returns:
         The metric keys logged.
@@ -160,10 +164,7 @@ def log_comparison_run(
         model_kind="comparison",
         parser_version=report.identity.parser_version,
         test_split_sha256=report.identity.test_split_sha256,
-        extra={
-            TAG_REPORT_SHA256: _digest(document),
-            **(verdict_tags(report.claims) if report.claims is not None else {}),
-        },
+        extra={TAG_REPORT_SHA256: _digest(document)},
         client=tracker,
     )
     log_params(run_id, {**comparison_params(document), **(params or {})}, client=tracker)
@@ -181,7 +182,26 @@ def log_comparison_run(
     )
     if figure:
         log_comparison_figure(report, run_id=run_id, client=tracker)
+    if tag_verdict:
+        log_verdict(report, run_id=run_id, client=tracker)
     return keys
+
+
+def log_verdict(
+    report: ComparisonReport, *, run_id: str, client: MlflowClient | None = None
+) -> dict[str, str]:
+    """Tag a comparison run with its claims' verdict, the last thing written to it.
+
+    ``sommelier.verdict``, ``sommelier.claims_sha256`` and one
+    ``sommelier.claim.<id>`` per claim; nothing without claims. A run that
+    failed before this point carries no verdict at all.
+
+    Returns:
+        The tags as set.
+    """
+    if report.claims is None:
+        return {}
+    return set_sommelier_tags(run_id, extra=verdict_tags(report.claims), client=client)
 
 
 def _digest(document: object) -> str:

@@ -11,7 +11,10 @@ first step, with the adapter disabled, so step 0 of every chart is the base.
 Training must not notice: the RNG streams (Python, NumPy, torch CPU and
 CUDA), the model's train/eval mode and the tokenizer's padding settings are
 saved before an evaluation and restored after it, and nothing runs on any
-process but the main one.
+process but the main one. Nor must it die of an evaluation: one that fails
+(a full disk, an unreachable tracking server) is a warning naming the step,
+and the trainer goes on to save that step's checkpoint, unless the user
+asked for ``fail_on_error``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import os
 import random
 import shutil
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -229,6 +233,12 @@ class SommelierCallback(TrainerCallback):
         resamples: Bootstrap resamples of the per-language gap intervals.
         output_dir: Local folder of the per-step files (default:
             ``<args.output_dir>/sommelier``).
+        fail_on_error: Let a failing evaluation raise out of the trainer's
+            event, which stops ``trainer.train()`` before that step's
+            checkpoint is saved. By default the failure is a ``UserWarning``
+            naming the step and the error, recorded in :attr:`failures`, and
+            training goes on: hours of training are worth more than one point
+            on the learning curve.
     """
 
     def __init__(
@@ -250,6 +260,7 @@ class SommelierCallback(TrainerCallback):
         evaluate_base: bool = True,
         resamples: int = 1000,
         output_dir: str | os.PathLike[str] | None = None,
+        fail_on_error: bool = False,
     ) -> None:
         if every_n_steps is not None and (type(every_n_steps) is not int or every_n_steps <= 0):
             raise ConfigError(
@@ -281,12 +292,15 @@ class SommelierCallback(TrainerCallback):
         self._at_end = at_end
         self._evaluate_base = evaluate_base
         self._output_dir = None if output_dir is None else Path(output_dir)
+        self._fail_on_error = fail_on_error
         self._prepared: _Prepared | None = None
         self._evaluated: set[int] = set()
         #: Each evaluation's report, by step, in the order they ran.
         self.reports: dict[int, EvaluationReport] = {}
         #: Seconds of each evaluation: (generation, scoring + writing + logging).
         self.timings: dict[int, tuple[float, float]] = {}
+        #: Each evaluation that failed (and was skipped), by step: its error.
+        self.failures: dict[int, Exception] = {}
 
     # -- trainer events ------------------------------------------------------
 
@@ -305,7 +319,7 @@ class SommelierCallback(TrainerCallback):
             self._output_dir = Path(args.output_dir) / "sommelier"
         self._prepared = self._prepare(kwargs["model"])
         if self._evaluate_base and state.global_step == 0:
-            self._evaluate(kwargs["model"], 0, "base")
+            self._evaluate_guarded(kwargs["model"], 0, "base")
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         step = state.global_step
@@ -322,13 +336,17 @@ class SommelierCallback(TrainerCallback):
         """The final evaluation if training stopped early; end the run this callback started."""
         if self._at_end:
             self._evaluate_step(state, kwargs["model"])
+        self._end_own_run("FINISHED")
+
+    def _end_own_run(self, status: str) -> None:
+        """End the run this callback started, if it is still the active one."""
         prepared = self._prepared
         if prepared is not None and prepared.started_run:
             import mlflow
 
             active = mlflow.active_run()
             if active is not None and active.info.run_id == prepared.run_id:
-                mlflow.end_run()
+                mlflow.end_run(status)
 
     # -- evaluation ----------------------------------------------------------
 
@@ -368,7 +386,29 @@ class SommelierCallback(TrainerCallback):
 
     def _evaluate_step(self, state: Any, model: Any) -> None:
         if state.is_world_process_zero and state.global_step not in self._evaluated:
-            self._evaluate(model, state.global_step, "adapter")
+            self._evaluate_guarded(model, state.global_step, "adapter")
+
+    def _evaluate_guarded(self, model: Any, step: int, kind: ModelKind) -> None:
+        """One evaluation whose failure warns instead of stopping training (see ``fail_on_error``).
+
+        The model, RNG and tokenizer are already put back by the time the error
+        arrives here, so training goes on exactly as it would have.
+        """
+        try:
+            self._evaluate(model, step, kind)
+        except Exception as exc:  # any failure: the trainer must reach its checkpoint
+            if self._fail_on_error:
+                # Training stops here and on_train_end never comes: close our run ourselves.
+                self._end_own_run("FAILED")
+                raise
+            self.failures[step] = exc
+            warnings.warn(
+                f"SommelierCallback: the {kind} evaluation at step {step} failed and is "
+                f"skipped ({type(exc).__name__}: {exc}); training continues. Pass "
+                "fail_on_error=True to stop training on such a failure instead.",
+                UserWarning,
+                stacklevel=2,
+            )
 
     def _evaluate(self, model: Any, step: int, kind: ModelKind) -> EvaluationReport:
         """Generate, score, write and log one evaluation.

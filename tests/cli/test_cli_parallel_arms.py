@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +20,7 @@ from sommelier_mlflow.cli import main
 from sommelier_mlflow.cli._main_command import SIDE_BY_SIDE_MAX_BYTES, _side_by_side
 from sommelier_mlflow.cli._options import GenerationPlan
 from tests.cli.cli_helpers import examples, tiny_arms
+from tests.support.mlflow_run import PROJECT
 
 ARMS = ("base", "adapter")
 
@@ -20,6 +28,19 @@ ARMS = ("base", "adapter")
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return tiny_arms(tmp_path_factory.mktemp("parallel"))
+
+
+def _assert_same_outputs(out: Path, reference: Path) -> None:
+    """Each arm's generations, manifest, formatted split and report are the same bytes.
+
+    (Throughput figures are timings, never the same twice.)
+    """
+    for arm in ARMS:
+        names = ["evaluation_report.json", "generation_manifest.json"]
+        names += [str(p.relative_to(out / arm)) for p in (out / arm).rglob("*.jsonl")]
+        assert any(name.startswith("generations/") for name in names)
+        for name in names:
+            assert (out / arm / name).read_bytes() == (reference / arm / name).read_bytes(), name
 
 
 def _main(tiny: dict[str, Path], out: Path, *extra: str) -> list[str]:
@@ -58,12 +79,8 @@ def test_arms_generated_side_by_side_are_byte_identical_and_logged_alike(
     assert sorted(loads) == ["adapter", "base"]  # the worker's base load is its own
     assert main(_main(tiny, in_turn, "--parallel-arms", "false", *logged, "1")) == 0
     assert loads[2:] == ["base", "adapter"]
+    _assert_same_outputs(together, in_turn)
     for arm in ARMS:
-        names = ["evaluation_report.json", "generation_manifest.json"]
-        names += [str(p.relative_to(together / arm)) for p in (together / arm).rglob("*.jsonl")]
-        assert any(name.startswith("generations/") for name in names)
-        for name in names:
-            assert (together / arm / name).read_bytes() == (in_turn / arm / name).read_bytes(), name
         manifest = json.loads((together / arm / "generation_manifest.json").read_text())
         assert '"cpu_threads": "1"' in json.dumps(manifest)
     client = MlflowClient(tracking_uri=tracking_uri)
@@ -133,3 +150,94 @@ def test_sharing_cores_halves_the_threads_and_keeps_at_least_one() -> None:
     assert _plan(4).sharing_cores().num_threads == 2
     assert _plan(3).sharing_cores().num_threads == 1
     assert _plan(1).sharing_cores().num_threads == 1
+
+
+def _lines(arm: Path) -> int:
+    """Complete generation records an arm's files hold so far."""
+    return sum(path.read_bytes().count(b"\n") for path in (arm / "generations").glob("*.jsonl"))
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux ``/proc``)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            # pid (comm) state ppid ...: comm may hold spaces, so split after its ')'.
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie waiting for its new parent to reap it does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads processes from /proc")
+def test_the_base_worker_dies_with_a_killed_main_and_a_rerun_ends_byte_identical(
+    tiny: dict[str, Path], tmp_path: Path
+) -> None:
+    """``kill -9`` of ``main --parallel-arms true`` while its worker generates the base arm.
+
+    The worker (and any other child of ``main``) ends within seconds instead of
+    generating the rest of the arm as an orphan; the base arm's files stop
+    growing there; a rerun resumes both arms and ends with the same bytes as a
+    run that was never interrupted, leaving no worker behind.
+    """
+    import multiprocessing
+
+    from sommelier_mlflow.data import write_test_split
+
+    rows = {row.example_id: row for row in examples()}
+    roots = 40  # the arm takes seconds, not milliseconds: it is caught half-way
+    big = [replace(rows[f"en-{i % 4}"], example_id=f"en-{i}") for i in range(roots)]
+    big += [
+        replace(rows[f"fr-{i % 4}"], example_id=f"fr-{i}", source_example_id=f"en-{i}")
+        for i in range(roots)
+    ]
+    split = write_test_split(
+        tmp_path / "big.jsonl", [replace(row, prompt_text=None, prompt_sha256=None) for row in big]
+    )
+    fixture = {**tiny, "split": Path(split)}
+    killed = tmp_path / "killed"
+    argv = _main(fixture, killed, "--parallel-arms", "true", "--num-threads", "2")
+    program = Path(sys.executable).with_name("sommelier-mlflow")
+    env = {**os.environ, "PYTHONPATH": str(PROJECT), "HF_HUB_OFFLINE": "1"}
+    log = tmp_path / "main.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen([program, *argv], env=env, stdout=output, stderr=output)
+        try:
+            deadline = time.monotonic() + 180
+            while _lines(killed / "base") == 0:  # the worker has not generated yet
+                assert process.poll() is None, log.read_text("utf-8")
+                assert time.monotonic() < deadline, "the base worker generated nothing in time"
+                time.sleep(0.01)
+            children = _children(process.pid)
+            at_kill = _lines(killed / "base")
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert children, "main had no worker process"
+    stop = time.monotonic() + 10
+    while any(_running(child) for child in children) and time.monotonic() < stop:
+        time.sleep(0.05)
+    assert not [child for child in children if _running(child)], "orphaned worker"
+    # At most a batch or two in flight when main died reached the files after the kill.
+    left = _lines(killed / "base")
+    assert at_kill <= left <= at_kill + 2 * 3 < 2 * roots  # --batch-size 3
+
+    assert main(argv) == 0  # the rerun resumes both arms
+    assert not multiprocessing.active_children()
+    reference = tmp_path / "reference"
+    assert main(_main(fixture, reference, "--parallel-arms", "false", "--num-threads", "1")) == 0
+    _assert_same_outputs(killed, reference)
+    comparison = Path("comparison") / "comparison_report.json"
+    assert (killed / comparison).read_bytes() == (reference / comparison).read_bytes()

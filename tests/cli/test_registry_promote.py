@@ -301,3 +301,130 @@ def test_bad_registry_input_exits_with_the_documented_codes(
     assert _compare(swapped, tmp_path / "c2", "--claims", str(holds), "--promote", "x") == 2
     assert "Model Registry" in capsys.readouterr().err
     assert not (tmp_path / "c1").exists() and not (tmp_path / "c2").exists()
+
+
+def _comparison_runs() -> list[Any]:
+    """Every comparison run in the store, as the MLflow UI's runs list would find them."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    return list(
+        client.search_runs(
+            [e.experiment_id for e in client.search_experiments()],
+            filter_string="tags.`sommelier.model_kind` = 'comparison'",
+        )
+    )
+
+
+def _arm_of_version(arm_runs: dict[str, str], version: str) -> dict[str, str]:
+    """The module's arms, the adapter arm's report re-logged by a run naming ``version``.
+
+    As if that version had been evaluated and then deleted from the registry
+    (or, for a version that exists, deleted later): the run is an ordinary
+    adapter arm otherwise.
+    """
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    experiment = client.get_run(arm_runs["adapter"]).info.experiment_id
+    report = mlflow.artifacts.download_artifacts(
+        run_id=arm_runs["adapter"], artifact_path="sommelier/evaluation_report.json"
+    )
+    run = client.create_run(experiment, run_name=f"adapter v{version}")
+    run_id = run.info.run_id
+    for key, value in (
+        ("sommelier.model_kind", "adapter"),
+        ("sommelier.registry.adapter.name", NAME),
+        ("sommelier.registry.adapter.version", version),
+    ):
+        client.set_tag(run_id, key, value)
+    client.log_artifact(run_id, report, "sommelier")
+    client.set_terminated(run_id)
+    return {"base": arm_runs["base"], "adapter": run_id}
+
+
+@pytest.mark.parametrize("alias", [" ", "cham/pion", "latest", "V2", "x" * 300])
+def test_promote_refuses_an_alias_the_registry_would_refuse_before_anything_is_logged(
+    tracking: str,
+    arm_runs: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    alias: str,
+) -> None:
+    holds = _claims(tmp_path / "holds.json", "non_inferiority", 0.99)
+    before = len(_comparison_runs())
+    assert _compare(arm_runs, tmp_path / "c", "--claims", str(holds), "--promote", alias) == 2
+    err = capsys.readouterr().err
+    assert "alias" in err and "Traceback" not in err
+    assert len(_comparison_runs()) == before  # no comparison run, let alone a 'supported' one
+    assert not (tmp_path / "c").exists()  # nothing computed
+
+
+def test_promote_refuses_a_missing_or_unreachable_version_before_anything_is_logged(
+    tracking: str,
+    arm_runs: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    holds = _claims(tmp_path / "holds.json", "non_inferiority", 0.99)
+    before = len(_comparison_runs())
+    gone = _arm_of_version(arm_runs, "7")  # version 7 does not exist (any more)
+    assert _compare(gone, tmp_path / "c1", "--claims", str(holds), "--promote", "champion") == 3
+    err = capsys.readouterr().err
+    assert f"models:/{NAME}/7 does not resolve in the Model Registry" in err
+    # A registry store that cannot be reached is found out as early.
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", "http://127.0.0.1:9")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    assert _compare(arm_runs, tmp_path / "c2", "--claims", str(holds), "--promote", "x") == 3
+    assert "127.0.0.1:9" in capsys.readouterr().err
+    assert len(_comparison_runs()) == before
+    assert not (tmp_path / "c1").exists() and not (tmp_path / "c2").exists()
+
+
+def test_a_comparison_whose_promotion_fails_is_not_tagged_supported(
+    tracking: str,
+    arm_runs: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Version 2 exists when compare checks it and is deleted while the comparison computes.
+
+    The promotion then fails in the registry: the comparison run ends FAILED and
+    carries no verdict, so the documented filter for supported comparisons does not
+    find it.
+    """
+    from mlflow.tracking import MlflowClient
+
+    import sommelier_mlflow.cli._claims as claims_module
+
+    client = MlflowClient()
+    first = client.get_model_version(NAME, "1")
+    second = client.create_model_version(NAME, first.source, run_id=first.run_id)
+    arms = _arm_of_version(arm_runs, str(second.version))
+    compute = claims_module.compare_arms
+
+    def deleted_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        computed = compute(*args, **kwargs)
+        client.delete_model_version(NAME, str(second.version))  # another user, meanwhile
+        return computed
+
+    monkeypatch.setattr(claims_module, "compare_arms", deleted_meanwhile)
+    before = {run.info.run_id for run in _comparison_runs()}
+    holds = _claims(tmp_path / "holds.json", "non_inferiority", 0.99)
+    code = _compare(arms, tmp_path / "c", "--claims", str(holds), "--promote", "release")
+    err = capsys.readouterr().err
+    assert code in (2, 3), err
+    assert "release" in err and "Traceback" not in err
+    (comparison,) = [run for run in _comparison_runs() if run.info.run_id not in before]
+    assert comparison.info.status == "FAILED"
+    assert "sommelier.verdict" not in comparison.data.tags
+    supported = client.search_runs(
+        [comparison.info.experiment_id],
+        filter_string="tags.`sommelier.verdict` = 'supported'",
+    )
+    assert comparison.info.run_id not in {run.info.run_id for run in supported}
+    with pytest.raises(Exception, match="release"):
+        client.get_model_version_by_alias(NAME, "release")

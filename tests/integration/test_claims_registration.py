@@ -127,3 +127,26 @@ def test_comparison_run_gets_verdict_tags_and_is_no_registration(
     assert tags[TAG_CLAIMS_SHA256] == spec.sha256
     # The comparison carries the digest it decided, but it is not a preregistration.
     assert find_registration(spec.sha256, experiment_ids=[store.experiment_id]) is None
+
+
+def test_a_comparison_run_whose_artifacts_fail_to_log_carries_no_verdict(
+    store: Store, arms: Arms, tmp_path: Path
+) -> None:
+    """The verdict tags are written last, so a run cut short is not found as 'supported'.
+
+    Its experiment stores artifacts below a file (as a full or read-only artifact
+    store would refuse them): logging fails after the tags and params, before the verdict.
+    """
+    client = _client(store)
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the artifact store should be")
+    experiment = client.create_experiment("broken-artifacts", artifact_location=str(blocker))
+    spec = read_claims(_claims_file(tmp_path, "tags.json", alpha=0.01))
+    report = compare_reports(arms.base_typed, arms.adapter_typed, resamples=300, claims=spec)
+    run_id = str(client.create_run(experiment).info.run_id)
+    with pytest.raises(Exception, match="not-a-folder"):
+        log_comparison_run(report, run_id=run_id, figure=False, client=client)
+    tags = client.get_run(run_id).data.tags
+    assert tags["sommelier.model_kind"] == "comparison"  # it got that far
+    assert TAG_VERDICT not in tags and TAG_CLAIMS_SHA256 not in tags
+    assert not [key for key in tags if key.startswith("sommelier.claim.")]

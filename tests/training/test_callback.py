@@ -65,9 +65,12 @@ class _Rows:
 
 
 def _train(
-    model_dir: Path, tokenizer: Any, out: Path, callbacks: list[Any]
+    model_dir: Path, tokenizer: Any, out: Path, callbacks: list[Any], save_steps: int = 0
 ) -> tuple[list[float], dict[str, Any]]:
-    """A few LoRA steps (dropout on, so the RNG matters); the losses and final weights."""
+    """A few LoRA steps (dropout on, so the RNG matters); the losses and final weights.
+
+    ``save_steps`` > 0 saves a checkpoint every that many steps (none by default).
+    """
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
@@ -86,7 +89,8 @@ def _train(
         learning_rate=5e-3,
         logging_steps=1,
         report_to="none",
-        save_strategy="no",
+        save_strategy="steps" if save_steps else "no",
+        save_steps=save_steps or 500,
         use_cpu=True,
         seed=7,
         disable_tqdm=True,
@@ -179,3 +183,74 @@ def test_a_row_the_mode_cannot_read_fails_before_the_first_step(
     with pytest.raises(InputError, match=rows[0].example_id):
         _train(model_dir, tokenizer, tmp_path / "out", [callback, _Count()])
     assert steps == []
+
+
+def test_a_failing_evaluation_warns_and_training_still_saves_its_checkpoints(
+    tmp_path: Path, tiny_pair: tuple[Path, Any], split_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The callback's folder cannot be created (a file is in the way): every evaluation fails.
+
+    Each failure is one warning naming its step and the error; the trainer runs
+    every step and saves every checkpoint, with the same losses as without the callback.
+    """
+    from sommelier_mlflow.training import SommelierCallback
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    model_dir, tokenizer = tiny_pair
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the callback's folder should go")
+    callback = SommelierCallback(
+        split_file,
+        max_examples=2,
+        max_new_tokens=4,
+        every_n_steps=2,
+        output_dir=blocker / "sommelier",
+    )
+    out = tmp_path / "train"
+    with pytest.warns(UserWarning, match="SommelierCallback") as caught:
+        losses, _ = _train(model_dir, tokenizer, out, [callback], save_steps=2)
+
+    assert len(losses) == STEPS
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+    assert callback.reports == {}
+    assert sorted(callback.failures) == [0, 2, 4]  # the base, then every 2 steps; no repeat
+    messages = [str(w.message) for w in caught if "SommelierCallback" in str(w.message)]
+    assert len(messages) == 3
+    for step, message in zip((0, 2, 4), messages, strict=True):
+        assert f"at step {step} failed" in message
+        assert "not-a-folder" in message  # the error itself, naming the path
+        assert "fail_on_error=True" in message
+
+
+def test_fail_on_error_stops_training_at_the_failing_evaluation(
+    tmp_path: Path, tiny_pair: tuple[Path, Any], split_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    from sommelier_mlflow.training import SommelierCallback
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    model_dir, tokenizer = tiny_pair
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the callback's folder should go")
+    callback = SommelierCallback(
+        split_file,
+        max_examples=2,
+        max_new_tokens=4,
+        every_n_steps=2,
+        evaluate_base=False,
+        output_dir=blocker / "sommelier",
+        fail_on_error=True,
+    )
+    out = tmp_path / "train"
+    with pytest.raises(OSError, match="not-a-folder"):
+        _train(model_dir, tokenizer, out, [callback], save_steps=2)
+    assert not list(out.glob("checkpoint-*"))  # step 2's evaluation ran before its save
+    assert callback.failures == {}
+    # The run the callback started is not left active (on_train_end never came): it failed.
+    assert mlflow.active_run() is None
+    (run,) = MlflowClient().search_runs(
+        [e.experiment_id for e in MlflowClient().search_experiments()]
+    )
+    assert run.info.status == "FAILED"
