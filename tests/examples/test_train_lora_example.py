@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -14,17 +13,14 @@ SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "train_lora_with_cal
 
 
 @pytest.mark.slow
-def test_training_logs_loss_and_tool_call_metrics_on_one_step_axis(
-    tmp_path: Path, demo_assets: Any
-) -> None:
+def test_training_logs_loss_and_tool_call_metrics_on_one_step_axis(tmp_path: Path) -> None:
+    """The documented command, with fewer steps: the demo's model and splits by default."""
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("MLFLOW_RUN_ID", None)
-    args = ["--base-model", str(demo_assets.base_model_dir)]
-    args += ["--splits", str(demo_assets.splits_dir)]
-    args += ["--steps", "2", "--every", "2", "--max-examples", "4", "--output-dir", "out"]
+    args = ["--steps", "2", "--every", "2", "--max-examples", "4"]
     result = subprocess.run(
         [sys.executable, str(SCRIPT), *args],
         cwd=tmp_path,
@@ -42,7 +38,11 @@ def test_training_logs_loss_and_tool_call_metrics_on_one_step_axis(
     loss = client.get_metric_history(run_id, "loss")
     assert sorted(m.step for m in tool) == [0, 2]
     assert {m.step for m in loss} == {1, 2}  # the trainer's loss, in the same run
-    assert (tmp_path / "out" / "adapter" / "adapter_model.safetensors").is_file()
+    # Under the folder .gitignore ignores, as every example's output.
+    adapter = tmp_path / "sommelier_out" / "train_lora" / "adapter"
+    assert (adapter / "adapter_model.safetensors").is_file()
+    mlflow_files = {"mlflow.db", "mlruns", "mlartifacts"}  # the store's, where it puts them
+    assert {path.name for path in tmp_path.iterdir()} - mlflow_files == {"sommelier_out"}
 
 
 def test_the_adapter_starts_from_the_same_weights_in_every_run(tmp_path: Path) -> None:
