@@ -93,7 +93,9 @@ def resolve_demo(argv: Sequence[str], build: Callable[[], Any]) -> list[str]:
     if DEMO not in (model, adapter):
         return args
     if adapter == DEMO and model != DEMO:
-        raise ConfigError("the demo adapter was trained on the demo base model: pass --model demo too")
+        raise ConfigError(
+            "the demo adapter was trained on the demo base model: pass --model demo too"
+        )
     if model == DEMO and adapter not in (None, "", DEMO):
         hint = "pass --adapter demo or none"
         if str(adapter).startswith("models:/"):
