@@ -4,8 +4,10 @@ The pictures in the README must show what a user gets from the command the
 README tells them to run, so this script runs exactly that: it starts a local
 ``mlflow server`` (SQLite, temporary folder), runs ``mlflow run . --env-manager
 local`` against it (the full offline demo on its committed model and
-adapter), then drives Debian's Chromium through Playwright with the
-MLflow assistant panel closed and writes ``docs/ui-*.png``:
+adapter, logged into MLflow's ``Default`` experiment as it is for a user, since
+``mlflow run`` picks the experiment and the demo cannot), then drives Debian's
+Chromium through Playwright with the MLflow assistant panel closed and writes
+``docs/ui-*.png``:
 
 * ``ui-experiment.png``: the experiment's evaluation runs, the comparison parent
   with its ``base`` and ``adapter`` children, key metric columns only;
@@ -14,17 +16,24 @@ MLflow assistant panel closed and writes ``docs/ui-*.png``:
 * ``ui-comparison-chart.png``: the parent run's forest plot (``comparison.png``);
 * ``ui-evaluation.png``: the evaluation view comparing adapter and base example
   by example, with one example opened.
-* ``ui-training-curve.png``: the learning curve of tool calling: a few steps of
-  ``examples/train_lora_with_callback.py`` on the demo base, logged to the same
-  server, and the run's model-metrics charts of ``tooleval/overall/...``
-  against the training step (``--only training`` takes just this one).
+* ``ui-training-curve.png``: the learning curve of tool calling: the command
+  ``docs/training.md`` shows (:data:`TRAINING_COMMAND`, the demo base and splits
+  by default), logged to the same server, and the run's model-metrics charts of
+  ``tooleval/overall/...`` against the training step (``--only training`` takes
+  just this one).
 
 Before each picture the script checks that the page shows the values the
 runs logged (read back through the tracking API), so a broken page fails here
-instead of landing in the README.
+instead of landing in the README. It then records, in ``docs/screenshots.json``
+(:data:`VALUES`), the experiment and the values each picture shows, so
+``tests/examples/test_readme_results.py`` can hold the committed pictures to
+the README's results table without a browser.
 
     python docs/screenshots.py          # needs chromium (apt-get install chromium)
     python docs/screenshots.py --only training
+
+One command retakes all six pictures (and ``--readme`` rewrites the README's
+table from the same demo run); it took 5.4 minutes (322 s) on two shared cores.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,10 +56,17 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 MLFLOW = str(Path(sys.executable).with_name("mlflow"))
-EXPERIMENT = "sommelier-demo"
-TRAINING_EXPERIMENT = "sommelier-training"
-#: The training run of ui-training-curve.png: enough steps for the curve to move.
+#: The experiment ``mlflow run .`` logs into when the user names none: what the README shows.
+EXPERIMENT = "Default"
+#: The training run of ui-training-curve.png, exactly as docs/training.md shows it (a test
+#: checks the two agree): enough steps for the curve to move.
 TRAINING_ARGS = ("--steps", "24", "--every", "4", "--max-examples", "20")
+TRAINING_COMMAND = " ".join(("python examples/train_lora_with_callback.py", *TRAINING_ARGS))
+#: What each picture shows, by run and metric key (written by this script, read by tests).
+VALUES = DOCS / "screenshots.json"
+#: The keys recorded per picture: an arm's slice metrics and gaps, the comparison's deltas.
+_ARM_KEY = re.compile(r"^(?!gap/|delta/|marginal_gap/|mcnemar/)[^/]+/[a-z0-9_]+$|^gap/[^/]+/.+$")
+_DELTA_KEY = re.compile(r"^delta/.+$")
 VIEWPORT = {"width": 1400, "height": 900}
 #: The columns ui-experiment.png keeps (every other metric column is hidden).
 KEY_COLUMNS = (
@@ -74,22 +91,25 @@ def mlflow_server(root: Path) -> Iterator[str]:
         yield url
 
 
-def _environment(url: str, experiment: str) -> dict[str, str]:
-    """A child process's environment: logging to ``url`` in ``experiment``, offline."""
+def _environment(url: str) -> dict[str, str]:
+    """A child process's environment: logging to ``url`` where a user's would, offline.
+
+    No experiment is set, so runs land in ``Default`` as the README's command's do.
+    """
     env = {
         **os.environ,
         "MLFLOW_TRACKING_URI": url,
-        "MLFLOW_EXPERIMENT_NAME": experiment,
         "MLFLOW_DISABLE_TELEMETRY": "true",
         "HF_HUB_OFFLINE": "1",
     }
-    env.pop("MLFLOW_RUN_ID", None)
+    for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID"):
+        env.pop(name, None)
     return env
 
 
 def run_demo(url: str, cwd: Path) -> tuple[str, str]:
     """``mlflow run . --env-manager local`` against ``url``: the parent run id and the output."""
-    env = _environment(url, EXPERIMENT)
+    env = _environment(url)
     result = subprocess.run(
         [MLFLOW, "run", str(ROOT), "--env-manager", "local"],
         cwd=cwd,
@@ -107,15 +127,10 @@ def run_demo(url: str, cwd: Path) -> tuple[str, str]:
 
 
 def run_training(url: str, cwd: Path) -> str:
-    """``examples/train_lora_with_callback.py`` on the demo base against ``url``: its run id."""
-    sys.path.insert(0, str(ROOT))
-    from tests.support.vllm_server import build_demo_assets
-
-    assets = build_demo_assets()
-    env = _environment(url, TRAINING_EXPERIMENT)
+    """:data:`TRAINING_COMMAND` against ``url`` (its outputs under ``cwd``): its run id."""
+    env = _environment(url)
     script = ROOT / "examples" / "train_lora_with_callback.py"
-    command = [sys.executable, str(script), "--base-model", str(assets.base_model_dir)]
-    command += ["--splits", str(assets.splits_dir), *TRAINING_ARGS, "--output-dir", "train"]
+    command = [sys.executable, str(script), *TRAINING_ARGS]
     result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     match = re.search(r"^MLflow run ([0-9a-f]+)$", result.stdout, re.MULTILINE)
     if result.returncode != 0 or not match:
@@ -171,6 +186,15 @@ def _expect(page: Any, *texts: str) -> None:
         raise SystemExit(f"{page.url} does not show {missing}")
 
 
+#: The request (first line) of the example row holding a trace-id chip: the row is the
+#: chip's nearest ancestor that holds both arms' trace ids.
+_ROW_REQUEST = """chip => {
+  let row = chip;
+  while (row && (row.innerText.match(/tr-[0-9a-f]/g) || []).length < 2) row = row.parentElement;
+  return row ? row.innerText.split("\\n")[0] : null;
+}"""
+
+
 def _keep_columns(page: Any) -> None:
     """Hide every column of the evaluation-runs table except :data:`KEY_COLUMNS`."""
     page.get_by_role("combobox", name=re.compile(r"^Columns")).first.click()
@@ -199,13 +223,40 @@ def chromium_page() -> Iterator[Any]:
         browser.close()
 
 
-def take_training_curve(url: str, run_id: str) -> Path:
-    """The training run's charts of ``tooleval/overall/...`` against the step."""
+def _shown(run: Any, pattern: re.Pattern[str]) -> dict[str, float]:
+    """The run's logged metrics whose keys match ``pattern`` (what its pages show)."""
+    return {key: value for key, value in sorted(run.data.metrics.items()) if pattern.match(key)}
+
+
+def _curves(url: str, run_id: str) -> dict[str, dict[str, float]]:
+    """Every ``tooleval/overall/<metric>`` of a training run, by step (as a string: JSON keys)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(url)
+    keys = [key for key in client.get_run(run_id).data.metrics if key.count("/") == 2]
+    curves = {}
+    for key in sorted(k for k in keys if k.startswith("tooleval/overall/")):
+        history = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
+        curves[key] = {str(metric.step): metric.value for metric in history}
+    return curves
+
+
+def record_values(values: dict[str, Any]) -> None:
+    """Merge ``values`` (picture -> what it shows) into :data:`VALUES`, atomically."""
+    sys.path.insert(0, str(ROOT))
+    from sommelier_mlflow._json import atomic_write_json
+
+    recorded = json.loads(VALUES.read_text("utf-8")) if VALUES.is_file() else {}
+    atomic_write_json(VALUES, {**recorded, **values})
+
+
+def take_training_curve(url: str, run_id: str) -> tuple[Path, dict[str, Any]]:
+    """The training run's charts of ``tooleval/overall/...`` against the step, and its values."""
     from mlflow.tracking import MlflowClient
 
     run = MlflowClient(url).get_run(run_id)
-    history = MlflowClient(url).get_metric_history(run_id, "tooleval/overall/valid_json_rate")
-    if sorted(metric.step for metric in history)[:1] != [0]:
+    curves = _curves(url, run_id)
+    if "0" not in curves.get("tooleval/overall/valid_json_rate", {}):
         raise SystemExit(f"run {run_id} has no tooleval/overall/valid_json_rate at step 0")
     with chromium_page() as page:
         page.goto(f"{url}/#/experiments/{run.info.experiment_id}/runs/{run_id}/model-metrics")
@@ -218,15 +269,34 @@ def take_training_curve(url: str, run_id: str) -> Path:
             raise SystemExit(f"{page.url} did not filter the charts to tooleval/overall")
         path = DOCS / "ui-training-curve.png"
         page.screenshot(path=str(path))
-    return path
+    shown = {"command": TRAINING_COMMAND, "experiment": EXPERIMENT, "curves": curves}
+    return path, {path.name: shown}
 
 
-def take(url: str, parent_id: str) -> list[Path]:
-    """Drive Chromium through the five pages; return the screenshots written."""
+def take(url: str, parent_id: str) -> tuple[list[Path], dict[str, Any]]:
+    """Drive Chromium through the five pages; return the screenshots and what each shows."""
+    from mlflow.tracking import MlflowClient
+
     runs = _runs(url, parent_id)
     experiment = runs["parent"].info.experiment_id
+    name = MlflowClient(url).get_experiment(experiment).name
+    if name != EXPERIMENT:
+        raise SystemExit(f"the demo logged into experiment {name!r}, not {EXPERIMENT!r}")
     base, adapter = runs["base"].info.run_id, runs["adapter"].info.run_id
     key = "overall/full_call_exact_match"
+    arms = {kind: _shown(runs[kind], _ARM_KEY) for kind in ("base", "adapter")}
+    deltas = {"parent": _shown(runs["parent"], _DELTA_KEY)}
+    columns = {
+        kind: {k: v for k, v in sorted(runs[kind].data.metrics.items()) if k in KEY_COLUMNS}
+        for kind in ("parent", "base", "adapter")
+    }
+    shows: dict[str, dict[str, Any]] = {
+        "ui-experiment.png": columns,
+        "ui-run-metrics.png": {"adapter": arms["adapter"]},
+        "ui-compare-runs.png": arms,
+        "ui-comparison-chart.png": {**deltas, **arms},  # its columns: base->adapter, delta
+        "ui-evaluation.png": {},
+    }
     written: list[Path] = []
     with chromium_page() as page:
 
@@ -239,7 +309,7 @@ def take(url: str, parent_id: str) -> list[Path]:
         page.get_by_text(runs["parent"].info.run_name).first.wait_for(timeout=120_000)
         _quiet(page)
         _keep_columns(page)
-        _expect(page, "adapter", "base", key, "fr/full_call_exact_match")
+        _expect(page, EXPERIMENT, "adapter", "base", key, "fr/full_call_exact_match")
         shot("ui-experiment.png")
 
         page.goto(f"{url}/#/experiments/{experiment}/runs/{adapter}")
@@ -273,15 +343,20 @@ def take(url: str, parent_id: str) -> list[Path]:
             f"{url}/#/experiments/{experiment}/evaluation-runs"
             f"?selectedRunUuid={adapter}&compareToRunUuid={base}"
         )
-        first = page.get_by_text('"example_id": ').first
-        first.wait_for(timeout=120_000)
+        # Each row is one example: its request (the query), then both arms' trace ids.
+        chip = page.get_by_text(re.compile(r"^tr-[0-9a-f]")).first
+        chip.wait_for(timeout=120_000)
         _quiet(page)
-        first.click()
+        request = chip.evaluate(_ROW_REQUEST)
+        if not request:
+            raise SystemExit(f"{page.url}: no example row with both arms' traces")
+        page.get_by_text(request, exact=True).first.click()
         page.get_by_text("Outputs").first.wait_for(timeout=60_000)
         page.wait_for_timeout(1500)
-        _expect(page, "example_id", "query")
+        _expect(page, "Comparing 2 traces", "example_id", "query", "raw_output")
         shot("ui-evaluation.png")
-    return written
+    values = {path.name: {"experiment": EXPERIMENT, "runs": shows[path.name]} for path in written}
+    return written, values
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -302,11 +377,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not os.path.exists(CHROMIUM):
         raise SystemExit("chromium is not installed (apt-get install chromium)")
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="sommelier-shots-") as tmp:
         root = args.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         with mlflow_server(root) as url:
             written: list[Path] = []
+            values: dict[str, Any] = {}
             if args.only != "training":
                 parent_id, output = run_demo(url, root)
                 if args.readme:
@@ -316,11 +393,17 @@ def main(argv: list[str] | None = None) -> int:
                     table = summary_table(output)
                     README.write_text(with_table(README.read_text("utf-8"), table), "utf-8")
                     print(f"wrote the demo table into {README.relative_to(ROOT)}")
-                written += take(url, parent_id)
+                pictures, shown = take(url, parent_id)
+                written += pictures
+                values.update(shown)
             if args.only != "demo":
-                written.append(take_training_curve(url, run_training(url, root)))
-            for path in written:
+                picture, shown = take_training_curve(url, run_training(url, root))
+                written.append(picture)
+                values.update(shown)
+            record_values(values)
+            for path in [*written, VALUES]:
                 print(f"wrote {path.relative_to(ROOT)}")
+    print(f"took {time.monotonic() - started:.0f} s")
     return 0
 
 

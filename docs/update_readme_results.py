@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -67,6 +68,41 @@ def readme_table(readme: str) -> str:
     if not lines or not lines[0].startswith("```") or lines[-1] != "```":
         raise ValueError("the demo-results block must hold exactly one fenced code block")
     return "\n".join(lines[1:-1]).rstrip()
+
+
+_GAP_LINE = re.compile(
+    r"^matched-pair gap (?P<lang>[^-\s]+)-\S+ \((?P<kind>\w+), (?P<metric>\w+), \d+ pairs\): "
+    r"(?P<gap>\S+) \[(?P<lower>\S+), (?P<upper>\S+)\]$"
+)
+
+
+def table_values(table: str) -> dict[tuple[str, str], float]:
+    """Every number of the table, keyed as MLflow logs it: ``(run, metric key)``.
+
+    ``run`` is ``base`` or ``adapter`` (an arm's ``<slice>/<metric>`` and
+    ``gap/<language>/...``) or ``parent`` (the comparison's ``delta/...``), so a
+    value read back from the runs, or recorded beside a screenshot of them, can
+    be checked against the README.
+    """
+    values: dict[tuple[str, str], float] = {}
+    for line in table.splitlines()[1:]:
+        gap = _GAP_LINE.match(line)
+        if gap:
+            kind, key = gap["kind"], f"gap/{gap['lang']}"
+            values[kind, f"{key}/{gap['metric']}"] = float(gap["gap"])
+            for end in ("lower", "upper"):
+                values[kind, f"{key}/ci95/{gap['metric']}.{end}"] = float(gap[end])
+            continue
+        cells = line.replace("[", " ").replace("]", " ").replace(",", " ").split()
+        if len(cells) != 7:
+            raise ValueError(f"not a row of the demo table: {line!r}")
+        slice_, metric, base, adapter, delta, lower, upper = cells
+        values["base", f"{slice_}/{metric}"] = float(base)
+        values["adapter", f"{slice_}/{metric}"] = float(adapter)
+        values["parent", f"delta/{slice_}/{metric}"] = float(delta)
+        values["parent", f"delta/{slice_}/ci95/{metric}.lower"] = float(lower)
+        values["parent", f"delta/{slice_}/ci95/{metric}.upper"] = float(upper)
+    return values
 
 
 def with_table(readme: str, table: str) -> str:

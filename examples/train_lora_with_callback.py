@@ -1,17 +1,21 @@
 """A few steps of LoRA training on the demo base, with tool-call metrics on the loss's step axis.
 
-Run it (offline, CPU, about a minute)::
+Run it from the repository root (offline, CPU, a few minutes)::
 
-    python examples/train_lora_with_callback.py --base-model DEMO/base_model \
-        --splits DEMO/splits --steps 8 --every 4
+    python examples/train_lora_with_callback.py --steps 24 --every 4 --max-examples 20
 
-where ``DEMO`` is the offline demo's build folder. The trainer's own
+By default it trains on the offline demo: the committed base model
+(``examples/demo/model/base_model``, verified by digest as the demo does) and
+the demo's prepared splits (``.cache/demo/splits-<key>/``, prepared from the
+bundled raw data when absent, exactly as ``examples/demo/run.py`` prepares
+them); ``--base-model`` and ``--splits`` point it at your own. The trainer's own
 ``MLflowCallback`` logs the loss; ``SommelierCallback`` logs
 ``tooleval/<slice>/<metric>`` into the same run at the same steps (the base at
 step 0, adapter disabled), so the MLflow UI draws the learning curve of tool
 calling beside the loss. Every evaluation's report is in the run under
 ``sommelier/checkpoints/step-<n>/evaluation_report.json``; the adapter is
-saved to ``<output-dir>/adapter``.
+saved to ``<output-dir>/adapter`` (default ``sommelier_out/train_lora/adapter``,
+in the folder the repository's ``.gitignore`` already ignores).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import argparse
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import mlflow
 import torch
@@ -35,6 +39,10 @@ from transformers import (
 
 from sommelier_mlflow.data import format_examples, read_test_split, render_target
 from sommelier_mlflow.training import SommelierCallback
+
+DEMO: Final = Path(__file__).resolve().parent / "demo"
+#: Where the outputs go unless ``--output-dir`` says otherwise: the CLI's ignored output folder.
+DEFAULT_OUTPUT_DIR: Final = "sommelier_out/train_lora"
 
 
 class ToolCallRows(torch.utils.data.Dataset[dict[str, Any]]):
@@ -87,15 +95,40 @@ def lora_model(base_model: str | Path, seed: int = 0) -> Any:
         return get_peft_model(base, lora)
 
 
+def demo_inputs() -> tuple[Path, Path]:
+    """The demo's committed base model and its prepared splits folder.
+
+    The same call as ``examples/demo/run.py``: every committed file is checked
+    against the manifest (a missing or altered one raises ``DependencyError``,
+    never retrains) and the splits are prepared into ``.cache/demo`` if absent.
+    """
+    if str(DEMO) not in sys.path:
+        sys.path.insert(0, str(DEMO))
+    from build_model import demo_assets
+
+    assets = demo_assets()
+    return Path(assets.base_model_dir), Path(assets.splits_dir)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base-model", required=True, help="the demo's base_model/ folder")
-    parser.add_argument("--splits", required=True, help="folder with train.jsonl and test.jsonl")
+    parser.add_argument(
+        "--base-model", default=None, help="base model folder (default: the demo's, committed)"
+    )
+    parser.add_argument(
+        "--splits",
+        default=None,
+        help="folder with train.jsonl and test.jsonl (default: the demo's, prepared if absent)",
+    )
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--every", type=int, default=4, help="evaluate every N steps")
     parser.add_argument("--max-examples", type=int, default=40, help="roots in the fixed subset")
-    parser.add_argument("--output-dir", default="train_lora_out")
+    parser.add_argument("--output-dir", default=DEFAULT_OUTPUT_DIR)
     args = parser.parse_args(argv)
+    if args.base_model is None or args.splits is None:
+        demo_model, demo_splits = demo_inputs()
+        args.base_model = args.base_model or demo_model
+        args.splits = args.splits or demo_splits
 
     torch.set_num_threads(1)  # the demo model is tiny: one thread is fastest on a busy CPU
     tokenizer = AutoTokenizer.from_pretrained(args.base_model)

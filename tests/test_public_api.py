@@ -60,7 +60,7 @@ PACKAGES = [
 # Curated subpackage surfaces: what a user (or another layer) imports from them.
 # Adding or removing a name here is a deliberate API change.
 CURATED = {
-    "sommelier_mlflow.cli": {"build_parser", "main"},
+    "sommelier_mlflow.cli": {"build_parser", "error_line", "main"},
     "sommelier_mlflow.training": {"SommelierCallback"},
     "sommelier_mlflow.generation": {
         "BackendFactory",

@@ -83,16 +83,18 @@ def resolve_demo(argv: Sequence[str], build: Callable[[], Any]) -> list[str]:
     ``--backend-option dtype=...`` says otherwise.
 
     Raises:
-        SystemExit: With exit code 2 and a message when the rule is broken.
+        ConfigError: The rule is broken (exit 2).
     """
+    from sommelier_mlflow.errors import ConfigError
+
     args = list(argv)
     command = args[0] if args else ""
     model, adapter = _value(args, "--model"), _value(args, "--adapter")
     if DEMO not in (model, adapter):
         return args
     if adapter == DEMO and model != DEMO:
-        raise SystemExit(
-            "error: the demo adapter was trained on the demo base model: pass --model demo too"
+        raise ConfigError(
+            "the demo adapter was trained on the demo base model: pass --model demo too"
         )
     if model == DEMO and adapter not in (None, "", DEMO):
         hint = "pass --adapter demo or none"
@@ -102,7 +104,7 @@ def resolve_demo(argv: Sequence[str], build: Callable[[], Any]) -> list[str]:
                 "a registered adapter names its own base: pass --model '' (mlflow run: "
                 "-P model='') to load it onto that base, or give the base as --model"
             )
-        raise SystemExit(f"error: the demo model takes only the demo adapter: {hint}")
+        raise ConfigError(f"the demo model takes only the demo adapter: {hint}")
     built = build()
     args = _replace(args, "--model", str(built.base_model_dir))
     if adapter == DEMO:
@@ -128,6 +130,7 @@ def _build() -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Resolve ``demo`` and run the package's command line."""
+    from sommelier_mlflow.cli import error_line
     from sommelier_mlflow.cli import main as cli_main
 
     args = list(sys.argv[1:] if argv is None else argv)
@@ -137,8 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         resolved = resolve_demo(args, _build)
-    except SommelierError as exc:  # a missing or altered committed file: exit 3
-        print(f"error: {exc}", file=sys.stderr)
+    except SommelierError as exc:  # a missing or altered committed file (3), a bad pairing (2)
+        print(error_line(str(exc), exc.exit_code), file=sys.stderr)
         return exc.exit_code
     return cli_main(resolved)
 

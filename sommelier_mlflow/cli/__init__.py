@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from sommelier_mlflow.cli._commands import build_parser, main
+from sommelier_mlflow.cli._errors import error_line
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "error_line", "main"]

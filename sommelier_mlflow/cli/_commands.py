@@ -285,7 +285,9 @@ def _add_slice_by(parser: argparse.ArgumentParser, help_text: str) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; exposed so the docs and tests can read its help."""
-    parser = argparse.ArgumentParser(
+    from sommelier_mlflow.cli._errors import CommandParser
+
+    parser = CommandParser(
         prog="sommelier-mlflow",
         description="Strict tool-call evaluation of a base model vs its LoRA adapter, in MLflow.",
     )
@@ -801,9 +803,13 @@ def _filesystem_message(exc: OSError) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code (2-6 for expected outcomes, see the README)."""
+    from sommelier_mlflow.cli._errors import error_line, refuse_unknown
     from sommelier_mlflow.integration import is_dataset_reference
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # e.g. a misspelled `mlflow run -P` parameter, passed on as a flag
+        refuse_unknown(parser, args.command, unknown)
     try:
         with contextlib.ExitStack() as stack:
             needs_store = (
@@ -826,13 +832,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sommelier_mlflow._redact import redact
 
         # Messages quote models, adapters and URIs as given, credentials included.
-        print(f"error: {redact(str(exc))}", file=sys.stderr)
+        print(error_line(redact(str(exc)), exc.exit_code), file=sys.stderr)
         return exc.exit_code
     except OSError as exc:
         if exc.filename is None:  # not a filesystem error (a socket, say): a real bug
             raise
         # A read-only, full or misnamed output location: the user's to fix.
-        print(f"error: {_filesystem_message(exc)}", file=sys.stderr)
+        print(error_line(_filesystem_message(exc), InputError.exit_code), file=sys.stderr)
         return InputError.exit_code
     except KeyboardInterrupt:
         print("interrupted: re-run the same command to resume", file=sys.stderr)

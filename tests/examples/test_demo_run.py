@@ -9,6 +9,7 @@ from types import ModuleType, SimpleNamespace
 import pytest
 
 from sommelier_mlflow._json import loads
+from sommelier_mlflow.errors import ConfigError
 from tests.examples.examples_helpers import run_from_checkout
 from tests.support.scripts import load_script
 
@@ -119,9 +120,21 @@ def test_the_demo_precision_yields_to_an_explicit_one_and_to_other_backends(
 def test_an_adapter_goes_only_with_its_own_base_model(
     builds: Builds, model: str, adapter: str, message: str
 ) -> None:
-    with pytest.raises(SystemExit, match=message):
+    with pytest.raises(ConfigError, match=message):
         _script().resolve_demo(["main", "--model", model, "--adapter", adapter], builds)
     assert builds.calls == 0
+
+
+def test_a_broken_pairing_exits_2_and_says_so_under_mlflow_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`mlflow run` exits 1 whatever the command returns: the line carries the real code."""
+    monkeypatch.setenv("MLFLOW_RUN_ID", "0" * 32)
+    assert _script().main(["main", "--model", "mine", "--adapter", "demo"]) == 2
+    assert capsys.readouterr().err == (
+        "error (exit code 2): the demo adapter was trained on the demo base model: "
+        "pass --model demo too\n"
+    )
 
 
 def test_the_package_never_runs_demo_code() -> None:

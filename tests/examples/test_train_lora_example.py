@@ -2,29 +2,30 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "train_lora_with_callback.py"
+from tests.support.scripts import load_script
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "examples" / "train_lora_with_callback.py"
 
 
 @pytest.mark.slow
-def test_training_logs_loss_and_tool_call_metrics_on_one_step_axis(
-    tmp_path: Path, demo_assets: Any
-) -> None:
+def test_training_logs_loss_and_tool_call_metrics_on_one_step_axis(tmp_path: Path) -> None:
+    """The documented command, with fewer steps: the demo's model and splits by default."""
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("MLFLOW_RUN_ID", None)
-    args = ["--base-model", str(demo_assets.base_model_dir)]
-    args += ["--splits", str(demo_assets.splits_dir)]
-    args += ["--steps", "2", "--every", "2", "--max-examples", "4", "--output-dir", "out"]
+    args = ["--steps", "2", "--every", "2", "--max-examples", "4"]
     result = subprocess.run(
         [sys.executable, str(SCRIPT), *args],
         cwd=tmp_path,
@@ -42,7 +43,36 @@ def test_training_logs_loss_and_tool_call_metrics_on_one_step_axis(
     loss = client.get_metric_history(run_id, "loss")
     assert sorted(m.step for m in tool) == [0, 2]
     assert {m.step for m in loss} == {1, 2}  # the trainer's loss, in the same run
-    assert (tmp_path / "out" / "adapter" / "adapter_model.safetensors").is_file()
+    # Under the folder .gitignore ignores, as every example's output.
+    adapter = tmp_path / "sommelier_out" / "train_lora" / "adapter"
+    assert (adapter / "adapter_model.safetensors").is_file()
+    mlflow_files = {"mlflow.db", "mlruns", "mlartifacts"}  # the store's, where it puts them
+    assert {path.name for path in tmp_path.iterdir()} - mlflow_files == {"sommelier_out"}
+
+
+def test_the_documented_command_and_caption_are_what_the_picture_shows() -> None:
+    """docs/training.md's command is the one docs/screenshots.py ran for its picture."""
+    shots = load_script("docs/screenshots.py")
+    page = (ROOT / "docs" / "training.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```bash\n(.*?)```", page, re.S)
+    assert [b for b in blocks if "train_lora_with_callback" in b] == [shots.TRAINING_COMMAND + "\n"]
+    flags = dict(zip(shots.TRAINING_ARGS[::2], shots.TRAINING_ARGS[1::2], strict=True))
+    steps, every, roots = flags["--steps"], flags["--every"], flags["--max-examples"]
+    assert f"{steps} steps, an evaluation every {every}, {roots} roots" in page
+    recorded = json.loads((ROOT / "docs" / "screenshots.json").read_text(encoding="utf-8"))
+    picture = recorded["ui-training-curve.png"]
+    assert picture["command"] == shots.TRAINING_COMMAND
+    curves = picture["curves"]
+    full = {
+        int(step): value for step, value in curves["tooleval/overall/full_call_exact_match"].items()
+    }
+    names = {int(step): v for step, v in curves["tooleval/overall/function_name_accuracy"].items()}
+    assert sorted(full) == list(range(0, int(steps) + 1, int(every)))
+    # The page's reading of the picture: the numbers it quotes are the curve's.
+    peak = max(full, key=lambda step: full[step])
+    assert f"peaks at step {peak} ({full[peak]:.3f}, from {full[0]:.3f})" in page
+    assert f"below the base ({full[int(steps)]:.3f} from step 16)" in page
+    assert f"rises from {names[0]:.3f} (the base) to {max(names.values()):.3f}" in page
 
 
 def test_the_adapter_starts_from_the_same_weights_in_every_run(tmp_path: Path) -> None:
