@@ -121,7 +121,9 @@ def test_main_samples_and_skips_alike_in_both_arms_side_by_side_and_on_resume(
         *("--parallel-arms", "true", "--num-threads", "2", "--out", str(out)),
     ]
     assert main(argv) == 0, capsys.readouterr().err
-    first = {arm: (out / arm / "evaluation_report.json").read_bytes() for arm in ("base", "adapter")}
+    first = {
+        arm: (out / arm / "evaluation_report.json").read_bytes() for arm in ("base", "adapter")
+    }
     base, adapter = (_report(out / arm)["identity"] for arm in ("base", "adapter"))
     assert base["skip_overlong"] == adapter["skip_overlong"]
     assert base["skip_overlong"]["example_ids"] == [LONG]

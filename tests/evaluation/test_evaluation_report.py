@@ -275,8 +275,8 @@ def test_the_sample_and_the_skipped_prompts_round_trip_and_are_checked(base_repo
     assert canonical_json(report.to_json()) == canonical_json(document)
     scored = report.example_ids[0]
     document["identity"]["skip_overlong"]["example_ids"] = [scored]
-    with pytest.raises(InvariantViolationError, match="skip_overlong.example_ids"):
+    with pytest.raises(InvariantViolationError, match=r"skip_overlong\.example_ids"):
         typed(document)
     document["identity"]["skip_overlong"] = {"context_length": 0, "example_ids": []}
-    with pytest.raises(DataError, match="skip_overlong.context_length"):
+    with pytest.raises(DataError, match=r"skip_overlong\.context_length"):
         typed(document)
