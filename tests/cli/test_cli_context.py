@@ -117,9 +117,14 @@ def test_main_samples_and_skips_alike_in_both_arms_side_by_side_and_on_resume(
         *("main", "--test-split", str(tiny["long_split"]), "--model", str(tiny["short"])),
         *("--adapter", str(tiny["short_adapter"]), "--max-new-tokens", str(NEW_TOKENS)),
         *("--batch-size", "4", "--resamples", "50", "--log-traces", "false"),
-        *("--max-examples", "3", "--seed", str(seed), "--skip-overlong"),
+        *("--max-examples", "3", "--seed", str(seed)),
         *("--parallel-arms", "true", "--num-threads", "2", "--out", str(out)),
     ]
+    assert main(argv) == 2  # both arms refuse before generating; reported once
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "1 of 6 prompts" in err and repr(LONG) in err, err
+    assert not [p for p in out.rglob("*") if p.is_file()]
+    argv.append("--skip-overlong")
     assert main(argv) == 0, capsys.readouterr().err
     first = {
         arm: (out / arm / "evaluation_report.json").read_bytes() for arm in ("base", "adapter")
