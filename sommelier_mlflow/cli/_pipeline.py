@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -258,6 +259,13 @@ def _fitting(
         )
     kept = [example for example in examples if example.example_id not in dropped]
     skipped = SkippedOverlong(check.context_length, tuple(i for i, _ in check.overlong))
+    if dropped:
+        print(
+            f"skipping {len(dropped)} of {len(examples)} prompts past the model's context of "
+            f"{check.context_length} tokens (first: {skipped.example_ids[0]!r}); the report "
+            "lists them under identity.skip_overlong",
+            file=sys.stderr,
+        )
     return kept, skipped
 
 

@@ -59,6 +59,15 @@ def _evaluate(split: Path, model: Path, out: Path, *extra: str) -> list[str]:
     ]
 
 
+def _seed_keeping_long() -> int:
+    """A seed whose sample of 3 of the 4 roots keeps the long prompt's root (6 rows)."""
+    return next(
+        s
+        for s in range(50)
+        if LONG in {e.example_id for e in sample_examples(examples(), 3, seed=s).examples}
+    )
+
+
 def _report(folder: Path) -> dict[str, Any]:
     document: dict[str, Any] = json.loads((folder / "evaluation_report.json").read_text())
     return document
@@ -83,15 +92,19 @@ def test_skip_overlong_scores_the_rest_and_the_report_lists_the_skipped_id(
     from mlflow.tracking import MlflowClient
 
     out = tmp_path / "out"
-    code = main(_evaluate(tiny["long_split"], tiny["short"], out, "--skip-overlong", "--mlflow"))
-    assert code == 0, capsys.readouterr().err
+    sample = ("--max-examples", "3", "--seed", str(_seed_keeping_long()))
+    args = _evaluate(tiny["long_split"], tiny["short"], out, "--skip-overlong", *sample)
+    assert main([*args, "--mlflow"]) == 0
+    assert f"skipping 1 of 6 prompts past the model's context of {tiny['limit']}" in (
+        capsys.readouterr().err
+    )
     report = _report(out)
     assert report["identity"]["skip_overlong"] == {
         "context_length": tiny["limit"],
         "example_ids": [LONG],
     }
     ids = [row["example_id"] for row in report["per_example"]]
-    assert len(ids) == len(examples()) - 1 and LONG not in ids
+    assert len(ids) == 6 - 1 and LONG not in ids
     generated = [
         json.loads(line)["example_id"]
         for path in (out / "generations").glob("*.jsonl")
@@ -102,16 +115,16 @@ def test_skip_overlong_scores_the_rest_and_the_report_lists_the_skipped_id(
     (run,) = client.search_runs([client.get_experiment_by_name("sommelier").experiment_id])
     assert run.data.params["overlong.skipped"] == "1"
     assert run.data.params["overlong.context_length"] == str(tiny["limit"])
+    assert run.data.params["sample.rule"] == "stratified_proportional.v1"
+    assert run.data.params["sample.seed"] == sample[-1]
+    assert run.data.params["sample.strata"] == "language"
+    assert run.data.params["sample.roots"] == "4"
 
 
 def test_main_samples_and_skips_alike_in_both_arms_side_by_side_and_on_resume(
     tiny: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    seed = next(  # a seed whose sample of 3 of the 4 roots keeps the long prompt's root
-        s
-        for s in range(50)
-        if LONG in {e.example_id for e in sample_examples(examples(), 3, seed=s).examples}
-    )
+    seed = _seed_keeping_long()
     out = tmp_path / "main"
     argv = [
         *("main", "--test-split", str(tiny["long_split"]), "--model", str(tiny["short"])),
