@@ -193,3 +193,14 @@ def test_the_server_backend_takes_its_limit_from_the_servers_model_list(
     with running_stub(_served(tiny["model"], None)) as stub:  # a server that does not say
         argv = _evaluate(tiny["long_split"], tiny["model"], tmp_path / "c", *served)
         assert main([*argv, "--base-url", stub.url]) == 0
+
+
+def test_skipping_every_prompt_is_refused_rather_than_evaluating_nothing(
+    tiny: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _evaluate(tiny["long_split"], tiny["short"], tmp_path / "out", "--skip-overlong")
+    argv[argv.index("--max-new-tokens") + 1] = str(tiny["limit"])  # no room for any prompt
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"all {len(examples())} prompts exceed the model's context" in err
+    assert not (tmp_path / "out").exists()
