@@ -31,7 +31,7 @@ so both arms of a comparison (and a resumed run) evaluate the same rows.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -48,6 +48,7 @@ __all__ = ["SAMPLE_RULE", "ExampleSample", "sample_examples"]
 SAMPLE_RULE: Final = "stratified_proportional.v1"
 
 _Stratum = tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+_Derive = Mapping[str, Callable[[Sequence[Mapping[str, Any]]], str]]
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,9 @@ class ExampleSample:
 
 
 def _values(
-    example: TestExample, fields: Sequence[str], derived: Any
+    example: TestExample, fields: Sequence[str], derived: _Derive
 ) -> tuple[tuple[str, str], ...]:
+    """The row's value of each stratifying field: read from the row, or derived from its gold."""
     given = dict(example.slice_values)
     out = []
     for name in fields:

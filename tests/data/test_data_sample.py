@@ -107,3 +107,16 @@ def test_the_rule_is_documented_where_users_read_it() -> None:
     for page in ("README.md", "docs/datasets.md"):
         text = (ROOT / page).read_text(encoding="utf-8")
         assert SAMPLE_RULE in text, page
+
+
+def test_slices_the_scoring_mode_derives_stratify_too() -> None:
+    # The calls mode slices by the gold-call count (calls:0, calls:1, calls:2+).
+    counts = {0: 20, 1: 60, 2: 20}
+    rows = [
+        TestExample(f"c{calls}-{i:02d}", "en", "q", [], gold_calls=[GOLD] * calls)
+        for calls, size in counts.items()
+        for i in range(size)
+    ]
+    sample = sample_examples(rows, 10, seed=1, scoring="calls")
+    assert Counter(len(e.gold_calls) for e in sample.examples) == {0: 2, 1: 6, 2: 2}
+    assert sample.record is not None and sample.record["strata"] == ["language", "calls"]
