@@ -197,7 +197,23 @@ def _add_generation(parser: argparse.ArgumentParser, *, batch_size: int) -> None
     """
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--batch-size", type=int, default=batch_size)
-    parser.add_argument("--max-examples", type=_nonneg_int, default=0, help="0 = all roots")
+    parser.add_argument(
+        "--max-examples",
+        type=_nonneg_int,
+        default=0,
+        help="evaluate a seeded sample of this many roots (with their translations), "
+        "stratified by language and the declared slices, drawn with --seed; 0 = all",
+    )
+    parser.add_argument(
+        "--skip-overlong",
+        nargs="?",
+        const="true",
+        default="false",
+        choices=["true", "false"],
+        help="leave out prompts whose tokens plus --max-new-tokens exceed the model's context "
+        "(counted and listed in the report; both arms must skip alike) instead of refusing "
+        "the run (exit 2)",
+    )
     _add_prompt_format(parser)
     _add_backend(parser)
 

@@ -85,6 +85,9 @@ def generation_job(args: argparse.Namespace) -> dict[str, object]:
     identity = {"served_model": "", "served_adapter": "", **backend_options(args).job_identity()}
     job.update({key: "" if value is None else value for key, value in identity.items()})
     job["split"] = split_identity(args.test_split)
+    if args.max_examples:
+        # The sample is drawn with the seed: another seed is another job (all rows: no seed).
+        job["seed"] = args.seed
     if args.prompt_format != DEFAULT_PROMPT_FORMAT or args.system_prompt:
         # Other prompts are another job; the default keeps existing folders' names.
         job["prompt_format"] = args.prompt_format
@@ -384,6 +387,8 @@ class GenerationPlan:
     backend_options: BackendOptions = field(default_factory=NoOptions)
     prompt_format: str = DEFAULT_PROMPT_FORMAT
     system_prompt: str = ""
+    #: Leave out prompts past the model's context (counted, listed, gated) instead of refusing.
+    skip_overlong: bool = False
 
     def __post_init__(self) -> None:
         prompt_format(self.prompt_format)  # exit 2 listing the registered formats, before loading
@@ -405,6 +410,7 @@ class GenerationPlan:
             options,
             prompt_format=args.prompt_format,
             system_prompt=args.system_prompt,
+            skip_overlong=getattr(args, "skip_overlong", "false") == "true",
         )
 
     def sharing_cores(self) -> GenerationPlan:

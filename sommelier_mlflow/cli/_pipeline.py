@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -30,12 +31,14 @@ from sommelier_mlflow.data import (
     format_examples,
     read_generations,
     read_precomputed,
+    sample_examples,
     write_test_split,
 )
 from sommelier_mlflow.errors import ConfigError, DataError, InputError, InvariantViolationError
 from sommelier_mlflow.evaluation import (
     EVALUATION_REPORT_FILENAME,
     EvaluationReport,
+    SkippedOverlong,
     score_run,
     write_evaluation_report,
 )
@@ -58,7 +61,6 @@ __all__ = [
     "USAGE_NAME",
     "ArmOutput",
     "LoadedArm",
-    "select_examples",
     "evaluate_arm",
     "generate_arm",
     "format_split",
@@ -103,30 +105,10 @@ class LoadedArm:
     kind: ModelKind
     generator: GenerationBackend
     split: TestSplit
-
-
-def select_examples(examples: Sequence[TestExample], max_examples: int) -> list[TestExample]:
-    """Keep the first ``max_examples`` roots (file order) and all their translations.
-
-    Translations follow their roots so every language slice keeps matched
-    pairs for the gap estimate; ``0`` keeps everything.
-
-    Raises:
-        ConfigError: If ``max_examples`` is negative.
-    """
-    if max_examples < 0:
-        raise ConfigError(f"max_examples must be >= 0 (0 = all), got {max_examples}")
-    if max_examples == 0:
-        return list(examples)
-    roots: set[str] = set()
-    for example in examples:
-        if example.source_example_id is None and len(roots) < max_examples:
-            roots.add(example.example_id)
-    return [
-        example
-        for example in examples
-        if example.example_id in roots or example.source_example_id in roots
-    ]
+    #: How ``max_examples`` drew the rows (``None``: all of them), for the report.
+    sample: Mapping[str, Any] | None = None
+    #: What ``--skip-overlong`` left out (``None``: skipping was not allowed).
+    skipped: SkippedOverlong | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +119,8 @@ class _ArmSource:
     identity: ModelIdentity
     adapter: dict[str, str] | None
     decoding: Decoding | None
+    sample: Mapping[str, Any] | None = None
+    skipped: SkippedOverlong | None = None
 
 
 def _finish_arm(
@@ -164,6 +148,9 @@ def _finish_arm(
         **scoring.run_keywords(),
     )
     report = EvaluationReport.from_run(scored)
+    if source.sample is not None or source.skipped is not None:
+        identity = replace(report.identity, sample=source.sample, skip_overlong=source.skipped)
+        report = replace(report, identity=identity)
     report_path = write_evaluation_report(out_dir / EVALUATION_REPORT_FILENAME, report)
     split_path = out_dir / FORMATTED_SPLIT_NAME
     if final_dir is not None or not split_path.exists():
@@ -194,9 +181,7 @@ def evaluate_arm(
     the same arguments, if any.
     """
     arm = loaded or _loaded_arm(source, declared, plan, scoring)
-    return _generate_and_score(
-        arm.split, arm.generator, arm.kind, plan.decoding, Path(out_dir), scoring
-    )
+    return _generate_and_score(arm, plan.decoding, Path(out_dir), scoring)
 
 
 def generate_arm(
@@ -223,14 +208,65 @@ def _loaded_arm(
     from sommelier_mlflow.generation import create_backend
 
     kind = declared.checked_kind(plan.backend_options.names_adapter())
-    examples = select_examples(source.examples, plan.max_examples)
+    sample = sample_examples(
+        source.examples,
+        plan.max_examples,
+        seed=scoring.seed,
+        slice_by=scoring.slice_by,
+        scoring=scoring.mode,
+    )
     backend = plan.decoding.backend or "hf"
     keep = output_format(scoring.output_format).special_tokens  # e.g. Hermes' <tool_call>
     generator = create_backend(backend, replace(plan.request(declared), keep_special_tokens=keep))
     formatted = _formatted(
-        examples, generator.tokenizer, backend, source.path, plan.prompt_format, plan.system_prompt
+        sample.examples,
+        generator.tokenizer,
+        backend,
+        source.path,
+        plan.prompt_format,
+        plan.system_prompt,
     )
-    return LoadedArm(kind, generator, replace(source, examples=tuple(formatted)))
+    kept, skipped = _fitting(formatted, generator, plan)
+    split = replace(source, examples=tuple(kept))
+    return LoadedArm(kind, generator, split, sample.record, skipped)
+
+
+def _fitting(
+    examples: Sequence[TestExample], generator: GenerationBackend, plan: GenerationPlan
+) -> tuple[list[TestExample], SkippedOverlong | None]:
+    """The examples whose prompts fit the model's context, and what was skipped.
+
+    Without ``--skip-overlong`` every example is kept: the runner then
+    refuses the run (exit 2) before generating if any prompt does not fit.
+    The skip decision is a pure function of the prompts, the tokenizer and
+    the backend's limit, so a resumed run skips the very same examples.
+
+    Raises:
+        ConfigError: Every prompt is too long, so nothing would be evaluated.
+    """
+    from sommelier_mlflow.generation import check_context
+
+    if not plan.skip_overlong:
+        return list(examples), None
+    check = check_context(examples, generator, plan.decoding.max_new_tokens)
+    dropped = {example_id for example_id, _ in check.overlong}
+    if dropped and len(dropped) == len(examples):
+        raise ConfigError(
+            f"all {len(examples)} prompts exceed the model's context of {check.context_length} "
+            f"tokens with max_new_tokens {plan.decoding.max_new_tokens}, so --skip-overlong "
+            "would leave nothing to evaluate; lower --max-new-tokens or use a model with a "
+            "longer context"
+        )
+    kept = [example for example in examples if example.example_id not in dropped]
+    skipped = SkippedOverlong(check.context_length, tuple(i for i, _ in check.overlong))
+    if dropped:
+        print(
+            f"skipping {len(dropped)} of {len(examples)} prompts past the model's context of "
+            f"{check.context_length} tokens (first: {skipped.example_ids[0]!r}); the report "
+            "lists them under identity.skip_overlong",
+            file=sys.stderr,
+        )
+    return kept, skipped
 
 
 def format_split(
@@ -277,9 +313,7 @@ def _formatted(
 
 
 def _generate_and_score(
-    split: TestSplit,
-    generator: GenerationBackend,
-    kind: ModelKind,
+    arm: LoadedArm,
     decoding: Decoding,
     target: Path,
     scoring: ScoringOptions,
@@ -287,16 +321,24 @@ def _generate_and_score(
 ) -> ArmOutput:
     from sommelier_mlflow.generation import MANIFEST_NAME, SupportsRunRecord
 
+    split, generator, kind = arm.split, arm.generator, arm.kind
     paths, throughput = _generate(split, generator, kind, decoding, target, scoring.progress)
     generations = [record for path in paths.values() for record in read_generations(path)]
     manifest = target / MANIFEST_NAME
     usage = target / USAGE_NAME
-    source = _ArmSource(kind, generator.model_identity(), generator.adapter_info(), decoding)
+    source = _ArmSource(
+        kind,
+        generator.model_identity(),
+        generator.adapter_info(),
+        decoding,
+        arm.sample,
+        arm.skipped,
+    )
     written = [*paths.values(), *(path for path in (manifest, usage) if path.is_file())]
-    arm = _finish_arm(target, split, generations, source, scoring, written, final_dir)
+    output = _finish_arm(target, split, generations, source, scoring, written, final_dir)
     if not isinstance(generator, SupportsRunRecord):
-        return replace(arm, throughput=throughput)
-    return replace(arm, throughput=throughput, backend_params=generator.run_params())
+        return replace(output, throughput=throughput)
+    return replace(output, throughput=throughput, backend_params=generator.run_params())
 
 
 def _generate(
@@ -550,5 +592,7 @@ def replay_precomputed(
     # Replaying is cheap, so it runs in a staging folder: a refused replay
     # leaves the output folder exactly as it was.
     with staged_folder(out_dir) as stage:
-        arm = _generate_and_score(split, generator, kind, decoding, stage, scoring, Path(out_dir))
+        arm = _generate_and_score(
+            LoadedArm(kind, generator, split), decoding, stage, scoring, Path(out_dir)
+        )
     return arm

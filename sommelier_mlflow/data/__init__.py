@@ -59,6 +59,7 @@ from sommelier_mlflow.data._readers import (
     read_precomputed,
     read_test_split,
 )
+from sommelier_mlflow.data._sample import SAMPLE_RULE, ExampleSample, sample_examples
 from sommelier_mlflow.data._schemas import (
     COMPARISON_REPORT_SCHEMA,
     DEFAULT_PROMPT_FORMAT,
@@ -102,6 +103,7 @@ __all__ = [
     "DatasetRef",
     "Decoding",
     "EVALUATION_REPORT_SCHEMA",
+    "ExampleSample",
     "FORMATTED_EXAMPLE_V2_SCHEMA",
     "GENERATION_FIELDS",
     "GENERATION_SCHEMA",
@@ -117,6 +119,7 @@ __all__ = [
     "PrepareResult",
     "PromptFormat",
     "RESERVED_SLICE_NAMES",
+    "SAMPLE_RULE",
     "SPLIT_NAMES",
     "SYSTEM_INSTRUCTION",
     "TEST_EXAMPLE_SCHEMA",
@@ -143,6 +146,7 @@ __all__ = [
     "read_test_split",
     "register_prompt_format",
     "render_target",
+    "sample_examples",
     "schema_version",
     "slice_name",
     "slice_sections",

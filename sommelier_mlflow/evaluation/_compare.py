@@ -86,6 +86,9 @@ GATE_FIELDS: Final[tuple[str, ...]] = (
     "decoding.max_new_tokens",
     "decoding.batch_size",
     "decoding.backend",
+    "sample",
+    "skip_overlong",
+    "skip_overlong.example_ids",
     "slices",
     "slice_by",
     "field_slices",
@@ -114,6 +117,8 @@ _HINTS: Final = {
     "slice_by": "score both arms with the same --slice-by fields",
     "field_slices": "score both arms on the same split so the same field slices exist",
     "decoding": "generate both arms with identical decoding settings, batch size included",
+    "sample": "evaluate both arms with the same --max-examples and --seed (the same sample)",
+    "skip_overlong": "generate both arms with --skip-overlong, or neither",
     "slices": "evaluate both arms on the same language slices",
     "metric_names": "score both arms with the same sommelier_mlflow version",
     "prompt_set_sha256": "generate both arms from the same formatted prompts",
@@ -208,6 +213,7 @@ def _gate(base: EvaluationReport, adapter: EvaluationReport) -> None:
     left_backend, right_backend = left_decoding.get("backend"), right_decoding.get("backend")
     if not _same(left_backend, right_backend):
         _refuse("decoding.backend", base, adapter, left_backend, right_backend)
+    _gate_selection(base, adapter)
     if sorted(base.slices) != sorted(adapter.slices):
         _refuse("slices", base, adapter, sorted(base.slices), sorted(adapter.slices))
     if bi.slice_by != ai.slice_by:
@@ -242,6 +248,36 @@ def _gate(base: EvaluationReport, adapter: EvaluationReport) -> None:
             adapter,
             [i for i in differing if i in set(base.example_ids)][:5],
             [i for i in differing if i in set(adapter.example_ids)][:5],
+        )
+
+
+def _gate_selection(base: EvaluationReport, adapter: EvaluationReport) -> None:
+    """Both arms evaluated the same rows: the same sample, the same prompts skipped.
+
+    Checked before the slices, which a different selection changes too, so
+    the refusal names the cause rather than its effect.
+    """
+    bi, ai = base.identity, adapter.identity
+    left_sample = None if bi.sample is None else dict(bi.sample)
+    right_sample = None if ai.sample is None else dict(ai.sample)
+    if not _same(left_sample, right_sample):
+        _refuse("sample", base, adapter, left_sample, right_sample)
+    left, right = bi.skip_overlong, ai.skip_overlong
+    if (left is None) != (right is None):
+        _refuse(
+            "skip_overlong",
+            base,
+            adapter,
+            None if left is None else left.to_dict(),
+            None if right is None else right.to_dict(),
+        )
+    if left is not None and right is not None and left.example_ids != right.example_ids:
+        _refuse(
+            "skip_overlong.example_ids",
+            base,
+            adapter,
+            list(left.example_ids),
+            list(right.example_ids),
         )
 
 

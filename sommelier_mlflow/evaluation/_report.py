@@ -79,6 +79,7 @@ __all__ = [
     "read_gap",
     "paired_to_dict",
     "AdapterIdentity",
+    "SkippedOverlong",
     "ArmIdentity",
     "EvaluationReport",
     "validate_evaluation_report",
@@ -102,7 +103,11 @@ _IDENTITY_KEYS: Final = frozenset(
 )
 # Written only when not the spec's defaults (``single`` scoring, language slices only),
 # so reports from before scoring modes and slice fields read and rewrite unchanged.
-_OPTIONAL_IDENTITY_KEYS: Final = frozenset({"scoring", "slice_by", "prompt_format", "dataset"})
+_OPTIONAL_IDENTITY_KEYS: Final = frozenset(
+    {"scoring", "slice_by", "prompt_format", "dataset", "sample", "skip_overlong"}
+)
+_SAMPLE_KEYS: Final = frozenset({"rule", "seed", "max_examples", "strata", "roots"})
+_SKIP_KEYS: Final = frozenset({"context_length", "example_ids"})
 _DATASET_KEYS: Final = frozenset({"name", "id", "digest"})
 _SLICE_KEYS: Final = frozenset({"examples", "metrics", "prompt_set_sha256"})
 _ROW_KEYS: Final = frozenset(
@@ -284,6 +289,27 @@ class AdapterIdentity:
 
 
 @dataclass(frozen=True, slots=True)
+class SkippedOverlong:
+    """What ``--skip-overlong`` left out: prompts that did not fit the model's context.
+
+    Recorded whenever the run was allowed to skip (even when nothing was too
+    long), so the gate can refuse to compare an arm that skipped with one
+    that could not have.
+
+    Attributes:
+        context_length: The backend's context in tokens, ``None`` when it did not say.
+        example_ids: The skipped examples, in split order.
+    """
+
+    context_length: int | None
+    example_ids: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"context_length", "example_ids"}`` as reports store it."""
+        return {"context_length": self.context_length, "example_ids": list(self.example_ids)}
+
+
+@dataclass(frozen=True, slots=True)
 class ArmIdentity:
     """What produced an arm's generations; the comparison gate compares these fields.
 
@@ -300,6 +326,12 @@ class ArmIdentity:
             the report says otherwise).
         dataset: The MLflow evaluation dataset the split was read from
             (``--test-split mlflow-dataset:NAME``); ``None`` for a split file.
+        sample: How ``max_examples`` drew the evaluated rows (``rule``,
+            ``seed``, ``max_examples``, ``strata``, ``roots``; see
+            :func:`~sommelier_mlflow.data.sample_examples`); ``None`` when every
+            row of the split was evaluated.
+        skip_overlong: The prompts ``--skip-overlong`` left out; ``None`` when
+            the run did not allow skipping.
     """
 
     model_kind: ModelKind
@@ -312,6 +344,8 @@ class ArmIdentity:
     slice_by: tuple[str, ...] = ()
     prompt_format: str = DEFAULT_PROMPT_FORMAT
     dataset: DatasetRef | None = None
+    sample: Mapping[str, Any] | None = None
+    skip_overlong: SkippedOverlong | None = None
 
 
 def _frozen(array: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -517,6 +551,10 @@ class EvaluationReport:
             extra["prompt_format"] = self.identity.prompt_format
         if self.identity.dataset is not None:
             extra["dataset"] = self.identity.dataset.to_dict()
+        if self.identity.sample is not None:
+            extra["sample"] = dict(self.identity.sample)
+        if self.identity.skip_overlong is not None:
+            extra["skip_overlong"] = self.identity.skip_overlong.to_dict()
         return extra
 
     def _field_slices_json(self) -> dict[str, Any]:
@@ -712,6 +750,9 @@ def _read(document: object, source: str) -> EvaluationReport:
     row_values = _row_values(check, top["per_example"], slice_by)
     if not ids:
         check.fail("per_example", "is empty; a report covers at least one example")
+    skipped = identity.skip_overlong
+    if skipped is not None and set(skipped.example_ids) & set(ids):
+        check.broken("identity.skip_overlong.example_ids", "names examples that were scored")
     if check.count(top["examples"], "examples") != len(ids):
         check.broken("examples", f"is {top['examples']} but per_example holds {len(ids)} rows")
     mismatch = _format_mismatch(check, top, statuses)
@@ -799,6 +840,8 @@ def _read_identity(check: ReportChecker, top: dict[str, Any]) -> tuple[dict[str,
         slice_by=slice_by,
         prompt_format=prompt_format,
         dataset=_dataset(check, identity_entry),
+        sample=_sample(check, identity_entry),
+        skip_overlong=_skipped(check, identity_entry),
     )
     return identity_entry, identity
 
@@ -845,6 +888,35 @@ def _dataset(check: ReportChecker, identity: dict[str, Any]) -> DatasetRef | Non
         dataset_id=check.text(entry["id"], "identity.dataset.id"),
         digest=check.text(entry["digest"], "identity.dataset.digest"),
     )
+
+
+def _sample(check: ReportChecker, identity: dict[str, Any]) -> dict[str, Any] | None:
+    if "sample" not in identity:
+        return None
+    entry = check.mapping(identity["sample"], "identity.sample", _SAMPLE_KEYS)
+    check.text(entry["rule"], "identity.sample.rule")
+    for key in ("seed", "max_examples", "roots"):
+        check.count(entry[key], f"identity.sample.{key}")
+    if not 0 < entry["max_examples"] < entry["roots"]:
+        check.fail("identity.sample", "max_examples must be between 0 and roots (exclusive)")
+    strata = check.array(entry["strata"], "identity.sample.strata")
+    for name in strata:
+        check.text(name, "identity.sample.strata")
+    return dict(entry)
+
+
+def _skipped(check: ReportChecker, identity: dict[str, Any]) -> SkippedOverlong | None:
+    if "skip_overlong" not in identity:
+        return None
+    where = "identity.skip_overlong"
+    entry = check.mapping(identity["skip_overlong"], where, _SKIP_KEYS)
+    limit = entry["context_length"]
+    if limit is not None and (type(limit) is not int or limit <= 0):
+        check.fail(f"{where}.context_length", f"must be a positive integer or null, got {limit!r}")
+    ids = [check.text(i, f"{where}.example_ids") for i in check.array(entry["example_ids"], where)]
+    if len(set(ids)) != len(ids):
+        check.fail(f"{where}.example_ids", "lists an example twice")
+    return SkippedOverlong(limit, tuple(ids))
 
 
 def _scoring(check: ReportChecker, identity: dict[str, Any]) -> tuple[str, tuple[str, ...]]:

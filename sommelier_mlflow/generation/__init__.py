@@ -8,6 +8,7 @@ whichever module a caller reaches first.
 
 from __future__ import annotations
 
+from sommelier_mlflow.generation._context import ContextCheck, check_context
 from sommelier_mlflow.generation._hf import (
     DTYPES,
     HFGenerator,
@@ -32,6 +33,7 @@ from sommelier_mlflow.generation._protocol import (
     Completion,
     GenerationBackend,
     SupportsCompletionDetails,
+    SupportsContextLength,
     SupportsExampleKeys,
     SupportsFingerprint,
     SupportsPromptLengths,
@@ -61,6 +63,7 @@ __all__ = [
     "BackendRequest",
     "BackendSpec",
     "Completion",
+    "ContextCheck",
     "DTYPES",
     "GENERATIONS_DIR",
     "GenerationBackend",
@@ -76,6 +79,7 @@ __all__ = [
     "ServerOptions",
     "ServerTransport",
     "SupportsCompletionDetails",
+    "SupportsContextLength",
     "SupportsExampleKeys",
     "SupportsFingerprint",
     "SupportsPromptLengths",
@@ -84,6 +88,7 @@ __all__ = [
     "adapter_digest",
     "backend_names",
     "backend_spec",
+    "check_context",
     "create_backend",
     "declared_adapter",
     "declared_identity",

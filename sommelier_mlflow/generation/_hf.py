@@ -34,6 +34,7 @@ __all__ = [
     "HFGenerator",
     "greedy_generation_config",
     "greedy_completions",
+    "model_context_length",
     "physical_cores",
     "HFOptions",
     "hf_backend",
@@ -48,6 +49,16 @@ _ADAPTER_CONFIG: Final = "adapter_config.json"
 # Hub ids look like ``name`` or ``org/name``; anything else that does not exist
 # on disk is reported as a missing path rather than sent to the Hub.
 _HUB_ID: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+#: Config fields that hold a model's context, by architecture (Llama/Qwen, GPT-2, Bloom, ...).
+_CONTEXT_FIELDS: Final = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_sequence_length",
+    "seq_length",
+    "n_ctx",
+)
+#: A tokenizer that sets no ``model_max_length`` reports transformers' int(1e30).
+_NO_TOKENIZER_LIMIT: Final = 10**12
 
 
 def _offline_hint() -> str:
@@ -297,6 +308,7 @@ class HFGenerator(LocalSources):
         )
         # A Hub revision such as a tag is recorded as the commit it resolved to.
         commit = getattr(model.config, "_commit_hash", None)
+        self._context_length = model_context_length(model.config, self._tokenizer)
         resolved = self._revision if model_local or not isinstance(commit, str) else commit
         model.generation_config = self._clean_generation_config(model.generation_config)
         if self._adapter_path is not None:
@@ -368,6 +380,10 @@ class HFGenerator(LocalSources):
     def tokenizer(self) -> Any:
         """The loaded tokenizer (left padding, pad token set)."""
         return self._tokenizer
+
+    def context_length(self) -> int | None:
+        """The model's context, from its config (see :func:`model_context_length`)."""
+        return self._context_length
 
     # -- generation --------------------------------------------------------------
 
@@ -520,6 +536,26 @@ def decode_completion(tokenizer: Any, token_ids: Sequence[int], keep_special_tok
         clean_up_tokenization_spaces=False,
     )
     return text
+
+
+def model_context_length(config: Any, tokenizer: Any) -> int | None:
+    """Positions a causal LM attends over, from its config, else its tokenizer; ``None`` if unsaid.
+
+    The config is the model's own statement (``max_position_embeddings`` for
+    Llama, Qwen and most others, ``n_positions`` for GPT-2, ...; the text
+    model's config in a multimodal one). A tokenizer's ``model_max_length``
+    is used only when the config names none and the tokenizer set one
+    (transformers reports 1e30 for "none").
+    """
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for name in _CONTEXT_FIELDS:
+        value = getattr(text_config, name, None)
+        if type(value) is int and value > 0:
+            return value
+    limit = getattr(tokenizer, "model_max_length", None)
+    if type(limit) is int and 0 < limit < _NO_TOKENIZER_LIMIT:
+        return limit
+    return None
 
 
 def _linux_physical_cores() -> int | None:

@@ -33,6 +33,7 @@ __all__ = [
     "SupportsCompletionDetails",
     "SupportsExampleKeys",
     "SupportsRunRecord",
+    "SupportsContextLength",
     "GenerationBackend",
     "BackendRequest",
 ]
@@ -165,6 +166,22 @@ class SupportsRunRecord(Protocol):
 
     def run_params(self) -> dict[str, object]:
         """Params describing how the outputs were produced; never a secret."""
+        ...
+
+
+@runtime_checkable
+class SupportsContextLength(Protocol):
+    """A generator that knows how many positions its model attends over.
+
+    A prompt whose tokens plus ``max_new_tokens`` exceed it cannot be answered
+    as asked: transformers only warns and decodes garbage past the last
+    position, a server refuses the request. The runner measures every prompt
+    with ``prompt_lengths`` (the same tokens the backend sends) and refuses,
+    or the command line skips, those that do not fit, before any generation.
+    """
+
+    def context_length(self) -> int | None:
+        """Positions for prompt and completion together; ``None`` when the model does not say."""
         ...
 
 

@@ -46,6 +46,7 @@ from sommelier_mlflow.errors import (
     InputError,
     InvariantViolationError,
 )
+from sommelier_mlflow.generation._context import check_context
 from sommelier_mlflow.generation._manifest import MANIFEST_NAME, MANIFEST_SCHEMA
 from sommelier_mlflow.generation._protocol import (
     Completion,
@@ -448,7 +449,9 @@ def run_generation(
 
     Raises:
         InputError: Empty split, duplicate ids or an unformatted example.
-        ConfigError: Bad decoding/model kind, or ``out_dir`` holds another run.
+        ConfigError: Bad decoding/model kind, ``out_dir`` holds another run, or a
+            prompt plus ``max_new_tokens`` exceeds the backend's context
+            (:class:`SupportsContextLength`); nothing is written then.
         DataError: A malformed existing slice file or manifest.
         InvariantViolationError: A prompt digest mismatch, or a generator that
             returned the wrong number of completions.
@@ -464,6 +467,8 @@ def run_generation(
             f"generator {generator!r} has no generate(prompts, *, max_new_tokens) method"
         )
     prompted = _check_examples(examples)
+    # A prompt past the model's context is refused before anything is touched.
+    check_context(examples, generator, decoding.max_new_tokens).raise_if_overlong(len(prompted))
     by_id = {item.example.example_id: item for item in prompted}
     languages = sorted({item.example.language for item in prompted})
     root = Path(out_dir)

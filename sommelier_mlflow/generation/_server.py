@@ -360,6 +360,16 @@ class ServerGenerator(LocalSources):
             **({"special_tokens": "kept"} if "skip_special_tokens" in self._extra_body else {}),
         }
 
+    def context_length(self) -> int | None:
+        """The context the server gives the answering model (vLLM's ``max_model_len``).
+
+        The served adapter's entry first (the requests name it), else the
+        base's; ``None`` when the server does not say, and then no prompt is
+        refused here (the server itself still refuses one that does not fit).
+        """
+        answering = self._adapter_entry or self._base
+        return answering.max_model_len or self._base.max_model_len
+
     @property
     def tokenizer(self) -> Any:
         """The local tokenizer whose chat template renders the prompts."""

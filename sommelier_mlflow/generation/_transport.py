@@ -88,11 +88,14 @@ class ServedModel:
         id: The name requests use.
         root: What the server loaded it from (vLLM reports the path or Hub id).
         parent: For a LoRA adapter, the ``id`` of the base it was loaded onto.
+        max_model_len: The context the server gives it (vLLM's ``max_model_len``:
+            prompt and completion tokens together), ``None`` where it does not say.
     """
 
     id: str
     root: str | None
     parent: str | None
+    max_model_len: int | None = None
 
 
 class _Retryable(Exception):
@@ -318,10 +321,12 @@ class ServerTransport:
             if not isinstance(item, dict) or not isinstance(item.get("id"), str):
                 continue
             root, parent = item.get("root"), item.get("parent")
+            limit = item.get("max_model_len")
             served[item["id"]] = ServedModel(
                 item["id"],
                 root if isinstance(root, str) else None,
                 parent if isinstance(parent, str) else None,
+                limit if type(limit) is int and limit > 0 else None,
             )
         return served
 

@@ -67,6 +67,28 @@ def evaluation_params(report: Mapping[str, Any]) -> dict[str, object]:
     params["adapter_source"] = adapter.get("source") if isinstance(adapter, Mapping) else None
     params["adapter_sha256"] = adapter.get("sha256") if isinstance(adapter, Mapping) else None
     params.update(_bootstrap_params(report.get("bootstrap")))
+    params.update(_selection_params(identity))
+    return params
+
+
+def _selection_params(identity: Mapping[str, Any]) -> dict[str, object]:
+    """How the evaluated rows were chosen: the sample's rule and seed, the prompts skipped.
+
+    Only present when a sample was drawn or skipping allowed; the keys differ
+    from the MLproject's ``max_examples``, ``seed`` and ``skip_overlong``,
+    which ``mlflow run`` logs itself.
+    """
+    params: dict[str, object] = {}
+    sample = identity.get("sample")
+    if isinstance(sample, Mapping):
+        params["sample.rule"] = sample.get("rule")
+        params["sample.seed"] = sample.get("seed")
+        params["sample.strata"] = ",".join(str(name) for name in sample.get("strata") or [])
+        params["sample.roots"] = sample.get("roots")
+    skipped = identity.get("skip_overlong")
+    if isinstance(skipped, Mapping):
+        params["overlong.context_length"] = skipped.get("context_length")
+        params["overlong.skipped"] = len(skipped.get("example_ids") or [])
     return params
 
 

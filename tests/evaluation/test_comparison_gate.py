@@ -87,6 +87,24 @@ def _rename_native_row(rows):
     return [replace(row, example_id="fr-5b") if row.example_id == "fr-5" else row for row in rows]
 
 
+def _identity(document, **fields):
+    """``document`` with ``fields`` added to its identity (optional identity fields)."""
+    return {**document, "identity": {**document["identity"], **fields}}
+
+
+SAMPLE = {
+    "rule": "stratified_proportional.v1",
+    "seed": 0,
+    "max_examples": 3,
+    "strata": ["language"],
+    "roots": 9,
+}
+
+
+def _skipped(*example_ids):
+    return {"skip_overlong": {"context_length": 64, "example_ids": list(example_ids)}}
+
+
 CASES = {
     "model_kind (adapter report first)": (
         "model_kind",
@@ -158,6 +176,21 @@ CASES = {
     "decoding.backend": (
         "decoding.backend",
         lambda kit, base: (base, _adapter_report(kit, decoding=_decoding(kit, backend="server"))),
+    ),
+    "sample": (
+        "sample",
+        lambda kit, base: (base, _identity(_adapter_report(kit), sample=SAMPLE)),
+    ),
+    "skip_overlong": (
+        "skip_overlong",
+        lambda kit, base: (base, _identity(_adapter_report(kit), **_skipped())),
+    ),
+    "skip_overlong.example_ids": (
+        "skip_overlong.example_ids",
+        lambda kit, base: (
+            _identity(base, **_skipped("en-98")),
+            _identity(_adapter_report(kit), **_skipped("en-99")),
+        ),
     ),
     "slices": (
         "slices",

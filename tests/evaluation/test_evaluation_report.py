@@ -256,3 +256,27 @@ def test_write_refuses_an_inconsistent_document_and_writes_nothing(tmp_path, bas
     assert canonical_json(loads((tmp_path / EVALUATION_REPORT_FILENAME).read_bytes())) == (
         canonical_json(base_report)
     )
+
+
+def test_the_sample_and_the_skipped_prompts_round_trip_and_are_checked(base_report):
+    document = copy.deepcopy(base_report)
+    document["identity"]["sample"] = {
+        "rule": "stratified_proportional.v1",
+        "seed": 4,
+        "max_examples": 3,
+        "strata": ["language", "category"],
+        "roots": 9,
+    }
+    document["identity"]["skip_overlong"] = {"context_length": 1024, "example_ids": ["en-99"]}
+    report = typed(document)
+    assert report.identity.sample == document["identity"]["sample"]
+    assert report.identity.skip_overlong is not None
+    assert report.identity.skip_overlong.example_ids == ("en-99",)
+    assert canonical_json(report.to_json()) == canonical_json(document)
+    scored = report.example_ids[0]
+    document["identity"]["skip_overlong"]["example_ids"] = [scored]
+    with pytest.raises(InvariantViolationError, match=r"skip_overlong\.example_ids"):
+        typed(document)
+    document["identity"]["skip_overlong"] = {"context_length": 0, "example_ids": []}
+    with pytest.raises(DataError, match=r"skip_overlong\.context_length"):
+        typed(document)

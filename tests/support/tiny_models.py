@@ -95,8 +95,13 @@ def build_tokenizer(directory: str | Path, corpus: Iterable[str], *, vocab_size:
     return tokenizer
 
 
-def build_tiny_llama(directory: str | Path, tokenizer: Any, *, seed: int = 0) -> Path:
+def build_tiny_llama(
+    directory: str | Path, tokenizer: Any, *, seed: int = 0, max_position_embeddings: int = 2048
+) -> Path:
     """Save a randomly initialised ~0.1M-parameter Llama model with safetensors.
+
+    ``max_position_embeddings`` is the context the model declares; a small one
+    lets a test put a prompt past it.
 
     Its generation config carries sampling defaults (``do_sample=True``,
     ``temperature=0.6``, ``top_p=0.9``) the way published instruct models do,
@@ -112,7 +117,7 @@ def build_tiny_llama(directory: str | Path, tokenizer: Any, *, seed: int = 0) ->
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=4,
-        max_position_embeddings=2048,
+        max_position_embeddings=max_position_embeddings,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
