@@ -38,15 +38,16 @@ from transformers import TrainerCallback
 from sommelier_mlflow._json import canonical_json, sha256_text
 from sommelier_mlflow.data import (
     DEFAULT_PROMPT_FORMAT,
+    SAMPLE_RULE,
     Decoding,
     ModelIdentity,
     ModelKind,
-    TestExample,
     TestSplit,
     check_scoring_mode,
     format_examples,
     read_generations,
     read_test_split,
+    sample_examples,
 )
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.evaluation import (
@@ -70,25 +71,6 @@ __all__ = ["METRIC_PREFIX", "SommelierCallback"]
 METRIC_PREFIX: Final = "tooleval/"
 #: Artifact folder of one evaluation: ``sommelier/checkpoints/step-<n>/``.
 ARTIFACT_ROOT: Final = "sommelier/checkpoints"
-
-
-def select_subset(
-    examples: Sequence[TestExample], max_examples: int, seed: int
-) -> list[TestExample]:
-    """A seeded choice of ``max_examples`` roots, with their translations, in file order.
-
-    The choice depends only on the root ids and the seed, so every evaluation
-    of a run (and a rerun with the same seed) scores the very same examples:
-    points on the learning curve differ by the model alone. ``0`` keeps all.
-    """
-    if max_examples < 0:
-        raise ConfigError(f"max_examples must be >= 0 (0 = all), got {max_examples}")
-    roots = sorted(e.example_id for e in examples if e.source_example_id is None)
-    if max_examples == 0 or max_examples >= len(roots):
-        return list(examples)
-    rng = np.random.default_rng(seed)
-    chosen = {roots[int(i)] for i in rng.choice(len(roots), size=max_examples, replace=False)}
-    return [e for e in examples if e.example_id in chosen or e.source_example_id in chosen]
 
 
 def trainable_digest(model: Any) -> str:
@@ -217,8 +199,9 @@ class SommelierCallback(TrainerCallback):
             unformatted rows are rendered once with ``tokenizer``'s chat template.
         tokenizer: The chat-template tokenizer (default: the trainer's
             ``processing_class``).
-        max_examples: Roots in the fixed seeded subset (0 = all); translations
-            of a chosen root come with it.
+        max_examples: Roots in the fixed seeded subset (0 = all), drawn by the
+            rule of ``--max-examples`` (stratified by language and the declared
+            slices); translations of a chosen root come with it.
         seed: Seed of the subset choice and of the bootstrap intervals.
         scoring: Scoring mode, as ``evaluate --scoring``.
         output_format: How completions are read, as ``evaluate --output-format``.
@@ -358,7 +341,16 @@ class SommelierCallback(TrainerCallback):
             else read_test_split(source, slice_by=self._slice_by)
         )
         check_scoring_mode(split, self._scoring)  # names the first row the mode cannot read
-        subset = select_subset(split.examples, self._max_examples, self._seed)
+        # The same seeded, stratified rule as `--max-examples` (data/_sample.py): every
+        # evaluation of the run scores the very same rows, in every declared slice.
+        sample = sample_examples(
+            split.examples,
+            self._max_examples,
+            seed=self._seed,
+            slice_by=self._slice_by,
+            scoring=self._scoring,
+        )
+        subset = list(sample.examples)
         rendered = format_examples(subset, self._tokenizer, prompt_format=self._prompt_format)
         formatted = TestSplit(split.path, split.sha256, tuple(rendered))
         digest = sha256_text(canonical_json(sorted(e.example_id for e in formatted.examples)))
@@ -371,6 +363,7 @@ class SommelierCallback(TrainerCallback):
                 "sommelier.callback.examples": len(formatted.examples),
                 "sommelier.callback.max_examples": self._max_examples,
                 "sommelier.callback.seed": self._seed,
+                "sommelier.callback.sample_rule": SAMPLE_RULE,
                 "sommelier.callback.scoring": self._scoring,
                 "sommelier.callback.max_new_tokens": self._decoding.max_new_tokens,
             },

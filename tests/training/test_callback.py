@@ -10,7 +10,13 @@ import orjson
 import pytest
 
 from sommelier_mlflow._json import canonical_json
-from sommelier_mlflow.data import TestExample, render_target, write_test_split
+from sommelier_mlflow.data import (
+    TestExample,
+    read_test_split,
+    render_target,
+    sample_examples,
+    write_test_split,
+)
 from sommelier_mlflow.errors import InputError
 from tests.generation.generation_helpers import corpus, make_examples
 from tests.support.tiny_models import build_tiny_llama, build_tokenizer
@@ -137,6 +143,9 @@ def test_callback_logs_per_step_and_does_not_perturb_training(
     assert callback.reports[4].identity.model_kind == "adapter"
     ids = {step: list(r.example_ids) for step, r in callback.reports.items()}
     assert ids[0] == ids[2] == ids[4] and len(ids[0]) == 8  # 4 roots + their translations
+    # The subset is `--max-examples`'s seeded, stratified sample of the split, not its own draw.
+    sample = sample_examples(read_test_split(split_file).examples, 4, seed=3)
+    assert sorted(ids[0]) == sorted(e.example_id for e in sample.examples)
 
     client = MlflowClient()
     history = client.get_metric_history(run.info.run_id, "tooleval/overall/valid_json_rate")
