@@ -173,9 +173,16 @@ _PLAIN_CODE: Final = re.compile(f"[{_PLAIN}]*")
 _UNTERMINATED: Final = re.compile(f"[{_PLAIN}]*[\"'][^\"'\\\\\x01]*")
 #: A lowercase JSON constant where Python would read a bare name (JSON would take it).
 _JSON_WORD: Final = re.compile(r"(?<![\w.])(?:true|false|null)(?![\w.(]|[ \t\n\r]*=)", re.ASCII)
-#: A call head ``name(`` or a keyword ``name=``; one preceded by a word character
-#: or a dot would be glued to it and leaves JSON that does not read.
-_NAMED: Final = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)[ \t\n\r]*([(=])", re.ASCII)
+#: A call head ``name(`` or a keyword ``name=``, starting where a run of word
+#: characters and dots starts. The lookbehind keeps the split linear: without
+#: it, a run of n identifier characters followed by neither ``(`` nor ``=`` was
+#: scanned again from each of its n characters (quadratic: 16k characters took
+#: 15 s). A head glued to a word character or a dot was never one Python reads
+#: (JSON would not read the glued text either): left untranslated, it leaves
+#: fewer heads than parentheses, and the ast path decides.
+_NAMED: Final = re.compile(
+    r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)[ \t\n\r]*([(=])", re.ASCII
+)
 _CONSTANTS: Final = tuple(
     (word, re.compile(rf"(?<![\w.\x7f]){word}(?!\w)", re.ASCII), json_word)
     for word, json_word in (("True", "true"), ("False", "false"), ("None", "null"))
