@@ -14,6 +14,7 @@ and 1.6M characters).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import time
@@ -232,7 +233,7 @@ def decoder_linearity(repeats: int) -> None:
             decode_pythonic(text)
             best = min(best, time.process_time() - start)
         times.append(best)
-    ratios = " ".join(f"{later / earlier:.1f}x" for earlier, later in zip(times, times[1:]))
+    ratios = " ".join(f"{later / earlier:.1f}x" for earlier, later in itertools.pairwise(times))
     print(f"{'CPU s':<30}" + "".join(f"{t:>16.4f}" for t in times) + f"   steps {ratios}")
 
 
