@@ -49,6 +49,7 @@ them (:attr:`BfclVerdict.bfcl_passed` holds what BFCL itself concludes):
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -100,6 +101,18 @@ _STANDARDIZE: Final = str.maketrans("", "", _REMOVED)
 _REMOVED_BYTES: Final = _REMOVED.encode()
 
 
+def _standardize(text: str) -> str:
+    if text.isascii():
+        return text.encode().translate(None, _REMOVED_BYTES).lower().decode().replace("'", '"')
+    return text.translate(_STANDARDIZE).lower().replace("'", '"')
+
+
+#: Short strings recur (a parallel answer checks each call's values against every
+#: expected call; both arms answer the same questions), so theirs are remembered.
+_standardize_short: Final = functools.lru_cache(maxsize=4096)(_standardize)
+_SHORT: Final = 64
+
+
 def standardize_bfcl_string(text: str) -> str:
     """A string as BFCL compares it: `` ,./-_*^`` removed, lower-cased, ``'`` read as ``"``.
 
@@ -107,11 +120,13 @@ def standardize_bfcl_string(text: str) -> str:
     intends: the model should not lose a point for punctuation or case.
     ASCII text, nearly every value, is done as bytes (the same deletions and
     ASCII lower-casing, about a third of the cost of ``str.translate``);
-    other text keeps ``str.lower``'s Unicode rules.
+    other text keeps ``str.lower``'s Unicode rules. Strings of up to 64
+    characters are remembered (4,096 of them): a thousand parallel calls
+    check each value against every expected call.
     """
-    if text.isascii():
-        return text.encode().translate(None, _REMOVED_BYTES).lower().decode().replace("'", '"')
-    return text.translate(_STANDARDIZE).lower().replace("'", '"')
+    if len(text) <= _SHORT:
+        return _standardize_short(text)
+    return _standardize(text)
 
 
 def _std(value: Any) -> Any:
