@@ -572,7 +572,8 @@ class _Fits:
         return found
 
 
-_UNSEEN: Final = -1
+#: No column (of a row), no row (of a column), no distance yet.
+_UNSET: Final = -1
 
 
 def _complete_pairing(fits: _Fits, column_of: list[int], row_of: list[int]) -> bool:
@@ -599,11 +600,11 @@ def _complete_pairing(fits: _Fits, column_of: list[int], row_of: list[int]) -> b
         return found
 
     while True:
-        free_rows = [row for row in range(size) if column_of[row] == _UNSEEN]
+        free_rows = [row for row in range(size) if column_of[row] == _UNSET]
         if not free_rows:
             return True
         # Breadth first: each row's distance from a free row along alternating paths.
-        distance = [_UNSEEN] * size
+        distance = [_UNSET] * size
         for row in free_rows:
             if not columns(row):
                 return False  # a row no call fits can never be paired
@@ -616,9 +617,9 @@ def _complete_pairing(fits: _Fits, column_of: list[int], row_of: list[int]) -> b
                 break  # every shorter path has been found
             for column in columns(row):
                 owner = row_of[column]
-                if owner == _UNSEEN:
+                if owner == _UNSET:
                     shortest = distance[row]
-                elif distance[owner] == _UNSEEN:
+                elif distance[owner] == _UNSET:
                     distance[owner] = distance[row] + 1
                     queue.append(owner)
         if shortest == size:
@@ -635,7 +636,7 @@ def _complete_pairing(fits: _Fits, column_of: list[int], row_of: list[int]) -> b
                     column = edges[next_edge[row]]
                     next_edge[row] += 1
                     owner = row_of[column]
-                    if owner == _UNSEEN:  # a free column: switch every row on the path
+                    if owner == _UNSET:  # a free column: switch every row on the path
                         for on_path, new_column in zip(rows, [*taken, column], strict=True):
                             column_of[on_path] = new_column
                             row_of[new_column] = on_path
@@ -655,12 +656,12 @@ def _complete_pairing(fits: _Fits, column_of: list[int], row_of: list[int]) -> b
 def _parallel(calls: Sequence[Mapping[str, Any]], expected: Sequence[_Expected]) -> BfclVerdict:
     size = len(calls)  # == len(expected)
     fits = _Fits(expected, calls)
-    column_of = [_UNSEEN] * size
-    row_of = [_UNSEEN] * size
+    column_of = [_UNSET] * size
+    row_of = [_UNSET] * size
     # BFCL's greedy pass: each expected call takes the first unused call that fits it.
     # When it pairs everything, BFCL passes the answer and a complete pairing exists.
     free = list(range(size))
-    stuck = _UNSEEN
+    stuck = _UNSET
     for row in range(size):
         for column in free:
             if fits(row, column):
@@ -668,11 +669,11 @@ def _parallel(calls: Sequence[Mapping[str, Any]], expected: Sequence[_Expected])
                 column_of[row], row_of[column] = column, row
                 break
         else:
-            if stuck == _UNSEEN:
+            if stuck == _UNSET:
                 stuck = row
                 if row == 0:  # it tried every call for the first expected one: none fits
                     return _FAILED["no_assignment"]
-    if stuck == _UNSEEN:
+    if stuck == _UNSET:
         return _PASSED
     # BFCL stops at the first expected call left without a partner (the greedy
     # pass above went on, to give the search below fewer rows to place); a
