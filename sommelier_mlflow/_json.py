@@ -182,7 +182,7 @@ def holds_unreadable_int(value: Any) -> bool:
             stack.extend(item.values())
         elif kind is list or kind is tuple:
             stack.extend(item)
-        elif kind is int and not -_INT_BOUND < item < _INT_BOUND:
+        elif kind is int and not readable_int(item):
             return True
     return False
 
