@@ -7,11 +7,14 @@ they agree on every numerator and denominator before reporting speed.
 A second table (``--formats`` runs only that one) decodes + scores the same
 calls written in every output format, in ``calls`` mode, side by side: target
 at most 1.5x the ``json`` format's time per format, with identical metrics.
+``--decoders`` runs only the decoders' linearity table (pythonic at 16k, 160k
+and 1.6M characters).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import time
@@ -211,6 +214,29 @@ def linearity() -> None:
         print(f"{label:<30}{times[0]:>12.4f}{times[1]:>12.4f}{times[1] / times[0]:>8.1f}")
 
 
+def decoder_linearity(repeats: int) -> None:
+    """Decode time of a pythonic output holding a run of identifier characters.
+
+    ``[f(a=xxx...)]``: the shortcut's split into call heads and keywords was
+    quadratic in such a run (15 s at 16k characters), and every format paid
+    it through the format hint. Linear means ~10x per step. CPU time, best of
+    ``repeats``.
+    """
+    sizes = (16_000, 160_000, 1_600_000)
+    print(f"{'pythonic, identifier run':<30}" + "".join(f"{f'n={n:,} (s)':>16}" for n in sizes))
+    times = []
+    for n in sizes:
+        text = "[f(a=" + "x" * n + ")]"
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.process_time()
+            decode_pythonic(text)
+            best = min(best, time.process_time() - start)
+        times.append(best)
+    ratios = " ".join(f"{later / earlier:.1f}x" for earlier, later in itertools.pairwise(times))
+    print(f"{'CPU s':<30}" + "".join(f"{t:>16.4f}" for t in times) + f"   steps {ratios}")
+
+
 # --- the same calls in every output format --------------------------------------------
 
 
@@ -341,9 +367,15 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--formats", action="store_true", help="only the per-format table")
+    parser.add_argument(
+        "--decoders", action="store_true", help="only the decoders' linearity table"
+    )
     args = parser.parse_args()
     if args.formats:
         formats(args.n, args.repeats)
+        return
+    if args.decoders:
+        decoder_linearity(args.repeats)
         return
     rows = synthetic(args.n)
     t_naive, r_naive = _best_of(naive_score, rows, args.repeats)
@@ -356,6 +388,7 @@ def main() -> None:
     print(f"speed-up: {t_naive / t_ours:.2f}x (identical numerators/denominators)")
     print()
     linearity()
+    decoder_linearity(args.repeats)
     print()
     formats(args.n, args.repeats)
 

@@ -9,6 +9,7 @@ RFC 8259 JSON: no ``NaN``, no comments, no trailing commas.
 from __future__ import annotations
 
 import contextlib
+import decimal
 import hashlib
 import json
 import os
@@ -26,6 +27,9 @@ import orjson
 
 __all__ = [
     "JSONDecodeError",
+    "MAX_INT_DIGITS",
+    "readable_int",
+    "holds_unreadable_int",
     "loads",
     "EXACT_INT_FLOAT_MIN",
     "EXACT_INT_FLOAT_MAX",
@@ -64,11 +68,19 @@ class _Raw(str):
 #: orjson refuses integers outside these bounds; they are spelled exactly instead.
 _INT_MIN: Final = -(2**63)
 _UINT_MAX: Final = 2**64 - 1
+#: Below this magnitude ``str`` spells an integer whatever the interpreter's
+#: ``int_max_str_digits`` (it may not be set below 640 digits).
+_STR_SAFE: Final = 10**600
 
 
 def _scalar(item: Any) -> str:
     if type(item) is int and not _INT_MIN <= item <= _UINT_MAX:
-        return str(item)
+        if -_STR_SAFE < item < _STR_SAFE:
+            return str(item)
+        # ``str`` refuses integers beyond ``sys.get_int_max_str_digits()`` (4,300
+        # digits by default); the decimal module converts from the binary digits,
+        # with no such limit, to the same spelling.
+        return str(decimal.Decimal(item))
     return orjson.dumps(item).decode("utf-8")
 
 
@@ -76,7 +88,7 @@ def _dumps_deep(value: Any, *, pretty: bool = False) -> str:
     """Sorted JSON written with an explicit stack instead of recursion.
 
     orjson writes at most 254 levels of nesting and no integer beyond 64 bits,
-    but strict parsing accepts both (1024 levels, any integer). Model output in
+    but strict parsing accepts both (1024 levels, integers of 308 digits). Model output in
     between must still be written and digested, so this writer produces the
     same bytes orjson would (compact, or orjson's two-space indentation when
     ``pretty``) with no depth or integer limit.
@@ -141,17 +153,65 @@ _KEY_TOKEN: Final = re.compile(rb'"(?:[^"\\]++|\\.)*+"\s*+(:)?|[{}\[\]]')
 _NESTING_HEADROOM: Final = 1100
 
 
+#: The most digits an integer may have to be read (sign aside): every format, the
+#: strict loader and the gold-call readers refuse a longer one. Every such integer
+#: is below the largest double, so orjson (which reads an integer beyond 64 bits
+#: as a double and refuses one beyond the double range) hands each to the exact
+#: re-read instead of refusing some by magnitude; and each is far below the 640
+#: digits Python converts whatever its ``int_max_str_digits`` setting, so no
+#: spelling or reading of one can raise.
+MAX_INT_DIGITS: Final = 308
+_INT_BOUND: Final = 10**MAX_INT_DIGITS
+
+
+def readable_int(value: int) -> bool:
+    """Whether ``value`` has at most :data:`MAX_INT_DIGITS` decimal digits."""
+    return -_INT_BOUND < value < _INT_BOUND
+
+
+def holds_unreadable_int(value: Any) -> bool:
+    """Whether some integer in the JSON data ``value`` has more than :data:`MAX_INT_DIGITS` digits.
+
+    For values built in Python (a gold call passed as a dict), which did not
+    go through the loader's check. An explicit stack: any nesting depth.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        elif kind is int and not readable_int(item):
+            return True
+    return False
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _exact_int(text: str) -> int:
+    digits = len(text) - text.startswith("-")
+    if digits > MAX_INT_DIGITS:
+        raise ValueError(
+            f"an integer of {digits} digits: integers of more than {MAX_INT_DIGITS} digits "
+            "are not read; write such a value as a string"
+        )
+    return int(text)
+
+
 def _loads_exact(data: str | bytes) -> Any:
-    """The standard library's parser, made as strict as orjson, for integers beyond 64 bits."""
+    """The standard library's parser, made as strict as orjson, for integers beyond 64 bits.
+
+    It also refuses an integer of more than :data:`MAX_INT_DIGITS` digits.
+    """
     text = data.decode("utf-8") if isinstance(data, bytes) else data
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(limit + _NESTING_HEADROOM)
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return json.loads(text, parse_constant=_refuse_constant, parse_int=_exact_int)
     except ValueError as exc:
         raise JSONDecodeError(str(exc), text, 0) from None
     finally:
@@ -187,11 +247,12 @@ def _duplicate_key(data: str | bytes) -> str | None:
 def loads(data: str | bytes, *, reject_duplicate_keys: bool = False) -> Any:
     """Parse strict RFC 8259 JSON.
 
-    Integers of any size keep their exact value (orjson alone would turn one
-    beyond 64 bits into a float, making ``18446744073709551617`` equal to its
-    neighbour and to ``18446744073709551616.0``). Such numbers are rare, so they
-    are detected by the length of their digit run and only then re-parsed
-    with the standard library, as strictly.
+    Integers of up to :data:`MAX_INT_DIGITS` digits keep their exact value
+    (orjson alone would turn one beyond 64 bits into a float, making
+    ``18446744073709551617`` equal to its neighbour and to
+    ``18446744073709551616.0``); a longer one is refused. Such numbers are
+    rare, so they are detected by the length of their digit run and only then
+    re-parsed with the standard library, as strictly.
 
     Args:
         data: The JSON text.
@@ -200,9 +261,21 @@ def loads(data: str | bytes, *, reject_duplicate_keys: bool = False) -> Any:
 
     Raises:
         orjson.JSONDecodeError: On anything that is not JSON, including lone
-            surrogates, ``NaN`` and, when asked, duplicate keys.
+            surrogates, ``NaN``, an integer of more than :data:`MAX_INT_DIGITS`
+            digits and, when asked, duplicate keys.
     """
-    value = orjson.loads(data)
+    try:
+        value = orjson.loads(data)
+    except JSONDecodeError as exc:
+        if "infinity" not in str(exc):
+            raise
+        # orjson's words for a number beyond the double range: say which rule refused it.
+        raise JSONDecodeError(
+            f"{exc.msg}: numbers beyond the double range (about 1.8e308), and integers of "
+            f"more than {MAX_INT_DIGITS} digits, are not read; write such a value as a string",
+            exc.doc,
+            exc.pos,
+        ) from None
     if reject_duplicate_keys:
         key = _duplicate_key(data)
         if key is not None:
@@ -307,7 +380,8 @@ def canonical_json(value: Any) -> str:
     Keys are sorted, separators compact and every non-ASCII character is
     escaped as ``\\u`` plus four hex digits (surrogate pairs above the BMP), so the result is
     pure ASCII and byte-stable across platforms. Any nesting depth and any
-    integer size are spelled exactly.
+    integer size are spelled exactly (beyond Python's ``int_max_str_digits``
+    too: a value built in Python may hold an integer no loader reads).
 
     Raises:
         TypeError: If the value is not JSON-serialisable (orjson's error).

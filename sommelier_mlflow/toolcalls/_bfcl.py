@@ -43,11 +43,14 @@ them (:attr:`BfclVerdict.bfcl_passed` holds what BFCL itself concludes):
 - on ``parallel`` questions BFCL pairs each expected call with the *first*
   unused call that matches it, and fails when that greedy choice leaves an
   expected call without a partner even though another pairing would have
-  matched them all. Here any complete one-to-one pairing passes.
+  matched them all. Here any complete one-to-one pairing passes (Hopcroft
+  and Karp's algorithm decides whether one exists, without recursion).
 """
 
 from __future__ import annotations
 
+import functools
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -98,6 +101,18 @@ _STANDARDIZE: Final = str.maketrans("", "", _REMOVED)
 _REMOVED_BYTES: Final = _REMOVED.encode()
 
 
+def _standardize(text: str) -> str:
+    if text.isascii():
+        return text.encode().translate(None, _REMOVED_BYTES).lower().decode().replace("'", '"')
+    return text.translate(_STANDARDIZE).lower().replace("'", '"')
+
+
+#: Short strings recur (a parallel answer checks each call's values against every
+#: expected call; both arms answer the same questions), so theirs are remembered.
+_standardize_short: Final = functools.lru_cache(maxsize=4096)(_standardize)
+_SHORT: Final = 64
+
+
 def standardize_bfcl_string(text: str) -> str:
     """A string as BFCL compares it: `` ,./-_*^`` removed, lower-cased, ``'`` read as ``"``.
 
@@ -105,11 +120,13 @@ def standardize_bfcl_string(text: str) -> str:
     intends: the model should not lose a point for punctuation or case.
     ASCII text, nearly every value, is done as bytes (the same deletions and
     ASCII lower-casing, about a third of the cost of ``str.translate``);
-    other text keeps ``str.lower``'s Unicode rules.
+    other text keeps ``str.lower``'s Unicode rules. Strings of up to 64
+    characters are remembered (4,096 of them): a thousand parallel calls
+    check each value against every expected call.
     """
-    if text.isascii():
-        return text.encode().translate(None, _REMOVED_BYTES).lower().decode().replace("'", '"')
-    return text.translate(_STANDARDIZE).lower().replace("'", '"')
+    if len(text) <= _SHORT:
+        return _standardize_short(text)
+    return _standardize(text)
 
 
 def _std(value: Any) -> Any:
@@ -517,76 +534,151 @@ _UNDECODABLE: Final = {
 
 
 class _Fits:
-    """Whether expected call ``row`` accepts call ``column``; each pair is checked at most once."""
+    """Whether expected call ``row`` accepts call ``column``; each pair is checked at most once.
 
-    __slots__ = ("_calls", "_expected", "_known")
+    The answers live in one byte per pair (0 unknown, 1 fits, 2 does not):
+    a thousand parallel calls need a megabyte, where a dict of pairs needed
+    a hundred.
+    """
 
-    def __init__(
-        self,
-        expected: Sequence[_Expected],
-        calls: Sequence[Mapping[str, Any]],
-        known: dict[tuple[int, int], bool],
-    ) -> None:
+    __slots__ = ("_calls", "_expected", "_known", "_size")
+
+    def __init__(self, expected: Sequence[_Expected], calls: Sequence[Mapping[str, Any]]) -> None:
         self._expected = expected
         self._calls = calls
-        self._known = known
+        self._size = len(calls)
+        self._known = bytearray(self._size * len(expected))
 
     def __call__(self, row: int, column: int) -> bool:
-        fit = self._known.get((row, column))
-        if fit is None:
-            fit = self._known[row, column] = (
-                self._expected[row].mismatch(self._calls[column]) is None
-            )
-        return fit
+        index = row * self._size + column
+        state = self._known[index]
+        if not state:
+            fits = self._expected[row].mismatch(self._calls[column]) is None
+            state = self._known[index] = 1 if fits else 2
+        return state == 1
+
+    def columns(self, row: int) -> list[int]:
+        """Every column that ``row`` accepts, in order (``__call__`` inlined: the hot loop)."""
+        known = self._known
+        base = row * self._size
+        mismatch = self._expected[row].mismatch
+        found: list[int] = []
+        for column, call in enumerate(self._calls):
+            state = known[base + column]
+            if not state:
+                state = known[base + column] = 1 if mismatch(call) is None else 2
+            if state == 1:
+                found.append(column)
+        return found
 
 
-def _place(row: int, fits: _Fits, size: int, owner: dict[int, int], seen: set[int]) -> bool:
-    """Give ``row`` a column, moving earlier rows along an augmenting path if need be."""
-    for column in range(size):
-        if column not in seen and fits(row, column):
-            seen.add(column)
-            if column not in owner or _place(owner[column], fits, size, owner, seen):
-                owner[column] = row
-                return True
-    return False
+#: No column (of a row), no row (of a column), no distance yet.
+_UNSET: Final = -1
 
 
-def _complete_pairing(fits: _Fits, rows: Sequence[int]) -> bool:
-    """Whether every expected call (row) can take its own matching call (column).
+def _complete_pairing(fits: _Fits, column_of: list[int], row_of: list[int]) -> bool:
+    """Whether the pairing ``column_of`` (row to column, ``-1`` for none) can be made complete.
 
-    Augmenting paths (Kuhn's algorithm): at most a handful of calls per
-    question, so the cubic bound does not matter. Whether every row is
-    placed does not depend on the order the rows are tried in, so the caller
-    puts first the row most likely to have no partner at all: then only that
-    row's pairs are checked before the answer is known.
+    Hopcroft and Karp's algorithm, without recursion: each phase finds, by a
+    breadth-first search from every row without a column, the length of the
+    shortest augmenting paths (alternating between a column a row accepts and
+    that column's current row, ending at a free column), then walks as many
+    disjoint such paths as it can with an explicit stack and switches every
+    row on them to its next column. O(E sqrt(V)) pair look-ups at most (the
+    recursive augmenting-path search it replaces was cubic, and a thousand
+    calls overflowed Python's stack), and a row's pairs are checked only when
+    the search reaches that row. ``row_of`` is the inverse of ``column_of``;
+    both are updated in place.
     """
-    owner: dict[int, int] = {}
-    return all(_place(row, fits, len(rows), owner, set()) for row in rows)
+    size = len(column_of)
+    adjacent: list[list[int] | None] = [None] * size
+
+    def columns(row: int) -> list[int]:
+        found = adjacent[row]
+        if found is None:
+            found = adjacent[row] = fits.columns(row)
+        return found
+
+    while True:
+        free_rows = [row for row in range(size) if column_of[row] == _UNSET]
+        if not free_rows:
+            return True
+        # Breadth first: each row's distance from a free row along alternating paths.
+        distance = [_UNSET] * size
+        for row in free_rows:
+            if not columns(row):
+                return False  # a row no call fits can never be paired
+            distance[row] = 0
+        shortest = size  # the distance of the rows next to a free column
+        queue = deque(free_rows)
+        while queue:
+            row = queue.popleft()
+            if distance[row] > shortest:
+                break  # every shorter path has been found
+            for column in columns(row):
+                owner = row_of[column]
+                if owner == _UNSET:
+                    shortest = distance[row]
+                elif distance[owner] == _UNSET:
+                    distance[owner] = distance[row] + 1
+                    queue.append(owner)
+        if shortest == size:
+            return False  # no free column can be reached: no complete pairing
+        # Depth first along the layers, one explicit stack per free row.
+        next_edge = [0] * size
+        for root in free_rows:
+            rows = [root]
+            taken: list[int] = []
+            while rows:
+                row = rows[-1]
+                edges = columns(row)
+                while next_edge[row] < len(edges):
+                    column = edges[next_edge[row]]
+                    next_edge[row] += 1
+                    owner = row_of[column]
+                    if owner == _UNSET:  # a free column: switch every row on the path
+                        for on_path, new_column in zip(rows, [*taken, column], strict=True):
+                            column_of[on_path] = new_column
+                            row_of[new_column] = on_path
+                        rows = []
+                        break
+                    if distance[owner] == distance[row] + 1 and distance[row] < shortest:
+                        taken.append(column)
+                        rows.append(owner)
+                        break
+                else:  # a dead end for this phase
+                    distance[row] = size + 1
+                    rows.pop()
+                    if taken:
+                        taken.pop()
 
 
 def _parallel(calls: Sequence[Mapping[str, Any]], expected: Sequence[_Expected]) -> BfclVerdict:
     size = len(calls)  # == len(expected)
-    # BFCL's greedy pass first: when it pairs everything, a complete pairing exists.
-    # It checks each pair at most once, so it needs no memory of the pairs it
-    # checked until it fails; the pairs it did check are then handed on.
-    known: dict[tuple[int, int], bool] = {}
+    fits = _Fits(expected, calls)
+    column_of = [_UNSET] * size
+    row_of = [_UNSET] * size
+    # BFCL's greedy pass: each expected call takes the first unused call that fits it.
+    # When it pairs everything, BFCL passes the answer and a complete pairing exists.
     free = list(range(size))
+    stuck = _UNSET
     for row in range(size):
-        mismatch = expected[row].mismatch
         for column in free:
-            fit = known[row, column] = mismatch(calls[column]) is None
-            if fit:
+            if fits(row, column):
                 free.remove(column)
+                column_of[row], row_of[column] = column, row
                 break
         else:
-            stuck = row
-            break
-    else:
+            if stuck == _UNSET:
+                stuck = row
+                if row == 0:  # it tried every call for the first expected one: none fits
+                    return _FAILED["no_assignment"]
+    if stuck == _UNSET:
         return _PASSED
-    if stuck == 0:  # the greedy pass tried every call for the first expected one: none fits
-        return _FAILED["no_assignment"]
-    rows = [stuck, *(row for row in range(size) if row != stuck)]
-    if _complete_pairing(_Fits(expected, calls, known), rows):
+    # BFCL stops at the first expected call left without a partner (the greedy
+    # pass above went on, to give the search below fewer rows to place); a
+    # complete pairing may still exist.
+    if _complete_pairing(fits, column_of, row_of):
         return _PASSED_UNLIKE_BFCL
     return _FAILED["no_assignment"]
 

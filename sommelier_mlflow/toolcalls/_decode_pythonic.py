@@ -10,8 +10,9 @@ What the decoder accepts, exactly:
 2. Otherwise the text, trimmed of whitespace, must be one Python expression
    (read with the :mod:`ast` module only: nothing is ever evaluated or
    executed); text that is not (a syntax error, nesting deeper than Python
-   reads, a keyword argument given twice, a dict literal naming a key twice)
-   is refused as ``invalid_json``.
+   reads, a keyword argument given twice, a dict literal naming a key twice,
+   an integer of more than 308 digits in any spelling, as every format
+   refuses) is refused as ``invalid_json``.
 3. The expression must be a list whose every element is a call of a plain or
    dotted name (``f``, ``pkg.g``), with keyword arguments only, each value a
    literal as :func:`ast.literal_eval` reads it that is also a JSON value:
@@ -36,6 +37,7 @@ import re
 from keyword import iskeyword
 from typing import Any, Final
 
+from sommelier_mlflow._json import readable_int
 from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
 from sommelier_mlflow.toolcalls._decode import (
     INVALID_JSON,
@@ -91,10 +93,19 @@ def _dotted_name(node: ast.expr) -> str | None:
     return ".".join(reversed(parts))
 
 
-def _names_a_key_twice(tree: ast.AST) -> bool:
-    """Whether some call repeats a keyword or some dict literal repeats a string key."""
+def _unreadable(tree: ast.AST) -> bool:
+    """Whether some call repeats a keyword, some dict literal a string key, or an integer is long.
+
+    Long: more than :data:`~sommelier_mlflow._json.MAX_INT_DIGITS` digits, in
+    any spelling (``0xfff...`` too), which every format refuses, so that no
+    format reads a number the JSON formats refuse (and none reaches scoring
+    too long for Python to spell).
+    """
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
+        if isinstance(node, ast.Constant):
+            if type(node.value) is int and not readable_int(node.value):
+                return True
+        elif isinstance(node, ast.Call):
             names = [keyword.arg for keyword in node.keywords if keyword.arg is not None]
             if len(set(names)) != len(names):
                 return True
@@ -131,10 +142,10 @@ def _decode_with_ast(body: str) -> CallsParseResult:
     """The definition: read ``body`` with :mod:`ast` and accept only literal keyword calls."""
     try:
         tree = ast.parse(body, mode="eval")
-        repeated = _names_a_key_twice(tree)
+        unreadable = _unreadable(tree)
     except _UNREADABLE:
         return INVALID_JSON
-    if repeated:
+    if unreadable:
         return INVALID_JSON
     if not isinstance(tree.body, ast.List):
         return INVALID_SHAPE
@@ -173,9 +184,14 @@ _PLAIN_CODE: Final = re.compile(f"[{_PLAIN}]*")
 _UNTERMINATED: Final = re.compile(f"[{_PLAIN}]*[\"'][^\"'\\\\\x01]*")
 #: A lowercase JSON constant where Python would read a bare name (JSON would take it).
 _JSON_WORD: Final = re.compile(r"(?<![\w.])(?:true|false|null)(?![\w.(]|[ \t\n\r]*=)", re.ASCII)
-#: A call head ``name(`` or a keyword ``name=``; one preceded by a word character
-#: or a dot would be glued to it and leaves JSON that does not read.
-_NAMED: Final = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)[ \t\n\r]*([(=])", re.ASCII)
+#: A call head ``name(`` or a keyword ``name=``, starting where a run of word
+#: characters and dots starts. The lookbehind keeps the split linear: without
+#: it, a run of n identifier characters followed by neither ``(`` nor ``=`` was
+#: scanned again from each of its n characters (quadratic: 16k characters took
+#: 15 s). A head glued to a word character or a dot was never one Python reads
+#: (JSON would not read the glued text either): left untranslated, it leaves
+#: fewer heads than parentheses, and the ast path decides.
+_NAMED: Final = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)[ \t\n\r]*([(=])", re.ASCII)
 _CONSTANTS: Final = tuple(
     (word, re.compile(rf"(?<![\w.\x7f]){word}(?!\w)", re.ASCII), json_word)
     for word, json_word in (("True", "true"), ("False", "false"), ("None", "null"))

@@ -13,7 +13,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads
+from sommelier_mlflow._json import (
+    MAX_INT_DIGITS,
+    JSONDecodeError,
+    canonical_json,
+    holds_unreadable_int,
+    loads,
+)
 from sommelier_mlflow.errors import DataError
 from sommelier_mlflow.toolcalls._parse import is_tool_call
 
@@ -48,6 +54,11 @@ def gold_call_of(value: object, *, where: str = "gold call") -> dict[str, Any]:
             "or its JSON string"
         )
     candidate = _decoded(value, where)
+    if holds_unreadable_int(candidate):  # checked first: repr() of such an int raises
+        raise DataError(
+            f"{where} holds an integer of more than {MAX_INT_DIGITS} digits, which no output "
+            "format reads (an output holding it is invalid_json); write it as a string"
+        )
     if isinstance(candidate, list | tuple):
         if len(candidate) != 1:
             raise DataError(f"{where} list must hold exactly one call, got {len(candidate)}")

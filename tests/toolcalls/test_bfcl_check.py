@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import sys
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ from hypothesis import strategies as st
 
 from sommelier_mlflow.errors import InputError
 from sommelier_mlflow.toolcalls._bfcl import BfclGold, check_bfcl, standardize_bfcl_string
+from tests.support.timing import best_cpu_seconds
 
 TYPES = {
     "city": ["string"],
@@ -140,6 +143,81 @@ def test_a_complete_pairing_passes_where_bfcls_greedy_pairing_fails() -> None:
     assert (verdict.passed, verdict.bfcl_passed) == (True, False)
     swapped = check_bfcl([_call(city="NYC"), _call(city="Boston")], gold)
     assert (swapped.passed, swapped.bfcl_passed) == (True, True)
+
+
+def _chain(size: int, *, complete: bool) -> tuple[BfclGold, list[dict[str, Any]]]:
+    """``size`` parallel calls where BFCL's greedy pairing fails at the last expected call.
+
+    Expected call ``i`` accepts cities ``c<i>`` and ``c<i+1>``, the last only
+    ``c0``; the calls come in order, so greedy gives call ``i`` to expected
+    call ``i`` and the last finds ``c0`` taken. The one complete pairing moves
+    every expected call to its next city: an augmenting path through all of
+    them. When not ``complete``, the last two accept only ``c0``: none exists.
+    """
+    tails = 1 if complete else 2
+    answers = [{"forecast": {"city": [f"c{i}", f"c{i + 1}"]}} for i in range(size - tails)]
+    answers += [{"forecast": {"city": ["c0"]}}] * tails
+    return _gold(*answers), [_call(city=f"c{i}") for i in range(size)]
+
+
+def _stack_depth() -> int:
+    frame, depth = sys._getframe(), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1
+    return depth
+
+
+def test_a_thousand_parallel_calls_are_paired_without_recursion_in_under_a_second() -> None:
+    # The pairing was a recursive augmenting-path search: cubic (400 calls of this
+    # shape: 10 s) and, at 1,000 expected calls, a RecursionError after 265 s.
+    # Under a recursion limit 50 frames above this test's own depth, the
+    # pairing must still place all 1,000 (it recursed once per call on the path).
+    limit = sys.getrecursionlimit()
+    verdicts = []
+    for complete in (True, False):
+        gold, calls = _chain(1_000, complete=complete)
+        sys.setrecursionlimit(_stack_depth() + 50)
+        try:
+            verdict = check_bfcl(calls, gold)
+            seconds = best_cpu_seconds(lambda: check_bfcl(calls, gold), repeats=2)  # noqa: B023
+        finally:
+            sys.setrecursionlimit(limit)
+        assert seconds < 1.0, f"1,000 parallel calls took {seconds:.2f} s of CPU"
+        verdicts.append((verdict.passed, verdict.reason, verdict.bfcl_passed))
+    assert verdicts == [(True, "", False), (False, "no_assignment", False)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    accepted=st.lists(
+        st.lists(st.sampled_from(["a", "b", "c", "d", "e"]), min_size=1, max_size=3),
+        min_size=2,
+        max_size=5,
+    ),
+    data=st.data(),
+)
+def test_the_pairing_passes_exactly_when_some_one_to_one_pairing_exists(
+    accepted: list[list[str]], data: st.DataObject
+) -> None:
+    # The verdict is "some permutation pairs every expected call with a call it
+    # accepts" (checked here by trying them all), and BFCL's is its greedy pass.
+    size = len(accepted)
+    cities = data.draw(
+        st.lists(st.sampled_from(["a", "b", "c", "d", "e"]), min_size=size, max_size=size)
+    )
+    gold = _gold(*({"forecast": {"city": options}} for options in accepted))
+    verdict = check_bfcl([_call(city=city) for city in cities], gold)
+    some_pairing = any(
+        all(cities[column] in accepted[row] for row, column in enumerate(order))
+        for order in itertools.permutations(range(size))
+    )
+    free = list(range(size))
+    for options in accepted:
+        column = next((c for c in free if cities[c] in options), None)
+        if column is None:
+            break
+        free.remove(column)
+    assert (verdict.passed, verdict.bfcl_passed) == (some_pairing, not free)
 
 
 def test_irrelevance_passes_on_no_call_and_undecodable_output_is_not_an_abstention() -> None:

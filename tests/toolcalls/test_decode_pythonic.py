@@ -14,6 +14,7 @@ from sommelier_mlflow.toolcalls._decode_pythonic import (
     decode_pythonic,
 )
 from tests.support.decoder_texts import texts
+from tests.support.timing import growth_ratios
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
 
@@ -171,3 +172,18 @@ def _pythonic_text(draw: st.DrawFn) -> str:
 def test_the_shortcut_agrees_with_the_ast_reading(text: str) -> None:
     expected: Any = _decode_with_ast(text.strip()) if "(" in text else decode_pythonic(text)
     assert decode_pythonic(text) == expected
+
+
+def test_a_long_run_of_identifier_characters_is_decoded_in_linear_time() -> None:
+    # The shortcut's split into call heads and keywords restarted its scan at
+    # each character of a run of identifier characters followed by neither
+    # "(" nor "=": 16k characters took 15 s, and every format paid it, because
+    # the format hint re-decodes outputs as pythonic. Linear work grows ~10x
+    # per step here; the quadratic split grew ~100x.
+    ratios = growth_ratios(
+        lambda n: decode_pythonic("[f(a=" + "x" * n + ")]"),
+        [1_600, 16_000, 160_000, 1_600_000],
+        bound=30,
+    )
+    assert len(ratios) == 3
+    assert decode_pythonic("[f(a=" + "x" * 160_000 + ")]").status == "invalid_shape"
