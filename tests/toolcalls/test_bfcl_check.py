@@ -167,7 +167,7 @@ def _stack_depth() -> int:
     return depth
 
 
-def test_a_thousand_parallel_calls_are_paired_without_recursion_in_under_a_second() -> None:
+def test_a_thousand_parallel_calls_are_paired_without_recursion_in_seconds() -> None:
     # The pairing was a recursive augmenting-path search: cubic (400 calls of this
     # shape: 10 s) and, at 1,000 expected calls, a RecursionError after 265 s.
     # Under a recursion limit 50 frames above this test's own depth, the
@@ -182,7 +182,9 @@ def test_a_thousand_parallel_calls_are_paired_without_recursion_in_under_a_secon
             seconds = best_cpu_seconds(lambda: check_bfcl(calls, gold), repeats=2)  # noqa: B023
         finally:
             sys.setrecursionlimit(limit)
-        assert seconds < 1.0, f"1,000 parallel calls took {seconds:.2f} s of CPU"
+        # 0.55 s of CPU where this was written; the bound leaves room for a machine
+        # several times slower (the recursive search took minutes, then failed).
+        assert seconds < 3.0, f"1,000 parallel calls took {seconds:.2f} s of CPU"
         verdicts.append((verdict.passed, verdict.reason, verdict.bfcl_passed))
     assert verdicts == [(True, "", False), (False, "no_assignment", False)]
 
