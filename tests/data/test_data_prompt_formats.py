@@ -73,11 +73,13 @@ def test_native_renders_the_tools_with_the_template_and_no_instruction(hermes: A
     assert text.startswith("<|system|>\n<tools>") and "exactly one" not in text
     assert "<|user|>\nweather in Paris?<|end|>\n<|assistant|>\n" in text
     assert example.prompt_sha256 == sha256_text(text)
-    # A flat parameter map becomes a JSON Schema object; a schema is kept as it is.
+    # A flat parameter map becomes a JSON Schema object with JSON Schema types;
+    # a schema is kept as it is.
     schemas = tool_schemas([WEATHER_TOOL, SCHEMA_TOOL])
     assert schemas[0]["function"]["parameters"] == {
         "type": "object",
-        "properties": WEATHER_TOOL["parameters"],
+        "properties": {"city": {"type": "string", "description": "City name"}},
+        "required": ["city"],
     }
     assert schemas[1] == {"type": "function", "function": SCHEMA_TOOL}
 
