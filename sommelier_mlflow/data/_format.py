@@ -237,7 +237,7 @@ def read_chat_template_kwargs(value: str | Mapping[str, Any] | None) -> dict[str
         except JSONDecodeError as exc:
             raise ConfigError(
                 f"--chat-template-kwargs is not JSON ({exc}); give an object, e.g. "
-                '\'{"enable_thinking": false}\''
+                "'{\"enable_thinking\": false}'"
             ) from exc
     else:
         parsed = value
@@ -408,14 +408,15 @@ def _clock_at(moment: datetime) -> Iterator[None]:
     patched = []
     for name in _CLOCK_MODULES:
         module = sys.modules.get(name)
-        if module is not None and hasattr(module, "datetime"):
-            patched.append((module, module.datetime))
-            module.datetime = _Stopped
+        namespace = vars(module) if module is not None else {}
+        if "datetime" in namespace:
+            patched.append((namespace, namespace["datetime"]))
+            namespace["datetime"] = _Stopped
     try:
         yield
     finally:
-        for module, original in patched:
-            module.datetime = original
+        for namespace, original in patched:
+            namespace["datetime"] = original
 
 
 def _require_same_every_day(

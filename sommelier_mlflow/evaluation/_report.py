@@ -100,7 +100,9 @@ _IDENTITY_KEYS: Final = frozenset(
 )
 # Written only when not the spec's defaults (``single`` scoring, language slices only),
 # so reports from before scoring modes and slice fields read and rewrite unchanged.
-_OPTIONAL_IDENTITY_KEYS: Final = frozenset({"scoring", "slice_by", "prompt_format", "dataset"})
+_OPTIONAL_IDENTITY_KEYS: Final = frozenset(
+    {"scoring", "slice_by", "prompt_format", "dataset", "chat_template_kwargs"}
+)
 _DATASET_KEYS: Final = frozenset({"name", "id", "digest"})
 _SLICE_KEYS: Final = frozenset({"examples", "metrics", "prompt_set_sha256"})
 _ROW_KEYS: Final = frozenset(
@@ -298,6 +300,8 @@ class ArmIdentity:
             the report says otherwise).
         dataset: The MLflow evaluation dataset the split was read from
             (``--test-split mlflow-dataset:NAME``); ``None`` for a split file.
+        chat_template_kwargs: The extra template variables every prompt was
+            rendered with (``--chat-template-kwargs``; written only when set).
     """
 
     model_kind: ModelKind
@@ -310,6 +314,7 @@ class ArmIdentity:
     slice_by: tuple[str, ...] = ()
     prompt_format: str = DEFAULT_PROMPT_FORMAT
     dataset: DatasetRef | None = None
+    chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _frozen(array: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -416,6 +421,7 @@ class EvaluationReport:
                 slice_by=run.scored.slice_by,
                 prompt_format=run.prompt_format,
                 dataset=run.dataset,
+                chat_template_kwargs=dict(run.chat_template_kwargs),
             ),
             metric_names=run.metric_names,
             bootstrap=run.bootstrap,
@@ -504,6 +510,8 @@ class EvaluationReport:
             extra["prompt_format"] = self.identity.prompt_format
         if self.identity.dataset is not None:
             extra["dataset"] = self.identity.dataset.to_dict()
+        if self.identity.chat_template_kwargs:
+            extra["chat_template_kwargs"] = dict(self.identity.chat_template_kwargs)
         return extra
 
     def _field_slices_json(self) -> dict[str, Any]:
@@ -768,6 +776,7 @@ def _read_identity(check: ReportChecker, top: dict[str, Any]) -> tuple[dict[str,
         slice_by=slice_by,
         prompt_format=prompt_format,
         dataset=_dataset(check, identity_entry),
+        chat_template_kwargs=_chat_template_kwargs(check, identity_entry),
     )
     return identity_entry, identity
 
@@ -814,6 +823,15 @@ def _dataset(check: ReportChecker, identity: dict[str, Any]) -> DatasetRef | Non
         dataset_id=check.text(entry["id"], "identity.dataset.id"),
         digest=check.text(entry["digest"], "identity.dataset.digest"),
     )
+
+
+def _chat_template_kwargs(check: ReportChecker, identity: dict[str, Any]) -> dict[str, Any]:
+    if "chat_template_kwargs" not in identity:
+        return {}
+    kwargs = check.mapping(identity["chat_template_kwargs"], "identity.chat_template_kwargs")
+    if not kwargs:
+        check.fail("identity.chat_template_kwargs", "is empty; leave it out when none were given")
+    return dict(kwargs)
 
 
 def _scoring(check: ReportChecker, identity: dict[str, Any]) -> tuple[str, tuple[str, ...]]:

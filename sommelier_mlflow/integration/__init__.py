@@ -42,6 +42,7 @@ from sommelier_mlflow.integration._primitives import (
     log_json_artifact,
     log_metrics_batch,
     log_params,
+    log_text_artifact,
     set_sommelier_tags,
 )
 from sommelier_mlflow.integration._registry import (
@@ -96,6 +97,7 @@ __all__ = [
     "log_leaderboard",
     "log_metrics_batch",
     "log_params",
+    "log_text_artifact",
     "parse_registry_uri",
     "promote_version",
     "push_dataset_split",

@@ -121,8 +121,20 @@ def test_hermes_recurses_on_xlam_type_names_and_renders_json_schema(
 ) -> None:
     # The reproduction: the tools as they were passed before (xlam's "str").
     hermes = specimens["hermes"]
-    tool = {"name": "f", "description": "d", "parameters": {"city": {"description": "c", "type": "str"}}}
-    raw = [{"type": "function", "function": {**tool, "parameters": {"type": "object", "properties": tool["parameters"]}}}]
+    tool = {
+        "name": "f",
+        "description": "d",
+        "parameters": {"city": {"description": "c", "type": "str"}},
+    }
+    raw = [
+        {
+            "type": "function",
+            "function": {
+                **tool,
+                "parameters": {"type": "object", "properties": tool["parameters"]},
+            },
+        }
+    ]
     messages = [{"role": "user", "content": "q"}]
     with pytest.raises(RecursionError):
         hermes.apply_chat_template(messages, tools=raw, tokenize=False, add_generation_prompt=True)

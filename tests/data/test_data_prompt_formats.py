@@ -131,15 +131,9 @@ def test_a_split_rendered_in_one_format_is_refused_for_another(
 
 
 # Templates that fail in each way the product names (the tokenizer, the example, the cause).
-LOOPING_TEMPLATE = (
-    "{% macro deeper(n) %}{{ deeper(n + 1) }}{% endmacro %}{{ deeper(0) }}"
-)
-HUGE_TEMPLATE = (
-    "{% for i in range(60000) %}{{ messages[-1]['content'] }}{% endfor %}"
-)
-RANDOM_TEMPLATE = (
-    "{{ lipsum(1, html=False) }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
-)
+LOOPING_TEMPLATE = "{% macro deeper(n) %}{{ deeper(n + 1) }}{% endmacro %}{{ deeper(0) }}"
+HUGE_TEMPLATE = "{% for i in range(60000) %}{{ messages[-1]['content'] }}{% endfor %}"
+RANDOM_TEMPLATE = "{{ lipsum(1, html=False) }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
 
 
 @pytest.mark.parametrize(
@@ -161,7 +155,8 @@ def test_a_template_that_loops_overflows_or_varies_is_exit_2_naming_tokenizer_an
 
 def test_chat_template_kwargs_reach_the_template_and_the_row(tmp_path: Path) -> None:
     tokenizer = build_tokenizer(
-        tmp_path / "kw", "{{ greeting }}|{{ flag }}|{% for m in messages %}{{ m['content'] }}{% endfor %}"
+        tmp_path / "kw",
+        "{{ greeting }}|{{ flag }}|{% for m in messages %}{{ m['content'] }}{% endfor %}",
     )
     [example] = format_examples(
         [_example()], tokenizer, chat_template_kwargs='{"greeting": "hi", "flag": false}'
@@ -172,7 +167,9 @@ def test_chat_template_kwargs_reach_the_template_and_the_row(tmp_path: Path) -> 
     [read] = read_test_split(path).examples
     assert read.chat_template_kwargs == {"flag": False, "greeting": "hi"}
     # Replayed with the same variables it is kept; with others, refused naming the field.
-    assert format_examples([read], tokenizer, chat_template_kwargs={"flag": False, "greeting": "hi"}) == [read]
+    assert format_examples(
+        [read], tokenizer, chat_template_kwargs={"flag": False, "greeting": "hi"}
+    ) == [read]
     with pytest.raises(ConfigError, match="rendered with chat_template_kwargs"):
         format_examples([read], tokenizer)
     with pytest.raises(ConfigError, match="rendered with chat_template_kwargs"):
@@ -185,7 +182,10 @@ def test_chat_template_kwargs_reach_the_template_and_the_row(tmp_path: Path) -> 
         ("{enable_thinking: false}", "is not JSON"),
         ("[1]", "must be a JSON object"),
         ('{"tools": []}', "may not set tools"),
-        ('{"add_generation_prompt": false, "messages": []}', "may not set add_generation_prompt, messages"),
+        (
+            '{"add_generation_prompt": false, "messages": []}',
+            "may not set add_generation_prompt, messages",
+        ),
         ('{"a": 1, "a": 2}', "is not JSON"),
     ],
 )

@@ -20,7 +20,11 @@ from sommelier_mlflow.data._schema_types import json_schema_parameters, json_sch
         ("bool", {"type": "boolean"}, False),
         ("list", {"type": "array"}, False),
         ("List[str]", {"type": "array", "items": {"type": "string"}}, False),
-        ("list[List[int]]", {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}}, False),
+        (
+            "list[List[int]]",
+            {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
+            False,
+        ),
         ("dict", {"type": "object"}, False),
         ("Dict[str, Any]", {"type": "object"}, False),
         ("tuple", {"type": "array"}, False),
