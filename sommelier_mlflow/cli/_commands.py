@@ -600,12 +600,14 @@ def _log_arm_run(
     arm: Any,
     args: argparse.Namespace,
     run_name: str,
-    plan: Any,
+    extra_params: dict[str, object],
     tags: dict[str, str] | None = None,
+    texts: dict[str, str] | None = None,
 ) -> None:
     """Log one arm into ``mlflow run``'s run, or a new run named ``run_name``.
 
-    ``tags`` record where a registry model came from (name, version, run, digest).
+    ``tags`` record where a registry model came from (name, version, run, digest);
+    ``texts`` are text artifacts by path (a system prompt no param holds).
     """
     from sommelier_mlflow.cli._options import progress_wanted
     from sommelier_mlflow.cli._runs import log_arm, top_run
@@ -617,10 +619,10 @@ def _log_arm_run(
         traces = log_arm(
             arm,
             run_id,
-            plan.logged_params(),
+            extra_params,
             log_traces=args.log_traces,
             progress=progress_wanted(args),
-            texts=plan.logged_texts(),
+            texts=texts,
         )
         print(f"logged to MLflow run {run_id}" + (f" ({traces} traces)" if traces else ""))
 
@@ -662,7 +664,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     arm = evaluate_arm(scoring.read(args.test_split), declared, plan, out, scoring)
     _print_arm(arm)
     if _wants_mlflow(args):
-        _log_arm_run(arm, args, args.model_kind, plan, registry_tags)
+        params, texts = plan.logged_params(), plan.logged_texts()
+        _log_arm_run(arm, args, args.model_kind, params, registry_tags, texts)
     return 0
 
 
