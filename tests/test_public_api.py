@@ -149,6 +149,8 @@ CURATED = {
         "prompt_format_names",
         "register_prompt_format",
         "tool_schemas",
+        "read_chat_template_kwargs",
+        "MAX_PROMPT_CHARS",
         "DROP_REASONS",
         "DROP_SUMMARY_SCHEMA",
         "Decoding",

@@ -28,6 +28,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+from sommelier_mlflow.data import tool_schemas
+
 DEFAULT_SEED = 20261202
 DEFAULT_EXAMPLES = 60
 
@@ -61,10 +63,12 @@ def _call(rng: random.Random) -> tuple[dict[str, Any], str]:
 
 
 def _prompt(query: str) -> str:
-    """A chat template in the Qwen/Hermes manner: tools as JSON schemas in the system turn."""
-    schemas = "\n".join(
-        json.dumps({"type": "function", "function": tool}, sort_keys=True) for tool in TOOLS
-    )
+    """A chat template in the Qwen/Hermes manner: tools as JSON schemas in the system turn.
+
+    The tools are shown as ``--prompt-format native`` passes them to a template:
+    in the OpenAI tool shape, with JSON Schema types (``tool_schemas``).
+    """
+    schemas = "\n".join(json.dumps(tool, sort_keys=True) for tool in tool_schemas(TOOLS))
     return (
         "<|im_start|>system\nYou can call these tools, one JSON schema per line:\n"
         f"<tools>\n{schemas}\n</tools>\n"

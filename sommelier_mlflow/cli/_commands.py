@@ -239,6 +239,21 @@ def _add_prompt_format(parser: argparse.ArgumentParser) -> None:
         default="",
         help="system turn for --prompt-format native (empty: none); part of every prompt digest",
     )
+    parser.add_argument(
+        "--system-prompt-file",
+        default=None,
+        metavar="PATH",
+        help="the system turn read from a UTF-8 file, used byte for byte (a command-line "
+        "argument is limited to 128 KiB); instead of --system-prompt",
+    )
+    parser.add_argument(
+        "--chat-template-kwargs",
+        default="",
+        metavar="JSON",
+        help='extra chat-template variables as a JSON object, e.g. \'{"enable_thinking": '
+        'false}\' (Qwen3) or \'{"date_string": "26 Jul 2024"}\' (Llama 3.1/3.2); '
+        "recorded in each formatted row and the report, checked by the gate",
+    )
 
 
 def _add_backend(parser: argparse.ArgumentParser) -> None:
@@ -579,17 +594,16 @@ def _fields(values: Sequence[str]) -> list[str]:
 
 
 def _cmd_format(args: argparse.Namespace) -> int:
-    from sommelier_mlflow.cli._options import read_split
+    from sommelier_mlflow.cli._options import PromptOptions, read_split
     from sommelier_mlflow.cli._pipeline import format_split
-    from sommelier_mlflow.data import prompt_format
     from sommelier_mlflow.generation import load_tokenizer
 
-    prompt_format(args.prompt_format)  # an unknown name fails before the tokenizer loads
+    prompt = PromptOptions.from_args(args)  # a bad flag fails before the tokenizer loads
     split = read_split(args.test_split, _fields(args.slice_by))
     tokenizer = load_tokenizer(
         args.tokenizer, args.tokenizer_revision or None, trust_remote_code=args.trust_remote_code
     )
-    path = format_split(split, tokenizer, args.out, args.prompt_format, args.system_prompt)
+    path = format_split(split, tokenizer, args.out, prompt)
     print(f"formatted split ({args.prompt_format}, {len(split.examples)} prompts): {path}")
     if _wants_mlflow(args):
         from sommelier_mlflow.cli._runs import top_run
@@ -606,10 +620,12 @@ def _log_arm_run(
     run_name: str,
     extra_params: dict[str, object],
     tags: dict[str, str] | None = None,
+    texts: dict[str, str] | None = None,
 ) -> None:
     """Log one arm into ``mlflow run``'s run, or a new run named ``run_name``.
 
-    ``tags`` record where a registry model came from (name, version, run, digest).
+    ``tags`` record where a registry model came from (name, version, run, digest);
+    ``texts`` are text artifacts by path (a system prompt no param holds).
     """
     from sommelier_mlflow.cli._options import progress_wanted
     from sommelier_mlflow.cli._runs import log_arm, top_run
@@ -619,7 +635,12 @@ def _log_arm_run(
         if tags:
             set_sommelier_tags(run_id, extra=tags)
         traces = log_arm(
-            arm, run_id, extra_params, log_traces=args.log_traces, progress=progress_wanted(args)
+            arm,
+            run_id,
+            extra_params,
+            log_traces=args.log_traces,
+            progress=progress_wanted(args),
+            texts=texts,
         )
         print(f"logged to MLflow run {run_id}" + (f" ({traces} traces)" if traces else ""))
 
@@ -666,7 +687,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     arm = evaluate_arm(scoring.read(args.test_split), declared, plan, out, scoring)
     _print_arm(arm)
     if _wants_mlflow(args):
-        _log_arm_run(arm, args, args.model_kind, plan.logged_params(), registry_tags)
+        params, texts = plan.logged_params(), plan.logged_texts()
+        _log_arm_run(arm, args, args.model_kind, params, registry_tags, texts)
     return 0
 
 
@@ -678,9 +700,9 @@ def _given(path: str | None) -> str | None:
     ``score`` entry point therefore defaults ``generations`` and ``precomputed``
     to ``/dev/null``, which always exists and never holds outputs.
     """
-    if path is None or not path.strip() or os.path.abspath(path) == os.devnull:
-        return None
-    return path
+    from sommelier_mlflow.cli._options import given_path
+
+    return given_path(path)
 
 
 def _cmd_score(args: argparse.Namespace) -> int:

@@ -311,6 +311,7 @@ def run_main(args: argparse.Namespace) -> int:
                         plan.logged_params(),
                         log_traces=args.log_traces,
                         progress=scoring.progress,
+                        texts=plan.logged_texts(),
                     )
         logged = parent_id is not None
         registration = registration_for(args, claims, list(child_ids.values()), logged)

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from sommelier_mlflow._json import canonical_json, sha256_text
 from sommelier_mlflow.data import (
@@ -24,9 +24,10 @@ from sommelier_mlflow.data import (
     check_scoring_mode,
     check_slice_fields,
     prompt_format,
+    read_chat_template_kwargs,
     read_test_split,
 )
-from sommelier_mlflow.errors import ConfigError
+from sommelier_mlflow.errors import ConfigError, InputError
 from sommelier_mlflow.generation import BackendOptions, BackendRequest, NoOptions, backend_spec
 from sommelier_mlflow.toolcalls import DEFAULT_MODE, JSON_FORMAT, output_format, scoring_mode
 
@@ -46,6 +47,9 @@ __all__ = [
     "backend_options",
     "ScoringOptions",
     "DeclaredModel",
+    "SYSTEM_PROMPT_ARTIFACT",
+    "given_path",
+    "PromptOptions",
     "GenerationPlan",
 ]
 
@@ -88,10 +92,13 @@ def generation_job(args: argparse.Namespace) -> dict[str, object]:
     if args.max_examples:
         # The sample is drawn with the seed: another seed is another job (all rows: no seed).
         job["seed"] = args.seed
-    if args.prompt_format != DEFAULT_PROMPT_FORMAT or args.system_prompt:
+    prompt = PromptOptions.from_args(args)
+    if prompt.prompt_format != DEFAULT_PROMPT_FORMAT or prompt.system_prompt:
         # Other prompts are another job; the default keeps existing folders' names.
-        job["prompt_format"] = args.prompt_format
-        job["system_prompt"] = args.system_prompt
+        job["prompt_format"] = prompt.prompt_format
+        job["system_prompt"] = prompt.system_prompt
+    if prompt.chat_template_kwargs:
+        job["chat_template_kwargs"] = canonical_json(prompt.chat_template_kwargs)
     return job
 
 
@@ -371,6 +378,97 @@ class DeclaredModel:
         return self.request
 
 
+#: The file an arm's system prompt is logged to when a param cannot hold it.
+SYSTEM_PROMPT_ARTIFACT: Final = "sommelier/system_prompt.txt"
+
+
+def given_path(path: str | None) -> str | None:
+    """A path flag, or ``None`` for "not given": empty, or the MLproject's ``/dev/null``."""
+    if path is None or not path.strip() or os.path.abspath(path) == os.devnull:
+        return None
+    return path
+
+
+@dataclass(frozen=True)
+class PromptOptions:
+    """How unformatted rows are rendered: the prompt format, system turn and template variables.
+
+    ``format``, ``evaluate`` and ``main`` take the same flags; they are read
+    (the system-prompt file included) and checked here, before a tokenizer
+    or model loads.
+    """
+
+    prompt_format: str = DEFAULT_PROMPT_FORMAT
+    system_prompt: str = ""
+    system_prompt_file: str = ""
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        prompt_format(self.prompt_format)  # exit 2 listing the registered formats, before loading
+        checked = read_chat_template_kwargs(self.chat_template_kwargs)
+        object.__setattr__(self, "chat_template_kwargs", checked)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> PromptOptions:
+        """The options of the prompt flags: format, system prompt (or its file), template variables.
+
+        Raises:
+            ConfigError: Both ``--system-prompt`` and ``--system-prompt-file``,
+                bad template variables, or an unknown prompt format (exit 2).
+            InputError: A system-prompt file that cannot be read as UTF-8 text,
+                or is empty (exit 2).
+        """
+        system_prompt = getattr(args, "system_prompt", "") or ""
+        path = given_path(getattr(args, "system_prompt_file", None))
+        if path is not None:
+            if system_prompt:
+                raise ConfigError(
+                    "give the system prompt once: --system-prompt or --system-prompt-file, not both"
+                )
+            system_prompt = _read_system_prompt(path)
+        return cls(
+            args.prompt_format,
+            system_prompt,
+            path or "",
+            read_chat_template_kwargs(getattr(args, "chat_template_kwargs", "")),
+        )
+
+    def logged(self, param_limit: int) -> tuple[dict[str, object], dict[str, str]]:
+        """What an arm's run records of these options: params, and text artifacts by path.
+
+        A system prompt given on the command line is a param as given (the
+        value ``mlflow run`` logs too); one read from a file, or too long for
+        a param (``param_limit`` characters), is logged whole as
+        :data:`SYSTEM_PROMPT_ARTIFACT` with its SHA-256 as a param. (Template
+        variables are in the report, whose params log them.)
+        """
+        params: dict[str, object] = {}
+        texts: dict[str, str] = {}
+        if self.system_prompt:
+            if self.system_prompt_file or len(self.system_prompt) > param_limit:
+                texts[SYSTEM_PROMPT_ARTIFACT] = self.system_prompt
+                params["system_prompt.sha256"] = sha256_text(self.system_prompt)
+            else:
+                params["system_prompt"] = self.system_prompt
+        return params, texts
+
+
+def _read_system_prompt(path: str) -> str:
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(
+            f"--system-prompt-file {path}: cannot read it as UTF-8 text ({exc}); give a "
+            "readable UTF-8 file"
+        ) from exc
+    if not text:
+        raise InputError(
+            f"--system-prompt-file {path} is empty; give the system prompt's text, or leave "
+            "the flag out for none"
+        )
+    return text
+
+
 @dataclass(frozen=True)
 class GenerationPlan:
     """How ``evaluate`` and ``main`` generate an arm: the decoding, the examples, the machine.
@@ -385,13 +483,9 @@ class GenerationPlan:
     trust_remote_code: bool = False
     num_threads: int | None = None
     backend_options: BackendOptions = field(default_factory=NoOptions)
-    prompt_format: str = DEFAULT_PROMPT_FORMAT
-    system_prompt: str = ""
+    prompt: PromptOptions = field(default_factory=PromptOptions)
     #: Leave out prompts past the model's context (counted, listed, gated) instead of refusing.
     skip_overlong: bool = False
-
-    def __post_init__(self) -> None:
-        prompt_format(self.prompt_format)  # exit 2 listing the registered formats, before loading
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, kind: str) -> GenerationPlan:
@@ -408,8 +502,7 @@ class GenerationPlan:
             remote_code,
             threads,
             options,
-            prompt_format=args.prompt_format,
-            system_prompt=args.system_prompt,
+            prompt=PromptOptions.from_args(args),
             skip_overlong=getattr(args, "skip_overlong", "false") == "true",
         )
 
@@ -439,14 +532,25 @@ class GenerationPlan:
         The thread count is the resolved one (``0`` asks for the physical
         cores), so it goes under ``num_threads.resolved``: ``mlflow run``
         has already logged the ``num_threads`` it was given, and MLflow
-        refuses a second value for a param. A system prompt is logged as
-        given (the same value ``mlflow run`` logs), since it is part of
-        every prompt.
+        refuses a second value for a param. The prompt options are logged as
+        :meth:`PromptOptions.logged` says, since they are part of every prompt.
         """
         params: dict[str, object] = {
             "max_examples_requested": self.max_examples,
             "num_threads.resolved": self.num_threads,
         }
-        if self.system_prompt:
-            params["system_prompt"] = self.system_prompt
+        params.update(self.prompt.logged(_param_limit())[0])
         return params
+
+    def logged_texts(self) -> dict[str, str]:
+        """Text artifacts an evaluated arm logs (by artifact path): a system prompt from a file."""
+        return self.prompt.logged(_param_limit())[1]
+
+
+def _param_limit() -> int:
+    """The longest param value the installed MLflow accepts (500 before MLflow 2.x raised it)."""
+    try:
+        from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
+    except ImportError:  # moved in some future MLflow: assume the old, small limit
+        return 500
+    return int(MAX_PARAM_VAL_LENGTH)

@@ -45,7 +45,12 @@ from sommelier_mlflow.evaluation import (
 from sommelier_mlflow.toolcalls import output_format
 
 if TYPE_CHECKING:
-    from sommelier_mlflow.cli._options import DeclaredModel, GenerationPlan, ScoringOptions
+    from sommelier_mlflow.cli._options import (
+        DeclaredModel,
+        GenerationPlan,
+        PromptOptions,
+        ScoringOptions,
+    )
     from sommelier_mlflow.data import (
         Decoding,
         GenerationRecord,
@@ -218,14 +223,7 @@ def _loaded_arm(
     backend = plan.decoding.backend or "hf"
     keep = output_format(scoring.output_format).special_tokens  # e.g. Hermes' <tool_call>
     generator = create_backend(backend, replace(plan.request(declared), keep_special_tokens=keep))
-    formatted = _formatted(
-        sample.examples,
-        generator.tokenizer,
-        backend,
-        source.path,
-        plan.prompt_format,
-        plan.system_prompt,
-    )
+    formatted = _formatted(sample.examples, generator.tokenizer, backend, source.path, plan.prompt)
     kept, skipped = _fitting(formatted, generator, plan)
     split = replace(source, examples=tuple(kept))
     return LoadedArm(kind, generator, split, sample.record, skipped)
@@ -273,18 +271,15 @@ def format_split(
     source: TestSplit,
     tokenizer: Any,
     out: str | os.PathLike[str],
-    prompt_format: str,
-    system_prompt: str = "",
+    prompt: PromptOptions,
 ) -> Path:
-    """Render every prompt of ``source`` in the plan's prompt format, without generating.
+    """Render every prompt of ``source`` as ``prompt`` says, without generating.
 
     The result is a formatted split (prompt text and digest per row) that any
     serving stack can answer; ``score --precomputed`` then checks the answers
     against exactly these prompts.
     """
-    formatted = _formatted(
-        source.examples, tokenizer, "format", source.path, prompt_format, system_prompt
-    )
+    formatted = _formatted(source.examples, tokenizer, "format", source.path, prompt)
     return write_test_split(out, formatted)
 
 
@@ -293,15 +288,18 @@ def _formatted(
     tokenizer: Any,
     backend: str,
     test_split: object,
-    prompt_format: str,
-    system_prompt: str,
+    prompt: PromptOptions,
 ) -> list[TestExample]:
     """Render prompts with the backend's tokenizer, or insist they are already there."""
     if tokenizer is not None:
         return format_examples(
-            examples, tokenizer, prompt_format=prompt_format, system_prompt=system_prompt or None
+            examples,
+            tokenizer,
+            prompt_format=prompt.prompt_format,
+            system_prompt=prompt.system_prompt or None,
+            chat_template_kwargs=prompt.chat_template_kwargs,
         )
-    check_prompt_formats(examples, prompt_format)
+    check_prompt_formats(examples, prompt.prompt_format, prompt.chat_template_kwargs)
     missing = [example.example_id for example in examples if example.prompt_text is None]
     if missing:
         raise InputError(

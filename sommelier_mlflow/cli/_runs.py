@@ -23,13 +23,14 @@ from sommelier_mlflow.integration import (
     check_tracking_server,
     log_evaluation_run,
     log_example_traces,
+    log_text_artifact,
     read_active_run,
     should_log_traces,
     tracking_errors,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
     from sommelier_mlflow.cli._pipeline import ArmOutput
     from sommelier_mlflow.evaluation import ClaimsSpec, RegistrationRecord
@@ -307,11 +308,14 @@ def log_arm(
     *,
     log_traces: str = "auto",
     progress: bool = False,
+    texts: Mapping[str, str] | None = None,
 ) -> int:
     """Log one arm's report, generations, split, table and params into ``run_id``.
 
     With ``log_traces`` on (``auto``: up to 5,000 examples) every example also
     becomes a trace with its assessments, for MLflow's evaluation view.
+    ``texts`` are further text artifacts by path (a system prompt too long
+    for a param).
 
     Returns:
         The number of traces logged (0 when off).
@@ -328,6 +332,8 @@ def log_arm(
         params={**arm.backend_params, **extra_params, "log_traces": log_traces},
         metrics={f"{THROUGHPUT_SECTION}/{name}": value for name, value in arm.throughput.items()},
     )
+    for artifact_file, text in (texts or {}).items():
+        log_text_artifact(text, artifact_file, run_id=run_id)
     if not traces:
         return 0
     examples = arm_example_traces(arm.report, arm.scored, arm.split)

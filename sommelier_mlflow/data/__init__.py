@@ -21,6 +21,7 @@ from sommelier_mlflow.data._dataset_records import (
     read_dataset_records,
 )
 from sommelier_mlflow.data._format import (
+    MAX_PROMPT_CHARS,
     NATIVE_PROMPT_FORMAT,
     SYSTEM_INSTRUCTION,
     ChatTemplateTokenizer,
@@ -30,6 +31,7 @@ from sommelier_mlflow.data._format import (
     format_examples,
     prompt_format,
     prompt_format_names,
+    read_chat_template_kwargs,
     register_prompt_format,
     render_target,
     tool_schemas,
@@ -109,6 +111,7 @@ __all__ = [
     "GENERATION_SCHEMA",
     "GenerationPrefix",
     "GenerationRecord",
+    "MAX_PROMPT_CHARS",
     "MODEL_KINDS",
     "ModelIdentity",
     "ModelKind",
@@ -139,6 +142,7 @@ __all__ = [
     "prepare",
     "prompt_format",
     "prompt_format_names",
+    "read_chat_template_kwargs",
     "read_dataset_records",
     "read_generation_prefix",
     "read_generations",

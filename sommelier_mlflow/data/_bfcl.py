@@ -53,6 +53,7 @@ from typing import Any, Final
 
 from sommelier_mlflow._json import atomic_write_json, atomic_write_jsonl, staged_folder
 from sommelier_mlflow.data._jsonl import JsonlReader
+from sommelier_mlflow.data._schema_types import JSON_SCHEMA_TYPES
 from sommelier_mlflow.data._schemas import TEST_EXAMPLE_SCHEMA, schema_version
 from sommelier_mlflow.data._tools import tools_problem
 from sommelier_mlflow.errors import ConfigError, DataError
@@ -99,16 +100,10 @@ _REFUSED: Final = {
 BFCL_DROP_REASONS: Final = ("not_one_user_turn", "no_function_offered")
 BFCL_DROP_SUMMARY_SCHEMA: Final = schema_version("bfcl_drop_summary")
 
-# BFCL's type names and what JSON Schema calls them (None: any value, no "type").
+# BFCL's type names, each with its JSON Schema type from the one table (None: any value).
 _JSON_SCHEMA_TYPE: Final[dict[str, str | None]] = {
-    "string": "string",
-    "integer": "integer",
-    "float": "number",
-    "boolean": "boolean",
-    "array": "array",
-    "tuple": "array",
-    "dict": "object",
-    "any": None,
+    name: JSON_SCHEMA_TYPES[name]
+    for name in ("string", "integer", "float", "boolean", "array", "tuple", "dict", "any")
 }
 _LIST_TYPES: Final = frozenset({"array", "tuple"})
 

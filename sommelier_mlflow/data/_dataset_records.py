@@ -5,7 +5,8 @@ An evaluation dataset stores records of ``inputs``, ``expectations`` and
 
 ``inputs``
     ``query`` and ``tools`` (what the model is asked), and ``prompt_text``
-    for a formatted example (the rendered prompt is then what the model sees).
+    for a formatted example (the rendered prompt is then what the model sees),
+    with the ``chat_template_kwargs`` it was rendered with, if any.
     No other input: an input the product did not render would change what
     the model is asked without the report knowing.
 ``expectations``
@@ -41,7 +42,7 @@ from sommelier_mlflow.errors import DataError, InvariantViolationError
 __all__ = ["DATASET_RECORD_TAGS", "read_dataset_records", "dataset_records"]
 
 _INPUTS: Final = ("query", "tools")
-_OPTIONAL_INPUTS: Final = ("prompt_text",)
+_OPTIONAL_INPUTS: Final = ("prompt_text", "chat_template_kwargs")
 _GOLD_KEYS: Final = ("gold_calls", "gold_call")
 #: The record tags that map onto row fields; any other tag is a slice field
 #: when ``--slice-by`` names it, and ignored otherwise.
@@ -185,6 +186,8 @@ def dataset_records(examples: Sequence[TestExample], *, source: str) -> list[dic
             tags["prompt_sha256"] = example.prompt_sha256
             if example.prompt_format != DEFAULT_PROMPT_FORMAT:
                 tags["prompt_format"] = example.prompt_format
+            if example.chat_template_kwargs:  # an object: an input, as tags hold strings
+                inputs["chat_template_kwargs"] = example.chat_template_kwargs
         tags.update(example.slice_values)
         key = canonical_json(inputs)
         if key in seen:

@@ -14,18 +14,31 @@ digests never change) and ``native`` (the tokenizer's own tool rendering:
 were trained on). A formatted row records the format its prompt was rendered
 in, so a split rendered one way is never replayed as the other.
 
+Templates are checked on the first prompt they render, so a template that
+would quietly change the experiment is refused (exit 2) before anything
+runs: one that ignores ``tools`` or drops ``--system-prompt``, and one whose
+output depends on the day (Llama 3.1/3.2 templates write today's date unless
+``date_string`` is passed) or on other call-time state, since then the same
+split would get other prompts and digests tomorrow. Extra template variables
+(``--chat-template-kwargs``: Qwen3's ``enable_thinking``, Llama's
+``date_string``) are recorded in every formatted row.
+
 The tokenizer is duck-typed (anything with ``apply_chat_template`` and a
 ``chat_template`` attribute), so this module does not import transformers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from datetime import datetime, tzinfo
 from typing import Any, Final, Protocol
 
-from sommelier_mlflow._json import canonical_json, sha256_text
+from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads, sha256_text
 from sommelier_mlflow._plugins import PROMPT_FORMATS_GROUP, Registry
+from sommelier_mlflow.data._schema_types import json_schema_parameters
 from sommelier_mlflow.data._schemas import DEFAULT_PROMPT_FORMAT, TestExample
 from sommelier_mlflow.errors import (
     ConfigError,
@@ -45,6 +58,8 @@ __all__ = [
     "prompt_format_names",
     "build_messages",
     "tool_schemas",
+    "MAX_PROMPT_CHARS",
+    "read_chat_template_kwargs",
     "render_target",
     "check_prompt_formats",
     "format_examples",
@@ -62,6 +77,38 @@ SYSTEM_INSTRUCTION: Final = (
     "argument names."
 )
 _TOOLS_HEADING: Final = "Available tools:"
+
+#: The longest prompt a template may render, in characters. Past it a template
+#: is looping over something it should not, and no model's context holds it.
+MAX_PROMPT_CHARS: Final = 1_000_000
+
+# What apply_chat_template and the product set themselves, and the template
+# globals: --chat-template-kwargs may not set them.
+_RESERVED_TEMPLATE_KWARGS: Final = frozenset(
+    {
+        "messages",
+        "conversation",
+        "tools",
+        "documents",
+        "chat_template",
+        "add_generation_prompt",
+        "continue_final_message",
+        "tokenize",
+        "padding",
+        "truncation",
+        "max_length",
+        "return_tensors",
+        "return_dict",
+        "return_assistant_tokens_mask",
+        "tokenizer_kwargs",
+        "strftime_now",
+        "raise_exception",
+    }
+)
+# Where Hugging Face's templates read the clock (strftime_now calls datetime.now()).
+_CLOCK_MODULES: Final = ("transformers.utils.chat_template_utils",)
+# Two days in different months and years, so any date or time format tells them apart.
+_FAKE_DAYS: Final = (datetime(2001, 2, 3, 4, 5, 6), datetime(2012, 11, 24, 19, 58, 47))
 
 
 class ChatTemplateTokenizer(Protocol):
@@ -149,24 +196,67 @@ def _native_messages(example: TestExample, system_prompt: str | None) -> list[di
 
 
 def tool_schemas(tools: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The row's tools as the JSON-schema function list chat templates take as ``tools``.
+    """The row's tools in the OpenAI shape chat templates take as ``tools``.
 
-    A tool whose ``parameters`` is already a JSON Schema object keeps it; the
-    flat ``{name: spec}`` form (xlam's) becomes ``{"type": "object",
-    "properties": {...}}``. Nothing is invented: no ``required`` list is
-    added that the row did not give.
+    Each becomes ``{"type": "function", "function": {"name", "description",
+    "parameters": {"type": "object", "properties", "required"}}}`` with JSON
+    Schema types: xlam's ``"str"``, ``"List[int]"``, ``"str, optional"`` (and
+    BFCL's names) are converted by
+    :func:`~sommelier_mlflow.data._schema_types.json_schema_parameters`, since
+    the models were trained on JSON Schema and some templates break on
+    anything else. This is only what the model is shown: the row keeps its
+    own tools for scoring, and the ``sommelier`` prompt format keeps writing
+    them as they are.
     """
     schemas = []
     for tool in tools:
-        parameters = tool.get("parameters", {})
-        if parameters.get("type") != "object":
-            parameters = {"type": "object", "properties": dict(parameters)}
         function: dict[str, Any] = {"name": tool["name"]}
         if "description" in tool:
             function["description"] = tool["description"]
-        function["parameters"] = parameters
+        function["parameters"] = json_schema_parameters(tool.get("parameters", {}))
         schemas.append({"type": "function", "function": function})
     return schemas
+
+
+def read_chat_template_kwargs(value: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    """Extra chat-template variables, from ``--chat-template-kwargs JSON`` or a mapping.
+
+    They reach the template as variables (``{"enable_thinking": false}`` for
+    Qwen3, ``{"date_string": "26 Jul 2024"}`` for Llama 3.1/3.2), so they
+    must be a JSON object whose keys are not what the product passes itself.
+    ``""`` and ``None`` mean none.
+
+    Raises:
+        ConfigError: Not a JSON object, or a key the product sets itself (exit 2).
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return {}
+    if isinstance(value, str):
+        try:
+            parsed = loads(value, reject_duplicate_keys=True)
+        except JSONDecodeError as exc:
+            raise ConfigError(
+                f"--chat-template-kwargs is not JSON ({exc}); give an object, e.g. "
+                "'{\"enable_thinking\": false}'"
+            ) from exc
+    else:
+        parsed = value
+    if not isinstance(parsed, Mapping) or not all(isinstance(key, str) for key in parsed):
+        raise ConfigError(
+            f"--chat-template-kwargs must be a JSON object of template variables, got {value!r}"
+        )
+    reserved = sorted(set(parsed) & _RESERVED_TEMPLATE_KWARGS)
+    if reserved:
+        raise ConfigError(
+            f"--chat-template-kwargs may not set {', '.join(reserved)}: the product passes "
+            "those to the template itself (messages, tools, add_generation_prompt) or the "
+            "template environment provides them"
+        )
+    try:
+        checked: dict[str, Any] = loads(canonical_json(dict(parsed)))  # plain JSON values only
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"chat_template_kwargs must hold JSON values only: {exc}") from exc
+    return checked
 
 
 register_prompt_format(
@@ -224,27 +314,42 @@ def _render(
     example: TestExample,
     prompt: PromptFormat,
     system_prompt: str | None,
+    template_kwargs: Mapping[str, Any],
     *,
     tools: bool = True,
 ) -> str:
     extra = {"tools": tool_schemas(example.tools)} if prompt.with_tools and tools else {}
+    where = f"the chat template of tokenizer {_tokenizer_name(tokenizer)!r}"
     try:
         text = tokenizer.apply_chat_template(
             prompt.messages(example, system_prompt),
             tokenize=False,
             add_generation_prompt=True,
+            **template_kwargs,
             **extra,
         )
-    except Exception as exc:  # any template failure is the tokenizer's, not ours
-        raise DependencyError(
-            f"the tokenizer's chat template failed on example {example.example_id!r}: {exc}; "
-            "the template may not accept a system message"
+    except RecursionError as exc:
+        raise ConfigError(
+            f"{where} recursed without end on example {example.example_id!r} "
+            f"(RecursionError: {exc}): one of its macros met a value it does not handle, such as "
+            "a parameter type that is not JSON Schema; fix the template or the row's tools"
+        ) from exc
+    except Exception as exc:  # any template failure is the template's, reported as it said it
+        raise ConfigError(
+            f"{where} failed on example {example.example_id!r}: {type(exc).__name__}: {exc}; "
+            "fix the template (tokenizer.chat_template) or the row, or use another tokenizer"
         ) from exc
     if not isinstance(text, str) or not text:
         raise DependencyError(
             "tokenizer.apply_chat_template(..., tokenize=False) returned "
             f"{type(text).__name__}, not prompt text; the tokenizer does not render templates "
             "as text"
+        )
+    if len(text) > MAX_PROMPT_CHARS:
+        raise ConfigError(
+            f"{where} rendered {len(text):,} characters for example {example.example_id!r}, "
+            f"more than the {MAX_PROMPT_CHARS:,} a prompt may have; the template loops over "
+            "something it should not, or the row is broken"
         )
     return text
 
@@ -254,9 +359,11 @@ def _require_tools_rendered(
     example: TestExample,
     prompt: PromptFormat,
     system_prompt: str | None,
+    template_kwargs: Mapping[str, Any],
     text: str,
 ) -> None:
-    if text == _render(tokenizer, example, prompt, system_prompt, tools=False):
+    bare = _render(tokenizer, example, prompt, system_prompt, template_kwargs, tools=False)
+    if text == bare:
         raise ConfigError(
             f"the chat template of tokenizer {_tokenizer_name(tokenizer)!r} ignores `tools` "
             f"(example {example.example_id!r} renders the same text with and without them), "
@@ -266,18 +373,118 @@ def _require_tools_rendered(
         )
 
 
-def check_prompt_formats(examples: Iterable[TestExample], wanted: str) -> None:
-    """Refuse formatted rows whose prompts were rendered in another prompt format.
+def _require_system_prompt_rendered(
+    tokenizer: ChatTemplateTokenizer,
+    example: TestExample,
+    prompt: PromptFormat,
+    template_kwargs: Mapping[str, Any],
+    text: str,
+) -> None:
+    if text == _render(tokenizer, example, prompt, None, template_kwargs):
+        raise ConfigError(
+            f"the chat template of tokenizer {_tokenizer_name(tokenizer)!r} drops the system "
+            f"prompt (example {example.example_id!r} renders the same text with and without "
+            "--system-prompt), so it would change nothing the model sees; use a tokenizer "
+            "whose template renders a system message"
+            + (" beside tools" if prompt.with_tools else "")
+            + ", or leave --system-prompt out"
+        )
+
+
+@contextmanager
+def _clock_at(moment: datetime) -> Iterator[None]:
+    """Make the clock Hugging Face templates read (``strftime_now``) say ``moment``.
+
+    transformers' ``strftime_now`` calls ``datetime.now()`` of its template
+    module at render time; only that module's name is swapped, and only while
+    the block runs. A tokenizer from elsewhere keeps its own clock.
+    """
+
+    class _Stopped(datetime):
+        @classmethod
+        def now(cls, tz: tzinfo | None = None) -> _Stopped:
+            return cls.fromtimestamp(moment.timestamp(), tz)
+
+    patched = []
+    for name in _CLOCK_MODULES:
+        module = sys.modules.get(name)
+        namespace = vars(module) if module is not None else {}
+        if "datetime" in namespace:
+            patched.append((namespace, namespace["datetime"]))
+            namespace["datetime"] = _Stopped
+    try:
+        yield
+    finally:
+        for namespace, original in patched:
+            namespace["datetime"] = original
+
+
+def _require_same_every_day(
+    tokenizer: ChatTemplateTokenizer,
+    example: TestExample,
+    prompt: PromptFormat,
+    system_prompt: str | None,
+    template_kwargs: Mapping[str, Any],
+    text: str,
+) -> None:
+    """Refuse a template whose prompt depends on the day or on anything else of the call."""
+    rendered = []
+    for day in (_FAKE_DAYS[0], *_FAKE_DAYS):  # the same day twice, then another day
+        with _clock_at(day):
+            rendered.append(_render(tokenizer, example, prompt, system_prompt, template_kwargs))
+    name = _tokenizer_name(tokenizer)
+    if rendered[0] == rendered[1] != rendered[2]:
+        raise ConfigError(
+            f"the chat template of tokenizer {name!r} writes the date into the prompt (example "
+            f"{example.example_id!r} renders differently on two days), so the same split would "
+            "get other prompts and digests tomorrow and arms formatted on different days could "
+            "not be compared; pin the date: --chat-template-kwargs "
+            '\'{"date_string": "26 Jul 2024"}\' (the variable Llama 3.1/3.2 templates read; '
+            "another template may read another)"
+        )
+    if len({text, *rendered}) > 1:
+        raise ConfigError(
+            f"the chat template of tokenizer {name!r} renders example {example.example_id!r} "
+            "differently each time it is called (it reads the clock, a random value or other "
+            "state of the call), so prompts and digests would not be reproducible; pin the "
+            "variables it reads with --chat-template-kwargs, or fix the template"
+        )
+
+
+def check_prompt_formats(
+    examples: Iterable[TestExample],
+    wanted: str,
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+) -> None:
+    """Refuse formatted rows whose prompts were rendered another way.
+
+    Args:
+        examples: The rows; those without a stored prompt are not checked.
+        wanted: The prompt format the command renders in.
+        chat_template_kwargs: The template variables the command renders
+            with; ``None`` leaves them unchecked.
 
     Raises:
-        ConfigError: Naming the field ``prompt_format``, the row and both formats.
+        ConfigError: Naming the field (``prompt_format`` or
+            ``chat_template_kwargs``), the row and both values.
     """
     for example in examples:
-        if example.prompt_text is not None and example.prompt_format != wanted:
+        if example.prompt_text is None:
+            continue
+        if example.prompt_format != wanted:
             raise ConfigError(
                 f"example {example.example_id!r}: its stored prompt was rendered with "
                 f"prompt_format {example.prompt_format!r}, not {wanted!r}; render the split "
                 f"again from its unformatted rows with --prompt-format {wanted}"
+            )
+        if chat_template_kwargs is not None and canonical_json(
+            example.chat_template_kwargs
+        ) != canonical_json(dict(chat_template_kwargs)):
+            raise ConfigError(
+                f"example {example.example_id!r}: its stored prompt was rendered with "
+                f"chat_template_kwargs {canonical_json(example.chat_template_kwargs)}, not "
+                f"{canonical_json(dict(chat_template_kwargs))}; pass the same "
+                "--chat-template-kwargs, or render the split again from its unformatted rows"
             )
 
 
@@ -287,6 +494,7 @@ def format_examples(
     *,
     prompt_format: str = DEFAULT_PROMPT_FORMAT,
     system_prompt: str | None = None,
+    chat_template_kwargs: Mapping[str, Any] | None = None,
 ) -> list[TestExample]:
     """Give every example its prompt text and digest, in the chosen prompt format.
 
@@ -302,13 +510,18 @@ def format_examples(
         tokenizer: The chat-template tokenizer.
         prompt_format: A registered prompt format (``sommelier`` or ``native``).
         system_prompt: A system turn for formats that take one (``native``).
+        chat_template_kwargs: Extra template variables (``enable_thinking``,
+            ``date_string``), recorded in every row rendered with them.
 
     Raises:
         ConfigError: An unknown prompt format, a system prompt the format does
-            not take, a stored prompt of another format, or (``native``) a
-            template that ignores ``tools`` (exit 2).
+            not take, a stored prompt rendered another way, bad template
+            variables, or a template that fails, recurses without end,
+            renders more than :data:`MAX_PROMPT_CHARS`, drops the system
+            prompt, depends on the day or the call, or (``native``) ignores
+            ``tools`` (exit 2; each names the tokenizer and the example).
         DependencyError: If rendering is needed and the tokenizer has no chat
-            template, or the template fails.
+            template.
         InvariantViolationError: If a stored prompt does not match its digest.
     """
     prompt = _PROMPT_FORMATS.get(prompt_format)
@@ -317,6 +530,7 @@ def format_examples(
             f"--system-prompt applies to a prompt format that takes one (native), not "
             f"{prompt.name!r}, whose system turn is fixed"
         )
+    template_kwargs = read_chat_template_kwargs(chat_template_kwargs)
     formatted: list[TestExample] = []
     checked_template = False
     for example in examples:
@@ -328,10 +542,12 @@ def format_examples(
                     f"{example.prompt_sha256} does not match its prompt_text ({actual}); "
                     "refusing to replay an altered prompt"
                 )
-            check_prompt_formats([example], prompt.name)
+            check_prompt_formats([example], prompt.name, template_kwargs)
             formatted.append(example)
             continue
-        text = _render_checked(tokenizer, example, prompt, system_prompt, checked_template)
+        text = _render_checked(
+            tokenizer, example, prompt, system_prompt, template_kwargs, checked_template
+        )
         checked_template = True
         formatted.append(
             replace(
@@ -339,6 +555,7 @@ def format_examples(
                 prompt_text=text,
                 prompt_sha256=sha256_text(text),
                 prompt_format=prompt.name,
+                chat_template_kwargs=template_kwargs,
             )
         )
     return formatted
@@ -349,12 +566,23 @@ def _render_checked(
     example: TestExample,
     prompt: PromptFormat,
     system_prompt: str | None,
+    template_kwargs: Mapping[str, Any],
     checked: bool,
 ) -> str:
-    """Render one example; the first rendering also checks the template itself."""
+    """Render one example; the first rendering also checks the template itself.
+
+    The checks cost a few renderings of the first example only: one without
+    tools, one without the system prompt, three on faked days (one day twice,
+    then another).
+    """
     if not checked:
         _require_chat_template(tokenizer)
-    text = _render(tokenizer, example, prompt, system_prompt)
-    if not checked and prompt.with_tools:
-        _require_tools_rendered(tokenizer, example, prompt, system_prompt, text)
+    text = _render(tokenizer, example, prompt, system_prompt, template_kwargs)
+    if checked:
+        return text
+    if prompt.with_tools:
+        _require_tools_rendered(tokenizer, example, prompt, system_prompt, template_kwargs, text)
+    if system_prompt:
+        _require_system_prompt_rendered(tokenizer, example, prompt, template_kwargs, text)
+    _require_same_every_day(tokenizer, example, prompt, system_prompt, template_kwargs, text)
     return text

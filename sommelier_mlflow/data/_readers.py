@@ -114,6 +114,7 @@ _NATIVE_OPTIONAL: Final = frozenset(
         "prompt_text",
         "prompt_sha256",
         "prompt_format",
+        "chat_template_kwargs",
     }
 )
 _PREPARED_V2_FIELDS: Final = (
@@ -340,6 +341,14 @@ def _native_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExample:
         if prompt_text is None:
             raise src.error("'prompt_format' names how 'prompt_text' was rendered; give both")
         prompt_format = src.string("prompt_format")
+    chat_template_kwargs: dict[str, Any] = {}
+    if "chat_template_kwargs" in src.row:
+        chat_template_kwargs = src.row["chat_template_kwargs"]
+        if prompt_text is None or not isinstance(chat_template_kwargs, dict):
+            raise src.error(
+                "'chat_template_kwargs' is the object of template variables 'prompt_text' was "
+                "rendered with; give both"
+            )
     return _build_example(
         src,
         slice_by,
@@ -350,6 +359,7 @@ def _native_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExample:
         prompt_text=prompt_text,
         prompt_sha256=prompt_sha256,
         prompt_format=prompt_format,
+        chat_template_kwargs=chat_template_kwargs,
     )
 
 

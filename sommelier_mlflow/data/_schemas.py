@@ -95,7 +95,9 @@ class TestExample:
     ``slice_values`` holds the declared slice fields of the row
     (``--slice-by F``), sorted by field name. ``prompt_format`` names the
     prompt format ``prompt_text`` was rendered in (``sommelier`` unless the
-    row says otherwise).
+    row says otherwise). ``chat_template_kwargs`` holds the extra template
+    variables it was rendered with (``--chat-template-kwargs``; empty unless
+    the row says otherwise).
 
     The constructor takes ``gold_call`` (one call, the original signature
     every single-call caller uses) or ``gold_calls``; given both, ``gold_call``
@@ -114,6 +116,7 @@ class TestExample:
     prompt_sha256: str | None
     slice_values: tuple[tuple[str, str], ...]
     prompt_format: str
+    chat_template_kwargs: dict[str, Any]
 
     def __init__(
         self,
@@ -129,6 +132,7 @@ class TestExample:
         gold_calls: Sequence[dict[str, Any]] | None = None,
         slice_values: Mapping[str, str] | Sequence[tuple[str, str]] = (),
         prompt_format: str = DEFAULT_PROMPT_FORMAT,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         if gold_call is None and gold_calls is None:
             raise InputError(
@@ -157,6 +161,7 @@ class TestExample:
         pairs = slice_values.items() if isinstance(slice_values, Mapping) else slice_values
         assign(self, "slice_values", tuple(sorted((str(k), v) for k, v in pairs)))
         assign(self, "prompt_format", prompt_format)
+        assign(self, "chat_template_kwargs", dict(chat_template_kwargs or {}))
         self._validate()
 
     def _validate(self) -> None:
@@ -217,6 +222,8 @@ class TestExample:
             row["prompt_sha256"] = self.prompt_sha256
             if self.prompt_format != DEFAULT_PROMPT_FORMAT:  # default rows keep their bytes
                 row["prompt_format"] = self.prompt_format
+            if self.chat_template_kwargs:
+                row["chat_template_kwargs"] = self.chat_template_kwargs
         return row
 
 

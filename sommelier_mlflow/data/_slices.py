@@ -63,6 +63,7 @@ _ROW_FIELDS: Final = frozenset(
         "prompt_text",
         "prompt_sha256",
         "prompt_format",
+        "chat_template_kwargs",
         "messages",
         "split",
     }

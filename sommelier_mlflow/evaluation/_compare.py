@@ -75,6 +75,7 @@ GATE_FIELDS: Final[tuple[str, ...]] = (
     "model_identity.tokenizer",
     "model_identity.tokenizer_revision",
     "prompt_format",
+    "chat_template_kwargs",
     "dataset.name",
     "dataset.id",
     "dataset.digest",
@@ -114,6 +115,7 @@ _HINTS: Final = {
     "parser_version": "re-score both arms with the same parser version and --output-format",
     "scoring": "score both arms with the same --scoring mode",
     "prompt_format": "render both arms' prompts with the same --prompt-format",
+    "chat_template_kwargs": "render both arms' prompts with the same --chat-template-kwargs",
     "slice_by": "score both arms with the same --slice-by fields",
     "field_slices": "score both arms on the same split so the same field slices exist",
     "decoding": "generate both arms with identical decoding settings, batch size included",
@@ -194,6 +196,8 @@ def _gate(base: EvaluationReport, adapter: EvaluationReport) -> None:
         # Before the split's digest: a split rendered in another prompt format is
         # another file, and "another prompt format" says why.
         ("prompt_format", bi.prompt_format, ai.prompt_format),
+        # So is one rendered with other template variables (a thinking switch, a date).
+        ("chat_template_kwargs", dict(bi.chat_template_kwargs), dict(ai.chat_template_kwargs)),
         # So is a split read from another dataset, or from an edited one.
         *((f"dataset.{name}", left_dataset[name], right_dataset[name]) for name in _DATASET),
         ("test_split_sha256", bi.test_split_sha256, ai.test_split_sha256),

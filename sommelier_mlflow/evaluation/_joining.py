@@ -118,6 +118,21 @@ def _prompt_format(selected: Sequence[TestExample]) -> str:
     return next(iter(formats))
 
 
+def _chat_template_kwargs(selected: Sequence[TestExample]) -> dict[str, Any]:
+    """The one set of template variables the arm's prompts were rendered with; mixed is refused."""
+    seen: dict[str, str] = {}
+    for example in selected:
+        seen.setdefault(canonical_json(example.chat_template_kwargs), example.example_id)
+    if len(seen) > 1:
+        listed = ", ".join(f"{value} (e.g. {example!r})" for value, example in sorted(seen.items()))
+        raise InputError(
+            f"the split's prompts were rendered with {len(seen)} different template variable "
+            f"sets (field chat_template_kwargs: {listed}); render every row with the same "
+            "--chat-template-kwargs"
+        )
+    return dict(selected[0].chat_template_kwargs) if selected else {}
+
+
 def _join(
     split: TestSplit,
     selected: Sequence[TestExample],
@@ -311,6 +326,7 @@ def score_run(
     check_scoring_mode(split, scoring)
     selected = _select_examples(split, languages)
     prompt_format = _prompt_format(selected)
+    chat_template_kwargs = _chat_template_kwargs(selected)
     records = _join(split, selected, generations)
     for example, record in zip(selected, records, strict=True):
         _check_record(example, record, model_kind)
@@ -339,4 +355,5 @@ def score_run(
         scored=scored,
         prompt_format=prompt_format,
         dataset=split.dataset,
+        chat_template_kwargs=chat_template_kwargs,
     )

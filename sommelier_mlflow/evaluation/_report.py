@@ -104,7 +104,15 @@ _IDENTITY_KEYS: Final = frozenset(
 # Written only when not the spec's defaults (``single`` scoring, language slices only),
 # so reports from before scoring modes and slice fields read and rewrite unchanged.
 _OPTIONAL_IDENTITY_KEYS: Final = frozenset(
-    {"scoring", "slice_by", "prompt_format", "dataset", "sample", "skip_overlong"}
+    {
+        "scoring",
+        "slice_by",
+        "prompt_format",
+        "dataset",
+        "chat_template_kwargs",
+        "sample",
+        "skip_overlong",
+    }
 )
 _SAMPLE_KEYS: Final = frozenset({"rule", "seed", "max_examples", "strata", "roots"})
 _SKIP_KEYS: Final = frozenset({"context_length", "example_ids"})
@@ -326,6 +334,8 @@ class ArmIdentity:
             the report says otherwise).
         dataset: The MLflow evaluation dataset the split was read from
             (``--test-split mlflow-dataset:NAME``); ``None`` for a split file.
+        chat_template_kwargs: The extra template variables every prompt was
+            rendered with (``--chat-template-kwargs``; written only when set).
         sample: How ``max_examples`` drew the evaluated rows (``rule``,
             ``seed``, ``max_examples``, ``strata``, ``roots``; see
             :func:`~sommelier_mlflow.data.sample_examples`); ``None`` when every
@@ -344,6 +354,7 @@ class ArmIdentity:
     slice_by: tuple[str, ...] = ()
     prompt_format: str = DEFAULT_PROMPT_FORMAT
     dataset: DatasetRef | None = None
+    chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
     sample: Mapping[str, Any] | None = None
     skip_overlong: SkippedOverlong | None = None
 
@@ -457,6 +468,7 @@ class EvaluationReport:
                 slice_by=run.scored.slice_by,
                 prompt_format=run.prompt_format,
                 dataset=run.dataset,
+                chat_template_kwargs=dict(run.chat_template_kwargs),
             ),
             metric_names=run.metric_names,
             bootstrap=run.bootstrap,
@@ -551,6 +563,8 @@ class EvaluationReport:
             extra["prompt_format"] = self.identity.prompt_format
         if self.identity.dataset is not None:
             extra["dataset"] = self.identity.dataset.to_dict()
+        if self.identity.chat_template_kwargs:
+            extra["chat_template_kwargs"] = dict(self.identity.chat_template_kwargs)
         if self.identity.sample is not None:
             extra["sample"] = dict(self.identity.sample)
         if self.identity.skip_overlong is not None:
@@ -840,6 +854,7 @@ def _read_identity(check: ReportChecker, top: dict[str, Any]) -> tuple[dict[str,
         slice_by=slice_by,
         prompt_format=prompt_format,
         dataset=_dataset(check, identity_entry),
+        chat_template_kwargs=_chat_template_kwargs(check, identity_entry),
         sample=_sample(check, identity_entry),
         skip_overlong=_skipped(check, identity_entry),
     )
@@ -888,6 +903,15 @@ def _dataset(check: ReportChecker, identity: dict[str, Any]) -> DatasetRef | Non
         dataset_id=check.text(entry["id"], "identity.dataset.id"),
         digest=check.text(entry["digest"], "identity.dataset.digest"),
     )
+
+
+def _chat_template_kwargs(check: ReportChecker, identity: dict[str, Any]) -> dict[str, Any]:
+    if "chat_template_kwargs" not in identity:
+        return {}
+    kwargs = check.mapping(identity["chat_template_kwargs"], "identity.chat_template_kwargs")
+    if not kwargs:
+        check.fail("identity.chat_template_kwargs", "is empty; leave it out when none were given")
+    return dict(kwargs)
 
 
 def _sample(check: ReportChecker, identity: dict[str, Any]) -> dict[str, Any] | None:

@@ -368,6 +368,8 @@ class ScoredRun:
         scored: Rows, components and every aggregate.
         prompt_format: The prompt format every prompt was rendered in.
         dataset: The MLflow evaluation dataset the split was read from, if any.
+        chat_template_kwargs: The extra template variables every prompt was
+            rendered with (``--chat-template-kwargs``).
     """
 
     model_kind: ModelKind
@@ -380,6 +382,7 @@ class ScoredRun:
     scored: ScoredExamples
     prompt_format: str = DEFAULT_PROMPT_FORMAT
     dataset: DatasetRef | None = None
+    chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def metric_names(self) -> tuple[str, ...]:

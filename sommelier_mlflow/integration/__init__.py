@@ -42,6 +42,7 @@ from sommelier_mlflow.integration._primitives import (
     log_json_artifact,
     log_metrics_batch,
     log_params,
+    log_text_artifact,
     read_active_run,
     set_sommelier_tags,
 )
@@ -105,6 +106,7 @@ __all__ = [
     "log_leaderboard",
     "log_metrics_batch",
     "log_params",
+    "log_text_artifact",
     "log_verdict",
     "parse_registry_uri",
     "promote_version",

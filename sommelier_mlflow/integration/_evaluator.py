@@ -43,6 +43,11 @@ evaluator its own dict either way):
 ``slice_columns`` (default none)
     Feature columns to slice by besides language (string values); logged as
     ``<column>:<encoded value>/<metric>``.
+``chat_template_kwargs`` (default none)
+    The extra chat-template variables the outputs' prompts were rendered with
+    (a mapping or its JSON text, as ``--chat-template-kwargs``: ``{"enable_thinking":
+    false}``); checked and logged as the param ``sommelier.chat_template_kwargs``
+    (canonical JSON), so runs rendered differently are told apart.
 ``col_mapping``
     Consumed by MLflow itself (renames the targets/predictions columns); accepted.
 
@@ -54,7 +59,7 @@ A column named explicitly but absent, an unknown key or a malformed row raises
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -64,8 +69,9 @@ from mlflow.models.evaluation import EvaluationResult, ModelEvaluator
 from mlflow.models.evaluation.artifacts import JsonEvaluationArtifact
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
+from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow._redact import redact_value
-from sommelier_mlflow.data import check_slice_fields
+from sommelier_mlflow.data import check_slice_fields, read_chat_template_kwargs
 from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
 from sommelier_mlflow.integration._evaluator_names import EVALUATOR_NAME, MODEL_TYPE
 from sommelier_mlflow.integration._predictions import PredictionScores, score_predictions
@@ -76,6 +82,7 @@ from sommelier_mlflow.integration._primitives import (
     log_example_table,
     log_json_artifact,
     log_metrics_batch,
+    log_params,
     set_sommelier_tags,
 )
 from sommelier_mlflow.metrics import MetricSpec
@@ -111,8 +118,11 @@ _KNOWN_KEYS: Final = frozenset(
         "scoring",
         "slice_columns",
         "output_format",
+        "chat_template_kwargs",
     }
 )
+#: The param the declared chat-template variables are logged under.
+CHAT_TEMPLATE_KWARGS_PARAM: Final = "sommelier.chat_template_kwargs"
 
 
 class EvaluatorConfigError(ConfigError, MlflowException):
@@ -138,6 +148,7 @@ class _Config:
     log_table: bool
     scoring: str = DEFAULT_MODE
     slice_columns: tuple[str, ...] = ()
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     output_format: str = JSON_FORMAT
 
 
@@ -201,6 +212,10 @@ def _parse_config(raw: object) -> _Config:
         check_slice_fields(slice_columns, scoring=scoring)
     except ConfigError as exc:
         raise EvaluatorConfigError(f"slice_columns: {exc}") from exc
+    try:
+        template_kwargs = read_chat_template_kwargs(config.get("chat_template_kwargs"))
+    except ConfigError as exc:
+        raise EvaluatorConfigError(f"chat_template_kwargs: {exc}") from exc
     return _Config(
         columns=columns,
         explicit=frozenset(key for key in _COLUMN_DEFAULTS if key in config),
@@ -212,6 +227,7 @@ def _parse_config(raw: object) -> _Config:
         scoring=scoring,
         slice_columns=tuple(name for name in slice_columns if name != "language"),
         output_format=output_format,
+        chat_template_kwargs=template_kwargs,
     )
 
 
@@ -337,6 +353,11 @@ class SommelierEvaluator(ModelEvaluator):
             raise
         except (InputError, InvariantViolationError) as exc:
             raise EvaluatorConfigError(str(exc)) from exc
+        if config.chat_template_kwargs:
+            log_params(
+                run_id,
+                {CHAT_TEMPLATE_KWARGS_PARAM: canonical_json(config.chat_template_kwargs)},
+            )
         return self._log(run_id, scores, config.log_table)
 
     @staticmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow.errors import DataError
 
 __all__ = ["report_field", "evaluation_params", "comparison_params"]
@@ -53,7 +54,8 @@ def evaluation_params(report: Mapping[str, Any]) -> dict[str, object]:
 
     Model and tokenizer ids and revisions, the adapter's source and digest
     (``None`` for base), the parser version, every decoding field (batch size
-    included) and the bootstrap seed and resamples. Names avoid the MLproject
+    included), the bootstrap seed and resamples, and the chat-template
+    variables when the prompts were rendered with some. Names avoid the MLproject
     parameter names (``model``, ``adapter``, ``batch_size``...), which MLflow
     logs itself and would refuse to see re-logged with a resolved value.
     """
@@ -67,6 +69,9 @@ def evaluation_params(report: Mapping[str, Any]) -> dict[str, object]:
     params["adapter_source"] = adapter.get("source") if isinstance(adapter, Mapping) else None
     params["adapter_sha256"] = adapter.get("sha256") if isinstance(adapter, Mapping) else None
     params.update(_bootstrap_params(report.get("bootstrap")))
+    if identity.get("chat_template_kwargs"):
+        # Canonical, so under its own key: `mlflow run` logs the parameter as typed.
+        params["chat_template_kwargs.resolved"] = canonical_json(identity["chat_template_kwargs"])
     params.update(_selection_params(identity))
     return params
 

@@ -27,7 +27,7 @@ import random
 import shutil
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -45,6 +45,7 @@ from sommelier_mlflow.data import (
     TestSplit,
     check_scoring_mode,
     format_examples,
+    read_chat_template_kwargs,
     read_generations,
     read_test_split,
     sample_examples,
@@ -206,6 +207,9 @@ class SommelierCallback(TrainerCallback):
         scoring: Scoring mode, as ``evaluate --scoring``.
         output_format: How completions are read, as ``evaluate --output-format``.
         prompt_format: How unformatted rows are rendered, as ``evaluate --prompt-format``.
+        chat_template_kwargs: Extra chat-template variables (a mapping or its
+            JSON text), as ``evaluate --chat-template-kwargs``: Qwen3's
+            ``{"enable_thinking": False}``, Llama's ``{"date_string": ...}``.
         slice_by: Slice fields beyond language, as ``evaluate --slice-by``.
         max_new_tokens: Greedy generation budget per example.
         batch_size: Prompts per generation batch.
@@ -234,6 +238,7 @@ class SommelierCallback(TrainerCallback):
         scoring: str = DEFAULT_MODE,
         output_format: str = JSON_FORMAT,
         prompt_format: str = DEFAULT_PROMPT_FORMAT,
+        chat_template_kwargs: Mapping[str, Any] | str | None = None,
         slice_by: Sequence[str] = (),
         max_new_tokens: int = 96,
         batch_size: int = 8,
@@ -258,6 +263,7 @@ class SommelierCallback(TrainerCallback):
         self._scoring = scoring
         self._keep_special_tokens = find_output_format(output_format).special_tokens
         self._prompt_format = prompt_format
+        self._chat_template_kwargs = read_chat_template_kwargs(chat_template_kwargs)
         self._slice_by = tuple(slice_by)
         self._decoding = Decoding(max_new_tokens, batch_size, backend="hf")
         # Every evaluation scores alike; only the arm and its generations change.
@@ -351,7 +357,12 @@ class SommelierCallback(TrainerCallback):
             scoring=self._scoring,
         )
         subset = list(sample.examples)
-        rendered = format_examples(subset, self._tokenizer, prompt_format=self._prompt_format)
+        rendered = format_examples(
+            subset,
+            self._tokenizer,
+            prompt_format=self._prompt_format,
+            chat_template_kwargs=self._chat_template_kwargs,
+        )
         formatted = TestSplit(split.path, split.sha256, tuple(rendered))
         digest = sha256_text(canonical_json(sorted(e.example_id for e in formatted.examples)))
         run_id, started = _resolve_run()

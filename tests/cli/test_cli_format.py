@@ -113,3 +113,98 @@ def test_format_refuses_a_template_that_ignores_tools_and_a_split_of_another_for
     assert "prompt_format 'sommelier', not 'native'" in capsys.readouterr().err
     assert main([*args, "--prompt-format", "nope", "--out", str(tmp_path / "y.jsonl")]) == 2
     assert "unknown prompt format 'nope'" in capsys.readouterr().err
+
+
+def test_chat_template_kwargs_and_a_system_prompt_file_reach_rows_report_and_gate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Qwen3's switch as a template variable, and a system prompt read from a file.
+    template = HERMES_TEMPLATE.replace(
+        "<|assistant|>\n{% endif %}",
+        "<|assistant|>\n{% if enable_thinking is false %}<think></think>{% endif %}{% endif %}",
+    )
+    tokenizer = _tokenizer(tmp_path / "qwen", template)
+    raw = _unformatted(tmp_path)
+    system = tmp_path / "system.txt"
+    system.write_text("Use the tools. " * 10_000, encoding="utf-8")  # 150 kB, past any param
+    args = ["format", "--test-split", str(raw), "--tokenizer", str(tokenizer)]
+    args += ["--prompt-format", "native", "--system-prompt-file", str(system)]
+    off, on = tmp_path / "off.jsonl", tmp_path / "on.jsonl"
+    kwargs = '{"enable_thinking": false}'
+    assert main([*args, "--chat-template-kwargs", kwargs, "--out", str(off)]) == 0
+    assert main([*args, "--out", str(on)]) == 0
+    thinking_off = read_test_split(off).examples
+    assert all(e.chat_template_kwargs == {"enable_thinking": False} for e in thinking_off)
+    assert all((e.prompt_text or "").endswith("<think></think>") for e in thinking_off)
+    assert all(system.read_text() in (e.prompt_text or "") for e in thinking_off)
+
+    assert _score(off, BASE_OUTPUTS, "base", tmp_path / "b", tmp_path) == 0
+    assert _score(on, ADAPTER_OUTPUTS, "adapter", tmp_path / "a", tmp_path) == 0
+    report = json.loads((tmp_path / "b" / "evaluation_report.json").read_text())
+    assert report["identity"]["chat_template_kwargs"] == {"enable_thinking": False}
+    assert (
+        "chat_template_kwargs"
+        not in json.loads((tmp_path / "a" / "evaluation_report.json").read_text())["identity"]
+    )
+    capsys.readouterr()
+    compare = ["compare", "--base-report", str(tmp_path / "b" / "evaluation_report.json")]
+    compare += ["--adapter-report", str(tmp_path / "a" / "evaluation_report.json")]
+    assert main([*compare, "--out", str(tmp_path / "c")]) == 4
+    err = capsys.readouterr().err
+    assert "chat_template_kwargs differs" in err and "--chat-template-kwargs" in err
+    # Replaying a formatted split with other variables is refused naming the field.
+    replay = ["format", "--test-split", str(off), "--tokenizer", str(tokenizer)]
+    replay += ["--prompt-format", "native", "--out", str(tmp_path / "r.jsonl")]
+    assert main(replay) == 2
+    assert "rendered with chat_template_kwargs" in capsys.readouterr().err
+    assert main([*args, "--system-prompt", "x", "--out", str(tmp_path / "both.jsonl")]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+def test_a_failing_template_is_exit_2_naming_tokenizer_and_example_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    looping = "{% macro deeper(n) %}{{ deeper(n + 1) }}{% endmacro %}{{ deeper(0) }}"
+    tokenizer = _tokenizer(tmp_path / "looping", looping)
+    out = tmp_path / "never.jsonl"
+    args = ["format", "--test-split", str(_unformatted(tmp_path)), "--tokenizer", str(tokenizer)]
+    assert main([*args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "looping' recursed without end on example" in err and "Traceback" not in err
+    assert not out.exists() and list(tmp_path.glob("never*")) == []
+
+
+def test_evaluate_logs_a_system_prompt_file_whole_and_the_template_variables(
+    tmp_path: Path, tracking_uri: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mlflow.tracking import MlflowClient
+    from transformers import AutoTokenizer
+
+    from sommelier_mlflow._json import sha256_text
+    from tests.cli.cli_helpers import logged_run_id, tiny_arms
+
+    tiny = tiny_arms(tmp_path / "tiny")
+    tokenizer = AutoTokenizer.from_pretrained(tiny["model"])
+    tokenizer.chat_template = HERMES_TEMPLATE  # renders tools, as a native template does
+    tokenizer.save_pretrained(tmp_path / "native-tokenizer")
+    prompt = "Call exactly one tool.\n" * 400  # 9,200 characters: past MLflow's param limit
+    (tmp_path / "system.txt").write_text(prompt, encoding="utf-8")
+    args = [
+        *("evaluate", "--test-split", str(tiny["split"]), "--model", str(tiny["model"])),
+        *("--tokenizer", str(tmp_path / "native-tokenizer"), "--model-kind", "base"),
+        *("--prompt-format", "native", "--system-prompt-file", str(tmp_path / "system.txt")),
+        *("--chat-template-kwargs", '{"date_string": "26 Jul 2024"}', "--max-examples", "2"),
+        *("--max-new-tokens", "4", "--batch-size", "2", "--num-threads", "1"),
+        *("--resamples", "50", "--log-traces", "false", "--out", str(tmp_path / "out"), "--mlflow"),
+    ]
+    assert main(args) == 0
+    client = MlflowClient(tracking_uri)
+    run_id = logged_run_id(capsys.readouterr().out)
+    params = client.get_run(run_id).data.params
+    assert params["system_prompt.sha256"] == sha256_text(prompt)
+    assert "system_prompt" not in params
+    assert params["chat_template_kwargs.resolved"] == '{"date_string":"26 Jul 2024"}'
+    logged = client.download_artifacts(run_id, "sommelier/system_prompt.txt", str(tmp_path))
+    assert Path(logged).read_text(encoding="utf-8") == prompt
+    report = json.loads((tmp_path / "out" / "evaluation_report.json").read_text())
+    assert report["identity"]["chat_template_kwargs"] == {"date_string": "26 Jul 2024"}

@@ -18,7 +18,12 @@ from sommelier_mlflow.data import (
     render_target,
     write_test_split,
 )
-from sommelier_mlflow.errors import DependencyError, InputError, InvariantViolationError
+from sommelier_mlflow.errors import (
+    ConfigError,
+    DependencyError,
+    InputError,
+    InvariantViolationError,
+)
 from tests.data.data_helpers import SCHEMA_TOOL, WEATHER_CALL, WEATHER_TOOL
 
 TEMPLATE = (
@@ -156,9 +161,15 @@ def test_tokenizer_without_chat_template(plain_tokenizer: Any) -> None:
 
 
 def test_template_that_refuses_a_system_message(tmp_path: Path) -> None:
+    # The template's own words and the example, exit 2: the template is the user's input.
     strict = build_tokenizer(tmp_path, NO_SYSTEM_TEMPLATE)
-    with pytest.raises(DependencyError, match="chat template failed on example 'a'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"chat template of tokenizer '.*' failed on example 'a': "
+        r"TemplateError: System role not supported",
+    ) as info:
         format_examples([example()], strict)
+    assert info.value.exit_code == 2
 
 
 def test_data_package_does_not_import_heavy_dependencies() -> None:

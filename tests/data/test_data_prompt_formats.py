@@ -11,8 +11,10 @@ from sommelier_mlflow._json import dumps_line, loads, sha256_text
 from sommelier_mlflow.data import (
     TestExample,
     build_messages,
+    check_prompt_formats,
     format_examples,
     prompt_format_names,
+    read_chat_template_kwargs,
     read_test_split,
     tool_schemas,
     write_test_split,
@@ -73,11 +75,13 @@ def test_native_renders_the_tools_with_the_template_and_no_instruction(hermes: A
     assert text.startswith("<|system|>\n<tools>") and "exactly one" not in text
     assert "<|user|>\nweather in Paris?<|end|>\n<|assistant|>\n" in text
     assert example.prompt_sha256 == sha256_text(text)
-    # A flat parameter map becomes a JSON Schema object; a schema is kept as it is.
+    # A flat parameter map becomes a JSON Schema object with JSON Schema types;
+    # a schema is kept as it is.
     schemas = tool_schemas([WEATHER_TOOL, SCHEMA_TOOL])
     assert schemas[0]["function"]["parameters"] == {
         "type": "object",
-        "properties": WEATHER_TOOL["parameters"],
+        "properties": {"city": {"type": "string", "description": "City name"}},
+        "required": ["city"],
     }
     assert schemas[1] == {"type": "function", "function": SCHEMA_TOOL}
 
@@ -124,3 +128,69 @@ def test_a_split_rendered_in_one_format_is_refused_for_another(
     (tmp_path / "bare.jsonl").write_bytes(dumps_line(bare))
     with pytest.raises(DataError, match="'prompt_format' names how 'prompt_text'"):
         read_test_split(tmp_path / "bare.jsonl")
+
+
+# Templates that fail in each way the product names (the tokenizer, the example, the cause).
+LOOPING_TEMPLATE = "{% macro deeper(n) %}{{ deeper(n + 1) }}{% endmacro %}{{ deeper(0) }}"
+HUGE_TEMPLATE = "{% for i in range(60000) %}{{ messages[-1]['content'] }}{% endfor %}"
+RANDOM_TEMPLATE = "{{ lipsum(1, html=False) }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
+
+
+@pytest.mark.parametrize(
+    ("template", "cause"),
+    [
+        (LOOPING_TEMPLATE, "recursed without end on example 'ex-1' \\(RecursionError"),
+        (HUGE_TEMPLATE, "rendered 1,020,000 characters for example 'ex-1', more than the"),
+        (RANDOM_TEMPLATE, "renders example 'ex-1' differently each time it is called"),
+    ],
+)
+def test_a_template_that_loops_overflows_or_varies_is_exit_2_naming_tokenizer_and_example(
+    tmp_path: Path, template: str, cause: str
+) -> None:
+    tokenizer = build_tokenizer(tmp_path / "bad", template)
+    with pytest.raises(ConfigError, match=rf"tokenizer '.*bad' {cause}") as info:
+        format_examples([_example(query="x" * 17)], tokenizer)
+    assert info.value.exit_code == 2
+
+
+def test_chat_template_kwargs_reach_the_template_and_the_row(tmp_path: Path) -> None:
+    tokenizer = build_tokenizer(
+        tmp_path / "kw",
+        "{{ greeting }}|{{ flag }}|{% for m in messages %}{{ m['content'] }}{% endfor %}",
+    )
+    [example] = format_examples(
+        [_example()], tokenizer, chat_template_kwargs='{"greeting": "hi", "flag": false}'
+    )
+    assert (example.prompt_text or "").startswith("hi|False|")
+    assert example.chat_template_kwargs == {"flag": False, "greeting": "hi"}
+    path = write_test_split(tmp_path / "kw.jsonl", [example])
+    [read] = read_test_split(path).examples
+    assert read.chat_template_kwargs == {"flag": False, "greeting": "hi"}
+    # Replayed with the same variables it is kept; with others, refused naming the field.
+    assert format_examples(
+        [read], tokenizer, chat_template_kwargs={"flag": False, "greeting": "hi"}
+    ) == [read]
+    with pytest.raises(ConfigError, match="rendered with chat_template_kwargs"):
+        format_examples([read], tokenizer)
+    with pytest.raises(ConfigError, match="rendered with chat_template_kwargs"):
+        check_prompt_formats([read], "sommelier", {"flag": True, "greeting": "hi"})
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("{enable_thinking: false}", "is not JSON"),
+        ("[1]", "must be a JSON object"),
+        ('{"tools": []}', "may not set tools"),
+        (
+            '{"add_generation_prompt": false, "messages": []}',
+            "may not set add_generation_prompt, messages",
+        ),
+        ('{"a": 1, "a": 2}', "is not JSON"),
+    ],
+)
+def test_bad_chat_template_kwargs_are_exit_2(given: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        read_chat_template_kwargs(given)
+    assert info.value.exit_code == 2
+    assert read_chat_template_kwargs("") == read_chat_template_kwargs(None) == {}

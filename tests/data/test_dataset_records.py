@@ -46,6 +46,18 @@ def test_records_read_back_as_the_examples_they_were_written_from() -> None:
     assert again.sha256 == split.sha256
 
 
+def test_a_prompt_keeps_the_template_variables_it_was_rendered_with() -> None:
+    kwargs = {"enable_thinking": False}
+    written = [
+        replace(e, prompt_format="native", chat_template_kwargs=kwargs)
+        for e in examples()
+        if e.prompt_text is not None
+    ]
+    records = _stored(dataset_records(written, source="test.jsonl"))
+    assert all(record["inputs"]["chat_template_kwargs"] == kwargs for record in records)
+    assert [e.chat_template_kwargs for e in _read(records)] == [kwargs] * len(written)
+
+
 def test_a_record_of_plain_mlflow_needs_only_the_documented_keys() -> None:
     tools = [{"name": "get_time", "description": "Time in a city", "parameters": {}}]
     record = {

@@ -155,6 +155,16 @@ CASES = {
             },
         ),
     ),
+    "chat_template_kwargs": (
+        "chat_template_kwargs",
+        lambda kit, base: (
+            base,
+            {
+                **(a := _adapter_report(kit)),
+                "identity": {**a["identity"], "chat_template_kwargs": {"enable_thinking": False}},
+            },
+        ),
+    ),
     "parser_version": (
         "parser_version",
         lambda kit, base: (

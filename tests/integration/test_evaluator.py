@@ -243,6 +243,18 @@ def test_catalog_metrics_become_columns_and_aggregates(store: Store) -> None:
     assert result.metrics["en/extra/words.mean"] == sum(words) / 4
 
 
+def test_chat_template_kwargs_are_checked_and_logged_as_a_param(store: Store) -> None:
+    import mlflow
+
+    config = {"language_column": "lang", "chat_template_kwargs": '{"enable_thinking": false}'}
+    _, run_id = evaluate_in_run(store, _bilingual(), evaluator_config={"sommelier": config})
+    params = mlflow.get_run(run_id).data.params
+    assert params["sommelier.chat_template_kwargs"] == '{"enable_thinking":false}'
+    plain_config = {"sommelier": {"language_column": "lang"}}
+    _, plain = evaluate_in_run(store, _bilingual(), evaluator_config=plain_config)
+    assert "sommelier.chat_template_kwargs" not in mlflow.get_run(plain).data.params
+
+
 def _config_error(store: Store, data: pd.DataFrame, **kwargs: Any) -> SommelierError:
     with pytest.raises(ConfigError) as caught:
         evaluate_in_run(store, data, **kwargs)
@@ -261,6 +273,8 @@ def _config_error(store: Store, data: pd.DataFrame, **kwargs: Any) -> SommelierE
         ({"resamples": 0}, "resamples must be a positive integer"),
         ({"metrics": [{"name": "NoSuchMetric"}]}, "NoSuchMetric"),
         ({"metrics": [{"nom": "CountsMetric"}]}, r"metrics\[0\] is not a MetricSpec"),
+        ({"chat_template_kwargs": "[1]"}, "chat_template_kwargs: .*must be a JSON object"),
+        ({"chat_template_kwargs": {"tools": []}}, "chat_template_kwargs: .*may not set tools"),
     ],
 )
 def test_bad_config_is_a_config_error_and_an_mlflow_exception(

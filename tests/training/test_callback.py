@@ -17,7 +17,7 @@ from sommelier_mlflow.data import (
     sample_examples,
     write_test_split,
 )
-from sommelier_mlflow.errors import InputError
+from sommelier_mlflow.errors import ConfigError, InputError
 from tests.generation.generation_helpers import corpus, make_examples
 from tests.support.tiny_models import build_tiny_llama, build_tokenizer
 
@@ -263,3 +263,27 @@ def test_fail_on_error_stops_training_at_the_failing_evaluation(
         [e.experiment_id for e in MlflowClient().search_experiments()]
     )
     assert run.info.status == "FAILED"
+
+
+def test_chat_template_kwargs_render_the_subset_and_reach_the_report(
+    tmp_path: Path, tiny_pair: tuple[Path, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sommelier_mlflow.training import SommelierCallback
+
+    with pytest.raises(ConfigError, match="may not set tools"):
+        SommelierCallback(tmp_path / "any.jsonl", chat_template_kwargs={"tools": []})
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    model_dir, tokenizer = tiny_pair
+    unformatted = [
+        TestExample(e.example_id, e.language, e.query, e.tools, gold_calls=list(e.gold_calls))
+        for e in make_examples(tokenizer, 2)
+    ]
+    path = write_test_split(tmp_path / "split.jsonl", unformatted)
+    pinned = {"date_string": "26 Jul 2024"}
+    callback = SommelierCallback(
+        path, max_new_tokens=4, at_end=False, on_evaluate=False, chat_template_kwargs=pinned
+    )
+    _train(model_dir, tokenizer, tmp_path / "out", [callback])
+    assert sorted(callback.reports) == [0]
+    assert callback.reports[0].identity.chat_template_kwargs == pinned
+    assert callback.reports[0].to_json()["identity"]["chat_template_kwargs"] == pinned

@@ -1,0 +1,228 @@
+"""Real-world chat templates (specimens) render every bundled split, and refuse what they hide.
+
+Each specimen in ``tests/fixtures/chat_templates/`` behaves like a template
+tool-calling models ship (Hermes 3 / vLLM hermes, Mistral v0.3 as in vLLM's
+example, Llama 3.1/3.2, Qwen3), set on a copy of the demo tokenizer as a user
+would. The bundled splits are rendered through each with ``--prompt-format
+native``: no error, the tools shown as JSON Schema, a system prompt honoured
+or refused, and digests that do not depend on the day.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, tzinfo
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sommelier_mlflow._json import dumps_line, loads
+from sommelier_mlflow.data import (
+    TestExample,
+    format_examples,
+    import_bfcl,
+    read_test_split,
+    tool_schemas,
+)
+from sommelier_mlflow.errors import ConfigError
+from tests.support.chat_templates import REPO, SPECIMEN_NAMES, specimen_tokenizer
+
+EXAMPLES = REPO / "examples"
+#: A parameter type written the Python way, as JSON in a rendered prompt.
+PYTHON_TYPE = re.compile(
+    r'"type": ?"(?:(?:str|int|float|bool|list|dict|tuple|any)"|(?:List|Dict|Optional|Tuple)\[)'
+)
+#: The date every prompt rendered with date_string pinned shows.
+PINNED = {"date_string": "26 Jul 2024"}
+#: What each specimen needs to render the same prompt on every day.
+KWARGS = {"llama31": PINNED}
+
+
+@pytest.fixture(scope="module")
+def specimens(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("specimens")
+    return {name: specimen_tokenizer(root / name, name) for name in SPECIMEN_NAMES}
+
+
+def _without_prompts(path: Path, out: Path) -> list[TestExample]:
+    """A formatted split's rows as unformatted ones, to render them again."""
+    lines = []
+    for line in path.read_bytes().splitlines():
+        row = loads(line)
+        for key in ("prompt_text", "prompt_sha256", "prompt_format"):
+            row.pop(key, None)
+        lines.append(dumps_line(row))
+    out.write_bytes(b"".join(lines))
+    return list(read_test_split(out).examples)
+
+
+def _demo_examples() -> list[TestExample]:
+    """The demo's raw rows, one per distinct tool list (every schema the demo offers)."""
+    seen: set[str] = set()
+    examples = []
+    for line in (EXAMPLES / "demo" / "data" / "raw.jsonl").read_bytes().splitlines():
+        row = loads(line)
+        answers = loads(row["answers"])
+        if row["tools"] in seen or len(answers) != 1:
+            continue
+        seen.add(row["tools"])
+        examples.append(
+            TestExample(
+                row["example_id"], row["language"], row["query"], loads(row["tools"]), answers[0]
+            )
+        )
+    return examples
+
+
+@pytest.fixture(scope="module")
+def splits(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[TestExample]]:
+    root = tmp_path_factory.mktemp("splits")
+    bfcl = import_bfcl(EXAMPLES / "bfcl" / "data", root / "bfcl" / "split.jsonl")
+    return {
+        "demo": _demo_examples(),
+        "native": _without_prompts(
+            EXAMPLES / "native" / "data" / "test_split.jsonl", root / "native.jsonl"
+        ),
+        "calls": _without_prompts(
+            EXAMPLES / "calls" / "data" / "test_split.jsonl", root / "calls.jsonl"
+        ),
+        "bfcl": list(read_test_split(bfcl.split_path, slice_by=("category",)).examples),
+    }
+
+
+def test_the_specimens_are_the_four_families() -> None:
+    assert SPECIMEN_NAMES == ("hermes", "llama31", "mistral", "qwen3")
+
+
+@pytest.mark.parametrize("split", ["demo", "native", "calls", "bfcl"])
+@pytest.mark.parametrize("name", ["hermes", "llama31", "mistral", "qwen3"])
+def test_every_bundled_split_renders_with_tools_as_json_schema(
+    specimens: dict[str, Any], splits: dict[str, list[TestExample]], name: str, split: str
+) -> None:
+    examples = splits[split]
+    rendered = format_examples(
+        examples, specimens[name], prompt_format="native", chat_template_kwargs=KWARGS.get(name)
+    )
+    assert len(rendered) == len(examples) > 0
+    for example in rendered:
+        text = example.prompt_text or ""
+        assert example.query in text
+        assert not PYTHON_TYPE.search(text), (example.example_id, text)
+        for tool in tool_schemas(example.tools):
+            assert tool["function"]["name"] in text
+            assert tool["function"]["parameters"]["type"] == "object"
+    # The row keeps its own tools for scoring: only the rendering was converted.
+    assert [example.tools for example in rendered] == [example.tools for example in examples]
+
+
+def test_hermes_recurses_on_xlam_type_names_and_renders_json_schema(
+    specimens: dict[str, Any], splits: dict[str, list[TestExample]]
+) -> None:
+    # The issue's reproduction: the tools as they were passed before (xlam's "str").
+    hermes = specimens["hermes"]
+    tool = {
+        "name": "f",
+        "description": "d",
+        "parameters": {"city": {"description": "c", "type": "str"}},
+    }
+    raw = [
+        {
+            "type": "function",
+            "function": {
+                **tool,
+                "parameters": {"type": "object", "properties": tool["parameters"]},
+            },
+        }
+    ]
+    messages = [{"role": "user", "content": "q"}]
+    with pytest.raises(RecursionError):
+        hermes.apply_chat_template(messages, tools=raw, tokenize=False, add_generation_prompt=True)
+    text = hermes.apply_chat_template(
+        messages, tools=tool_schemas([tool]), tokenize=False, add_generation_prompt=True
+    )
+    assert "f(city: str) - d" in text and '"type": "string"' in text
+
+
+@pytest.mark.parametrize("name", ["hermes", "llama31", "qwen3"])
+def test_a_system_prompt_is_honoured(
+    specimens: dict[str, Any], splits: dict[str, list[TestExample]], name: str
+) -> None:
+    [example] = format_examples(
+        splits["native"][:1],
+        specimens[name],
+        prompt_format="native",
+        system_prompt="Answer in French.",
+        chat_template_kwargs=KWARGS.get(name),
+    )
+    assert "Answer in French." in (example.prompt_text or "")
+
+
+def test_a_system_prompt_the_template_drops_is_refused_naming_the_tokenizer(
+    specimens: dict[str, Any], splits: dict[str, list[TestExample]]
+) -> None:
+    first = splits["native"][0]
+    with pytest.raises(ConfigError, match=r"tokenizer '.*mistral' drops the system prompt") as info:
+        format_examples(
+            [first], specimens["mistral"], prompt_format="native", system_prompt="Be brief."
+        )
+    assert info.value.exit_code == 2
+    assert repr(first.example_id) in str(info.value)
+
+
+class _Clock:
+    """The clock Hugging Face templates read (``strftime_now``), set to one day."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import transformers.utils.chat_template_utils as module
+
+        self._monkeypatch = monkeypatch
+        self._module = module
+
+    def set(self, day: datetime) -> None:
+        class _Day(datetime):
+            @classmethod
+            def now(cls, tz: tzinfo | None = None) -> _Day:
+                return cls.fromtimestamp(day.timestamp(), tz)
+
+        self._monkeypatch.setattr(self._module, "datetime", _Day)
+
+
+def test_llama_digests_do_not_depend_on_the_day_once_the_date_is_pinned(
+    specimens: dict[str, Any], splits: dict[str, list[TestExample]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    llama, examples = specimens["llama31"], splits["native"][:3]
+    clock = _Clock(monkeypatch)
+    messages = [{"role": "user", "content": "q"}]
+    texts = []
+    for day in (datetime(2026, 12, 4, 12), datetime(2026, 12, 5, 12)):
+        clock.set(day)
+        texts.append(llama.apply_chat_template(messages, tokenize=False))
+    assert texts[0] != texts[1]  # the specimen, like Llama's own, writes today's date
+    with pytest.raises(ConfigError, match=r"writes the date into the prompt.*date_string") as info:
+        format_examples(examples, llama, prompt_format="native")
+    assert info.value.exit_code == 2 and "llama31" in str(info.value)
+    digests = []
+    for day in (datetime(2026, 12, 4, 12), datetime(2026, 12, 5, 12)):
+        clock.set(day)
+        rendered = format_examples(
+            examples, llama, prompt_format="native", chat_template_kwargs=PINNED
+        )
+        digests.append([example.prompt_sha256 for example in rendered])
+        assert all(example.chat_template_kwargs == PINNED for example in rendered)
+    assert digests[0] == digests[1]
+
+
+def test_qwen3_takes_enable_thinking_and_records_it(
+    specimens: dict[str, Any], splits: dict[str, list[TestExample]]
+) -> None:
+    qwen, examples = specimens["qwen3"], splits["native"][:2]
+    thinking = format_examples(examples, qwen, prompt_format="native")
+    direct = format_examples(
+        examples, qwen, prompt_format="native", chat_template_kwargs='{"enable_thinking": false}'
+    )
+    assert all((e.prompt_text or "").endswith("<|im_start|>assistant\n") for e in thinking)
+    assert all((e.prompt_text or "").endswith("<think>\n\n</think>\n\n") for e in direct)
+    assert [e.chat_template_kwargs for e in direct] == [{"enable_thinking": False}] * 2
+    assert all(e.to_json()["chat_template_kwargs"] == {"enable_thinking": False} for e in direct)
+    assert all("chat_template_kwargs" not in e.to_json() for e in thinking)
