@@ -182,15 +182,19 @@ def test_evaluate_logs_a_system_prompt_file_whole_and_the_template_variables(
 
     from sommelier_mlflow._json import sha256_text
     from tests.cli.cli_helpers import logged_run_id, tiny_arms
+    from tests.support.tiny_models import build_tiny_llama
 
     tiny = tiny_arms(tmp_path / "tiny")
     tokenizer = AutoTokenizer.from_pretrained(tiny["model"])
     tokenizer.chat_template = HERMES_TEMPLATE  # renders tools, as a native template does
     tokenizer.save_pretrained(tmp_path / "native-tokenizer")
     prompt = "Call exactly one tool.\n" * 400  # 9,200 characters: past MLflow's param limit
+    # About 9,100 tokens in the tiny tokenizer: a model whose context holds them, since
+    # prompts past the context are refused before generating.
+    model = build_tiny_llama(tmp_path / "long", tokenizer, max_position_embeddings=16384)
     (tmp_path / "system.txt").write_text(prompt, encoding="utf-8")
     args = [
-        *("evaluate", "--test-split", str(tiny["split"]), "--model", str(tiny["model"])),
+        *("evaluate", "--test-split", str(tiny["split"]), "--model", str(model)),
         *("--tokenizer", str(tmp_path / "native-tokenizer"), "--model-kind", "base"),
         *("--prompt-format", "native", "--system-prompt-file", str(tmp_path / "system.txt")),
         *("--chat-template-kwargs", '{"date_string": "26 Jul 2024"}', "--max-examples", "2"),
