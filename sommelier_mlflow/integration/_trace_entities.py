@@ -4,8 +4,9 @@
 and sends what this module builds, in bulk. Here a trace is only data: the
 root ``LLM`` span (request and raw output), one ``TOOL`` span per decoded call,
 the expectations and feedback, and the trace info that carries them. Every
-text is redacted before it is put anywhere, and capped at
-:data:`TRACE_TEXT_LIMIT` characters.
+text is redacted before it is put anywhere, then escaped where no store could
+hold it (:func:`~sommelier_mlflow.integration._store_text.store_value`: NUL and
+lone surrogates as ``\\uXXXX``), and capped at :data:`TRACE_TEXT_LIMIT` characters.
 
 MLflow is imported inside the functions, so importing this module stays cheap.
 """
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 from sommelier_mlflow._redact import redact_value
+from sommelier_mlflow.integration._store_text import store_value
 
 __all__ = [
     "TRACE_TEXT_LIMIT",
@@ -90,7 +92,9 @@ class _TraceIds(NamedTuple):
 
 def trace_ids(run_id: str, example_id: str) -> _TraceIds:
     """MLflow trace id, OTel trace id and root span id (base64), all from one digest."""
-    digest = hashlib.sha256(f"{run_id}\x00{example_id}".encode()).digest()
+    # surrogatepass: an id no store can hold still names exactly one trace.
+    key = f"{run_id}\x00{example_id}".encode("utf-8", "surrogatepass")
+    digest = hashlib.sha256(key).digest()
     trace_id = "tr-" + digest[:16].hex()
     otel_trace = base64.b64encode(digest[:16]).decode("ascii")
     span = base64.b64encode(digest[16:24]).decode("ascii")
@@ -192,9 +196,11 @@ def _length_note(shown: str, characters: int) -> str | None:
 
 @dataclass(frozen=True)
 class _Texts:
-    """What a trace may carry of an example: every text redacted, request and output capped.
+    """What a trace may carry of an example: every text redacted and store-safe, some capped.
 
     Attributes:
+        example_id: The example id, as the trace shows it.
+        language: The language, as the trace shows it.
         query: The request, redacted and cut to :data:`TRACE_TEXT_LIMIT`.
         query_chars: The redacted request's full length.
         output: The raw output, redacted and cut to :data:`TRACE_TEXT_LIMIT`.
@@ -204,6 +210,8 @@ class _Texts:
         decoded: The decoded calls, redacted: one ``TOOL`` span each.
     """
 
+    example_id: str
+    language: str
     query: str
     query_chars: int
     output: str
@@ -214,19 +222,29 @@ class _Texts:
 
     @classmethod
     def of(cls, example: ExampleTrace) -> _Texts:
-        """Redact an example's texts in one pass, then cap the request and the output."""
-        scrubbed = redact_value(
-            {
-                "query": example.query,
-                "output": example.raw_output,
-                "expected": dict(example.expected_call),
-                "expected_tool_calls": [_tool_call(call) for call in example.gold_calls],
-                "decoded": [dict(call) for call in example.decoded_calls],
-            }
+        """Redact and escape an example's texts in one pass, then cap the request and output.
+
+        Escaping comes after redaction (secrets are found in the text as it
+        is) and before the cap (so the cap counts what is shown).
+        """
+        scrubbed = store_value(
+            redact_value(
+                {
+                    "example_id": example.example_id,
+                    "language": example.language,
+                    "query": example.query,
+                    "output": example.raw_output,
+                    "expected": dict(example.expected_call),
+                    "expected_tool_calls": [_tool_call(call) for call in example.gold_calls],
+                    "decoded": [dict(call) for call in example.decoded_calls],
+                }
+            )
         )
         query, query_chars = _capped(scrubbed["query"])
         output, output_chars = _capped(scrubbed["output"])
         return cls(
+            scrubbed["example_id"],
+            scrubbed["language"],
             query,
             query_chars,
             output,
@@ -242,8 +260,8 @@ def _root_span(
 ) -> Any:
     """The trace's ``LLM`` root span: the request as its inputs, the raw output as its outputs."""
     inputs: dict[str, Any] = {
-        "example_id": example.example_id,
-        "language": example.language,
+        "example_id": texts.example_id,
+        "language": texts.language,
         "query": texts.query,
     }
     if texts.query_chars > len(texts.query):
@@ -342,18 +360,18 @@ def _trace_info(
         request_preview=texts.query[:_PREVIEW_CHARS],
         response_preview=texts.output[:_PREVIEW_CHARS],
         execution_duration=0,
-        client_request_id=example.example_id,
+        client_request_id=texts.example_id,
         trace_metadata={
             _SOURCE_RUN: run_id,
             "mlflow.trace_schema.version": "3",
-            "sommelier.example_id": example.example_id,
-            "sommelier.language": example.language,
+            "sommelier.example_id": texts.example_id,
+            "sommelier.language": texts.language,
             "sommelier.model_kind": example.model_kind,
         },
         tags={
             "mlflow.traceName": _TRACE_NAME,
-            "sommelier.example_id": example.example_id,
-            "sommelier.language": example.language,
+            "sommelier.example_id": texts.example_id,
+            "sommelier.language": texts.language,
         },
         assessments=assessments,
     )
@@ -384,7 +402,7 @@ def prepare_trace(
         "mlflow.experimentId": json.dumps(experiment_id),
     }
     root = _root_span(example, texts, ids, start_ns, common)
-    seed = f"{run_id}\x00{example.example_id}\x00tool".encode()
+    seed = f"{run_id}\x00{example.example_id}\x00tool".encode("utf-8", "surrogatepass")
     spans = [root] + [
         _tool_span(call, index, ids, seed, start_ns, common)
         for index, call in enumerate(texts.decoded)
