@@ -70,3 +70,41 @@ def test_an_arm_with_unstorable_outputs_logs_them_escaped(store: Store, tmp_path
     )
     assert log_example_traces(run_id, arm_example_traces(report, scored, split)) == 6
     check_unstorable_run(client, run_id, store.experiment_id, tmp_path)
+
+
+def test_generations_keep_the_raw_nul_while_traces_show_its_escape(
+    store: Store, tmp_path: Path
+) -> None:
+    """An arm as ``score --mlflow`` logs it: its generations artifact is what was scored."""
+    import mlflow
+
+    from sommelier_mlflow.cli._options import DeclaredModel, ScoringOptions
+    from sommelier_mlflow.cli._pipeline import score_generations
+    from sommelier_mlflow.cli._runs import log_arm
+    from sommelier_mlflow.data import read_generations
+    from sommelier_mlflow.generation import BackendRequest
+    from tests.cli.cli_helpers import BASE_OUTPUTS, write_arm, write_fixture
+
+    files = write_fixture(tmp_path / "in")
+    outputs = {**BASE_OUTPUTS, 3: "sunny\x00 in Lyon"}
+    generations = write_arm(tmp_path / "nul", "base", outputs)
+    scoring = ScoringOptions(resamples=50)
+    declared = DeclaredModel("base", BackendRequest("tiny/model", "abc123"))
+    arm = score_generations(
+        scoring.read(files["split"]), generations, declared, tmp_path / "out", scoring
+    )
+    run_id = MlflowClient().create_run(store.experiment_id).info.run_id
+    log_arm(arm, run_id, {})
+
+    logged = mlflow.artifacts.download_artifacts(
+        run_id=run_id, artifact_path="sommelier/generations/en.jsonl", dst_path=str(tmp_path)
+    )
+    raw = {record.example_id: record.raw_text for record in read_generations(logged)}
+    assert raw["en-3"] == "sunny\x00 in Lyon"
+    (trace,) = mlflow.search_traces(
+        locations=[store.experiment_id],
+        run_id=run_id,
+        filter_string="tag.`sommelier.example_id` = 'en-3'",
+        return_type="list",
+    )
+    assert trace.data.spans[0].outputs["raw_output"] == "sunny\\u0000 in Lyon"
