@@ -1,4 +1,4 @@
-"""The single MLflow calls sommelier_mlflow makes: metrics, params, tags, artifacts, inputs.
+r"""The single MLflow calls sommelier_mlflow makes: metrics, params, tags, artifacts, inputs.
 
 Each function does one kind of write and keeps the rules every write obeys:
 
@@ -7,7 +7,7 @@ Each function does one kind of write and keeps the rules every write obeys:
 * Every string that leaves the process passes through :func:`redact`; every
   string the store keeps (params, tags, the per-example table) then through
   :func:`~sommelier_mlflow.integration._store_text.store_text`, which escapes
-  what no store can hold (NUL, lone surrogates) as ``\\uXXXX``.
+  what no store can hold (NUL, lone surrogates) as ``\uXXXX``.
 * Errors are translated by :func:`tracking_errors` (exit 3 unreachable, exit 2
   refused).
 

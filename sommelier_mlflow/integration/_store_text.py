@@ -1,4 +1,4 @@
-"""The one rule for text a tracking store cannot hold: escape it, visibly, at the last moment.
+r"""The one rule for text a tracking store cannot hold: escape it, visibly, at the last moment.
 
 A model's output is arbitrary text, and some of it no MLflow store keeps:
 
@@ -16,8 +16,8 @@ Nothing else was found by trying (C0 and C1 controls, U+FEFF, U+FFFF and
 U+10FFFF are kept by SQLite and by PostgreSQL behind ``mlflow server``).
 
 The rule: each such code point is written as its JSON escape, six ASCII
-characters ``\\u`` plus four lowercase hex digits (NUL becomes ``\\u0000``, a
-lone U+D800 becomes ``\\ud800``); every other character is left as it is. It
+characters ``\u`` plus four lowercase hex digits (NUL becomes ``\u0000``, a
+lone U+D800 becomes ``\ud800``); every other character is left as it is. It
 applies to the strings MLflow keeps in its store or in a table it renders:
 traces (spans, previews, tags, metadata), assessments, the per-example table,
 params and tags. The run's ``sommelier/generations/`` artifact keeps the raw
@@ -25,9 +25,9 @@ text, byte for byte, which is what was scored.
 
 The escape is visible (a reader sees where the NUL was) and idempotent (an
 escaped text holds neither, so escaping it again changes nothing), but it is
-not reversible: a text that already held the six characters ``\\u0000`` reads
+not reversible: a text that already held the six characters ``\u0000`` reads
 the same as one that held a NUL. Making it reversible would mean escaping every
-backslash, which would rewrite almost every JSON output (``\\"`` inside
+backslash, which would rewrite almost every JSON output (``\"`` inside
 strings) to protect a case the raw generations already answer.
 
 The module imports only the standard library.
@@ -50,7 +50,7 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def store_text(text: str) -> str:
-    """``text`` with NUL and lone surrogates written as ``\\uXXXX``; the rest unchanged.
+    r"""``text`` with NUL and lone surrogates written as ``\uXXXX``; the rest unchanged.
 
     Cheap on the common clean string: one scan, no copy.
     """

@@ -1,4 +1,4 @@
-"""Text no tracking store holds (NUL, lone surrogates): one escaping rule wherever MLflow keeps text.
+"""Text no tracking store holds (NUL, lone surrogates): one escaping rule where MLflow keeps text.
 
 The raw text stays in ``generations/`` (see ``tests/cli`` and the team server
 test); here, the rule itself and an arm logged into a real SQLite store.
