@@ -206,9 +206,7 @@ def check_unstorable_run(client: Any, run_id: str, experiment_id: str, workdir: 
     )
     document = json.loads(Path(table).read_text(encoding="utf-8"))
     column = {name: index for index, name in enumerate(document["columns"])}
-    shown = {
-        row[column["example_id"]]: row[column["raw_text"]] for row in document["data"]
-    }
+    shown = {row[column["example_id"]]: row[column["raw_text"]] for row in document["data"]}
     assert shown == expected
     traces = client.search_traces(locations=[experiment_id], run_id=run_id, include_spans=True)
     by_id = {trace.info.request_metadata["sommelier.example_id"]: trace for trace in traces}
