@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, Final
 
-from sommelier_mlflow._json import JSONDecodeError, dumps_line, loads
+from sommelier_mlflow._json import JSONDecodeError, dumps_line, loads, naming_path
 from sommelier_mlflow.data import schema_version
 from sommelier_mlflow.errors import DataError
 
@@ -47,13 +47,18 @@ class TimingLog:
         self._handle: IO[bytes] | None = None
 
     def append(self, example_ids: Sequence[str], seconds: float) -> None:
-        """Record that the batch of ``example_ids`` took ``seconds``; flushed and fsynced."""
-        if self._handle is None:
-            self._handle = self._open()
+        """Record that the batch of ``example_ids`` took ``seconds``; flushed and fsynced.
+
+        Raises:
+            OSError: The write failed (a full disk), naming the timing file.
+        """
         line = {"schema_version": TIMING_SCHEMA, "example_ids": list(example_ids)}
-        self._handle.write(dumps_line({**line, "seconds": max(0.0, float(seconds))}))
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        with naming_path(self._path):
+            if self._handle is None:
+                self._handle = self._open()
+            self._handle.write(dumps_line({**line, "seconds": max(0.0, float(seconds))}))
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
 
     def _open(self) -> IO[bytes]:
         handle = self._path.open("ab+")
@@ -68,7 +73,8 @@ class TimingLog:
         """Close the file (if a batch was recorded)."""
         handle, self._handle = self._handle, None
         if handle is not None:
-            handle.close()
+            with naming_path(self._path):
+                handle.close()
 
 
 def _line(path: Path, number: int, line: bytes) -> tuple[list[str], float]:
@@ -77,8 +83,8 @@ def _line(path: Path, number: int, line: bytes) -> tuple[list[str], float]:
         row: Any = loads(line)
     except JSONDecodeError as exc:
         raise DataError(f"not a JSON line ({exc}); {_DROP}", path=str(path), line=number) from exc
-    ids = row.get("example_ids") if isinstance(row, dict) else None
-    seconds = row.get("seconds") if isinstance(row, dict) else None
+    ids: Any = row.get("example_ids") if isinstance(row, dict) else None
+    seconds: Any = row.get("seconds") if isinstance(row, dict) else None
     if (
         not isinstance(row, dict)
         or row.get("schema_version") != TIMING_SCHEMA

@@ -400,7 +400,8 @@ def test_a_timing_line_that_is_not_one_is_refused_naming_file_and_line(
     timing = replay_run / TIMING_NAME
     timing.write_bytes(timing.read_bytes() + b'{"schema_version": "x", "seconds": 1}\n')
     count = len(timing.read_bytes().splitlines())
-    with pytest.raises(DataError, match="not a sommelier_mlflow.generation_timing.v1 line") as info:
+    expected = r"not a sommelier_mlflow\.generation_timing\.v1 line"
+    with pytest.raises(DataError, match=expected) as info:
         read_example_seconds(replay_run)
     assert info.value.path == str(timing)
     assert info.value.line == count
