@@ -268,19 +268,20 @@ def _root_span(
 ) -> Any:
     """The trace's ``LLM`` root span: the request as its inputs, the raw output as its outputs.
 
-    It is named after the arm (``base``, ``adapter``) and its inputs start
-    with ``arm``: MLflow's "Comparing 2 traces" view heads nothing with the
-    run's name, but shows the root span's name (details) and its inputs
-    (summary). ``span`` is its start and end, in nanoseconds.
+    It is named after the arm (``base``, ``adapter``) and its last input is
+    ``arm``: MLflow's "Comparing 2 traces" view heads nothing with the run's
+    name, but shows the root span's name (details) and the *last three* of
+    its inputs (summary; the rest behind "Show 1 more"). ``span`` is its
+    start and end, in nanoseconds.
     """
     inputs: dict[str, Any] = {
-        "arm": example.model_kind,
         "example_id": texts.example_id,
         "language": texts.language,
         "query": texts.query,
     }
     if texts.query_chars > len(texts.query):
         inputs["query_characters"] = texts.query_chars
+    inputs["arm"] = example.model_kind
     # The output is a JSON object, never a bare JSON string: MLflow's store
     # decodes a string attribute a second time when its content parses as JSON,
     # which turned an output such as '{"name": ...}' into an object and a
