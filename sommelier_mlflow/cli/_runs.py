@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sommelier_mlflow._redact import contains_secret, redact
 from sommelier_mlflow.errors import ConfigError, DataError, InputError
 from sommelier_mlflow.evaluation import read_evaluation_report
+from sommelier_mlflow.generation import read_example_seconds
 from sommelier_mlflow.integration import (
     arm_example_traces,
     check_logged_report,
@@ -336,5 +337,6 @@ def log_arm(
         log_text_artifact(text, artifact_file, run_id=run_id)
     if not traces:
         return 0
-    examples = arm_example_traces(arm.report, arm.scored, arm.split)
+    seconds = read_example_seconds(arm.out_dir)  # each trace's duration
+    examples = arm_example_traces(arm.report, arm.scored, arm.split, seconds)
     return log_example_traces(run_id, examples, progress=progress)

@@ -54,6 +54,7 @@ from sommelier_mlflow.generation._registry import (
 from sommelier_mlflow.generation._replay import ReplayGenerator, ReplayOptions
 from sommelier_mlflow.generation._runner import GENERATIONS_DIR, run_generation
 from sommelier_mlflow.generation._server import ServerGenerator, ServerOptions
+from sommelier_mlflow.generation._timing import TIMING_NAME, read_example_seconds
 from sommelier_mlflow.generation._transport import ServedModel, ServerTransport
 
 __all__ = [
@@ -84,6 +85,7 @@ __all__ = [
     "SupportsFingerprint",
     "SupportsPromptLengths",
     "SupportsRunRecord",
+    "TIMING_NAME",
     "TextGenerator",
     "adapter_digest",
     "backend_names",
@@ -97,6 +99,7 @@ __all__ = [
     "greedy_generation_config",
     "load_tokenizer",
     "physical_cores",
+    "read_example_seconds",
     "register_backend",
     "run_generation",
 ]

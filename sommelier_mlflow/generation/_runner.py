@@ -10,6 +10,7 @@ Layout written under ``out_dir``::
 
     generation_manifest.json     what the run is (guards resumption)
     generations/<language>.jsonl one GenerationRecord per line, test-split order
+    generation_timing.jsonl      seconds per generated batch (trace durations; no digest)
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from sommelier_mlflow.generation._protocol import (
     SupportsPromptLengths,
     TextGenerator,
 )
+from sommelier_mlflow.generation._timing import TimingLog
 from sommelier_mlflow.toolcalls import PARSER_VERSION, parse_tool_call
 
 __all__ = ["GENERATIONS_DIR", "run_generation"]
@@ -380,12 +382,15 @@ def _generate_missing(
     decoding: Decoding,
     on_batch: Callable[[Sequence[Completion], float], None] | None,
     bar: Any,
+    timing: TimingLog,
 ) -> None:
     """Generate every batch of ``plan`` that holds a missing example, appending as it goes.
 
     A batch runs whole (so each prompt sees the same batch as in an
     uninterrupted run) but only its missing examples are written; each batch
     is made durable before the next starts. ``records`` gains the new records.
+    The batch's seconds go to ``timing`` before its records are written, so
+    a record on disk always has its batch's time.
     """
     try:
         for batch in plan:
@@ -396,8 +401,10 @@ def _generate_missing(
             completions = _generate_batch(
                 generator, [prompted[i] for i in batch], decoding.max_new_tokens
             )
+            seconds = time.perf_counter() - started
             if on_batch is not None:
-                on_batch(completions, time.perf_counter() - started)
+                on_batch(completions, seconds)
+            timing.append([prompted[i].example.example_id for i in batch], seconds)
             for position, index in enumerate(batch):
                 if index not in missing:
                     continue
@@ -408,6 +415,7 @@ def _generate_missing(
             writers.sync()
             bar.update(len(missing))
     finally:
+        timing.close()
         writers.close()
 
 
@@ -436,8 +444,9 @@ def run_generation(
         generator: Any :class:`TextGenerator` backend.
         decoding: Validated greedy decoding; ``batch_size`` fixes the batch plan.
         model_kind: ``"base"`` or ``"adapter"``.
-        out_dir: Directory receiving ``generations/<language>.jsonl`` and
-            ``generation_manifest.json``.
+        out_dir: Directory receiving ``generations/<language>.jsonl``,
+            ``generation_manifest.json`` and ``generation_timing.jsonl`` (the
+            seconds of each batch this call generated; see ``_timing.py``).
         progress: Show a tqdm progress bar (examples/s, ETA) on stderr.
         on_batch: Called after each generated batch with its completions (all
             of the batch, with the backend's details where it gives them, see
@@ -512,6 +521,7 @@ def run_generation(
             decoding,
             on_batch,
             bar,
+            TimingLog(root),
         )
 
     paths: dict[str, Path] = {}

@@ -1,10 +1,13 @@
-"""The single MLflow calls sommelier_mlflow makes: metrics, params, tags, artifacts, inputs.
+r"""The single MLflow calls sommelier_mlflow makes: metrics, params, tags, artifacts, inputs.
 
 Each function does one kind of write and keeps the rules every write obeys:
 
 * Metrics are logged with as few ``log_batch`` calls as MLflow allows (one per
   1,000 keys, the server's batch limit), never one request per key.
-* Every string that leaves the process passes through :func:`redact`.
+* Every string that leaves the process passes through :func:`redact`; every
+  string the store keeps (params, tags, the per-example table) then through
+  :func:`~sommelier_mlflow.integration._store_text.store_text`, which escapes
+  what no store can hold (NUL, lone surrogates) as ``\uXXXX``.
 * Errors are translated by :func:`tracking_errors` (exit 3 unreachable, exit 2
   refused).
 
@@ -28,6 +31,7 @@ from sommelier_mlflow.errors import ConfigError, InvariantViolationError
 from sommelier_mlflow.evaluation import ComparisonReport
 from sommelier_mlflow.integration._figure import comparison_figure, gaps_figure
 from sommelier_mlflow.integration._store_errors import tracking_errors
+from sommelier_mlflow.integration._store_text import store_text, store_value
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -157,7 +161,8 @@ def log_params(
     """Log params (nested mappings flattened with ``.``), redacted, in batches of 100.
 
     A key that names a secret (``hf_token``, ``*_password``, ...) is logged as
-    :data:`REDACTED`; every other value goes through :func:`redact`.
+    :data:`REDACTED`; every other value goes through :func:`redact`, then
+    :func:`store_text` (a NUL in a value fails a PostgreSQL store).
 
     Returns:
         The params exactly as logged.
@@ -171,7 +176,11 @@ def log_params(
     flat: dict[str, object] = {}
     _flatten("", params, flat)
     logged = {
-        key: REDACTED if is_secret_key(key.rsplit(".", 1)[-1]) else redact(_param_text(value))
+        key: (
+            REDACTED
+            if is_secret_key(key.rsplit(".", 1)[-1])
+            else store_text(redact(_param_text(value)))
+        )
         for key, value in flat.items()
     }
     entities = [Param(key, value) for key, value in logged.items()]
@@ -193,6 +202,8 @@ def set_sommelier_tags(
 ) -> dict[str, str]:
     """Set the ``sommelier.*`` tags (those given) plus ``extra`` tags, redacted, in one request.
 
+    Values are store-safe (:func:`store_text`), like params.
+
     Returns:
         The tags exactly as set.
     """
@@ -205,9 +216,9 @@ def set_sommelier_tags(
         (TAG_TEST_SPLIT_SHA256, test_split_sha256),
     ):
         if value is not None:
-            tags[key] = redact(value)
+            tags[key] = store_text(redact(value))
     for key, value in (extra or {}).items():
-        tags[key] = REDACTED if is_secret_key(key) else redact(str(value))
+        tags[key] = REDACTED if is_secret_key(key) else store_text(redact(str(value)))
     if tags:
         tracker = resolve_client(client)
         with tracking_errors("set tags", client_uri(tracker)):
@@ -386,15 +397,17 @@ def log_example_table(
     """Log the per-example table with ``log_table`` (shown in the UI's artifact view).
 
     Columns are the union of the rows' keys in first-seen order; strings are
-    redacted. Columns are kept as ``object`` dtype so the values are written
-    exactly as given (booleans stay booleans, ints stay ints).
+    redacted, then made store-safe (:func:`store_value`: a lone surrogate in
+    one output would otherwise fail the whole table). Columns are kept as
+    ``object`` dtype so the values are written exactly as given (booleans stay
+    booleans, ints stay ints).
     """
     import pandas as pd
 
     columns: dict[str, None] = {}
     for row in rows:
         columns.update(dict.fromkeys(row))
-    cleaned = redact_value([dict(row) for row in rows])
+    cleaned = store_value(redact_value([dict(row) for row in rows]))
     frame = pd.DataFrame(
         {
             column: pd.Series([row.get(column) for row in cleaned], dtype=object)

@@ -1,11 +1,12 @@
-"""One example's trace as MLflow entities, built without a request: spans, info, assessments.
+r"""One example's trace as MLflow entities, built without a request: spans, info, assessments.
 
 :mod:`sommelier_mlflow.integration._traces` decides which examples get a trace
 and sends what this module builds, in bulk. Here a trace is only data: the
 root ``LLM`` span (request and raw output), one ``TOOL`` span per decoded call,
 the expectations and feedback, and the trace info that carries them. Every
-text is redacted before it is put anywhere, and capped at
-:data:`TRACE_TEXT_LIMIT` characters.
+text is redacted before it is put anywhere, then escaped where no store could
+hold it (:func:`~sommelier_mlflow.integration._store_text.store_value`: NUL and
+lone surrogates as ``\uXXXX``), and capped at :data:`TRACE_TEXT_LIMIT` characters.
 
 MLflow is imported inside the functions, so importing this module stays cheap.
 """
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 from sommelier_mlflow._redact import redact_value
+from sommelier_mlflow.integration._store_text import store_value
 
 __all__ = [
     "TRACE_TEXT_LIMIT",
@@ -33,7 +35,6 @@ __all__ = [
 #: degenerate generation runs to ``max_new_tokens``; the full text stays in the
 #: run's generations artifact, the trace shows its start and its length.
 TRACE_TEXT_LIMIT: Final = 20_000
-_TRACE_NAME: Final = "sommelier.example"
 #: Trace metadata and assessment metadata naming the run that scored them.
 _SOURCE_RUN: Final = "mlflow.sourceRun"
 _ASSESSMENT_SOURCE_RUN: Final = "mlflow.assessment.sourceRunId"
@@ -60,6 +61,9 @@ class ExampleTrace:
         decoded_calls: Every call decoded from the output, in output order:
             one ``TOOL`` span each.
         gold_calls: The gold calls, logged also as MLflow's ``expected_tool_calls``.
+        seconds: The example's share of its batch's generation time (the
+            batch's seconds over its prompts): the trace's duration. ``0.0``
+            when unknown (generations made elsewhere).
     """
 
     example_id: str
@@ -73,6 +77,7 @@ class ExampleTrace:
     parsed_call: Mapping[str, Any] | None = field(default=None)
     decoded_calls: tuple[Mapping[str, Any], ...] = ()
     gold_calls: tuple[Mapping[str, Any], ...] = ()
+    seconds: float = 0.0
 
 
 def _tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,7 +95,9 @@ class _TraceIds(NamedTuple):
 
 def trace_ids(run_id: str, example_id: str) -> _TraceIds:
     """MLflow trace id, OTel trace id and root span id (base64), all from one digest."""
-    digest = hashlib.sha256(f"{run_id}\x00{example_id}".encode()).digest()
+    # surrogatepass: an id no store can hold still names exactly one trace.
+    key = f"{run_id}\x00{example_id}".encode("utf-8", "surrogatepass")
+    digest = hashlib.sha256(key).digest()
     trace_id = "tr-" + digest[:16].hex()
     otel_trace = base64.b64encode(digest[:16]).decode("ascii")
     span = base64.b64encode(digest[16:24]).decode("ascii")
@@ -104,8 +111,9 @@ def _span(
     name: str,
     start_ns: int,
     attributes: Mapping[str, str],
+    end_ns: int | None = None,
 ) -> Any:
-    """A span that took no time and succeeded: the scores exist already, nothing is timed."""
+    """A span that succeeded, from ``start_ns`` to ``end_ns`` (default: it took no time)."""
     from mlflow.entities.span import Span
 
     return Span.from_dict(
@@ -115,7 +123,7 @@ def _span(
             "parent_span_id": parent,
             "name": name,
             "start_time_unix_nano": start_ns,
-            "end_time_unix_nano": start_ns,
+            "end_time_unix_nano": start_ns if end_ns is None else end_ns,
             "events": [],
             "status": {"code": "STATUS_CODE_OK", "message": ""},
             "attributes": dict(attributes),
@@ -192,9 +200,11 @@ def _length_note(shown: str, characters: int) -> str | None:
 
 @dataclass(frozen=True)
 class _Texts:
-    """What a trace may carry of an example: every text redacted, request and output capped.
+    """What a trace may carry of an example: every text redacted and store-safe, some capped.
 
     Attributes:
+        example_id: The example id, as the trace shows it.
+        language: The language, as the trace shows it.
         query: The request, redacted and cut to :data:`TRACE_TEXT_LIMIT`.
         query_chars: The redacted request's full length.
         output: The raw output, redacted and cut to :data:`TRACE_TEXT_LIMIT`.
@@ -204,6 +214,8 @@ class _Texts:
         decoded: The decoded calls, redacted: one ``TOOL`` span each.
     """
 
+    example_id: str
+    language: str
     query: str
     query_chars: int
     output: str
@@ -214,19 +226,29 @@ class _Texts:
 
     @classmethod
     def of(cls, example: ExampleTrace) -> _Texts:
-        """Redact an example's texts in one pass, then cap the request and the output."""
-        scrubbed = redact_value(
-            {
-                "query": example.query,
-                "output": example.raw_output,
-                "expected": dict(example.expected_call),
-                "expected_tool_calls": [_tool_call(call) for call in example.gold_calls],
-                "decoded": [dict(call) for call in example.decoded_calls],
-            }
+        """Redact and escape an example's texts in one pass, then cap the request and output.
+
+        Escaping comes after redaction (secrets are found in the text as it
+        is) and before the cap (so the cap counts what is shown).
+        """
+        scrubbed = store_value(
+            redact_value(
+                {
+                    "example_id": example.example_id,
+                    "language": example.language,
+                    "query": example.query,
+                    "output": example.raw_output,
+                    "expected": dict(example.expected_call),
+                    "expected_tool_calls": [_tool_call(call) for call in example.gold_calls],
+                    "decoded": [dict(call) for call in example.decoded_calls],
+                }
+            )
         )
         query, query_chars = _capped(scrubbed["query"])
         output, output_chars = _capped(scrubbed["output"])
         return cls(
+            scrubbed["example_id"],
+            scrubbed["language"],
             query,
             query_chars,
             output,
@@ -238,16 +260,28 @@ class _Texts:
 
 
 def _root_span(
-    example: ExampleTrace, texts: _Texts, ids: _TraceIds, start_ns: int, common: Mapping[str, str]
+    example: ExampleTrace,
+    texts: _Texts,
+    ids: _TraceIds,
+    span: tuple[int, int],
+    common: Mapping[str, str],
 ) -> Any:
-    """The trace's ``LLM`` root span: the request as its inputs, the raw output as its outputs."""
+    """The trace's ``LLM`` root span: the request as its inputs, the raw output as its outputs.
+
+    It is named after the arm (``base``, ``adapter``) and its last input is
+    ``arm``: MLflow's "Comparing 2 traces" view heads nothing with the run's
+    name, but shows the root span's name (details) and the *last three* of
+    its inputs (summary; the rest behind "Show 1 more"). ``span`` is its
+    start and end, in nanoseconds.
+    """
     inputs: dict[str, Any] = {
-        "example_id": example.example_id,
-        "language": example.language,
+        "example_id": texts.example_id,
+        "language": texts.language,
         "query": texts.query,
     }
     if texts.query_chars > len(texts.query):
         inputs["query_characters"] = texts.query_chars
+    inputs["arm"] = example.model_kind
     # The output is a JSON object, never a bare JSON string: MLflow's store
     # decodes a string attribute a second time when its content parses as JSON,
     # which turned an output such as '{"name": ...}' into an object and a
@@ -263,7 +297,10 @@ def _root_span(
         "mlflow.spanInputs": json.dumps(inputs, ensure_ascii=False),
         "mlflow.spanOutputs": json.dumps(outputs, ensure_ascii=False),
     }
-    return _span(ids.otel_trace, ids.span_id, None, _TRACE_NAME, start_ns, attributes)
+    start_ns, end_ns = span
+    return _span(
+        ids.otel_trace, ids.span_id, None, example.model_kind, start_ns, attributes, end_ns
+    )
 
 
 def _assessments(example: ExampleTrace, texts: _Texts, run_id: str, source_id: str) -> list[Any]:
@@ -331,7 +368,10 @@ def _trace_info(
     now_ms: int,
     assessments: list[Any],
 ) -> Any:
-    """The trace's info: where it lives, what it previews, what it is tagged with."""
+    """The trace's info: where it lives, what it previews, its duration, its tags.
+
+    The trace is named after the arm (``mlflow.traceName``), as its root span is.
+    """
     from mlflow.entities import TraceInfo, TraceLocation, TraceState
 
     return TraceInfo(
@@ -341,19 +381,20 @@ def _trace_info(
         state=TraceState.OK,
         request_preview=texts.query[:_PREVIEW_CHARS],
         response_preview=texts.output[:_PREVIEW_CHARS],
-        execution_duration=0,
-        client_request_id=example.example_id,
+        execution_duration=round(max(0.0, example.seconds) * 1000),
+        client_request_id=texts.example_id,
         trace_metadata={
             _SOURCE_RUN: run_id,
             "mlflow.trace_schema.version": "3",
-            "sommelier.example_id": example.example_id,
-            "sommelier.language": example.language,
+            "sommelier.example_id": texts.example_id,
+            "sommelier.language": texts.language,
             "sommelier.model_kind": example.model_kind,
         },
         tags={
-            "mlflow.traceName": _TRACE_NAME,
-            "sommelier.example_id": example.example_id,
-            "sommelier.language": example.language,
+            "mlflow.traceName": example.model_kind,
+            "sommelier.example_id": texts.example_id,
+            "sommelier.language": texts.language,
+            "sommelier.model_kind": example.model_kind,
         },
         assessments=assessments,
     )
@@ -375,16 +416,19 @@ def prepare_trace(
 
     Every text is redacted before it goes anywhere; every assessment is
     attached to the root span, as ``mlflow.genai.evaluate`` attaches them.
+    The root span lasts the example's :attr:`~ExampleTrace.seconds`, the
+    ``TOOL`` spans sit at its start.
     """
     ids = trace_ids(run_id, example.example_id)
     texts = _Texts.of(example)
     start_ns = now_ms * 1_000_000
+    end_ns = start_ns + round(max(0.0, example.seconds) * 1_000_000_000)
     common = {
         "mlflow.traceRequestId": json.dumps(ids.trace_id),
         "mlflow.experimentId": json.dumps(experiment_id),
     }
-    root = _root_span(example, texts, ids, start_ns, common)
-    seed = f"{run_id}\x00{example.example_id}\x00tool".encode()
+    root = _root_span(example, texts, ids, (start_ns, end_ns), common)
+    seed = f"{run_id}\x00{example.example_id}\x00tool".encode("utf-8", "surrogatepass")
     spans = [root] + [
         _tool_span(call, index, ids, seed, start_ns, common)
         for index, call in enumerate(texts.decoded)

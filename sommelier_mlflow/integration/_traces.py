@@ -100,12 +100,18 @@ def should_log_traces(setting: str, examples: int) -> bool:
 
 
 def arm_example_traces(
-    report: EvaluationReport, scored: ScoredRun, split: TestSplit
+    report: EvaluationReport,
+    scored: ScoredRun,
+    split: TestSplit,
+    seconds: Mapping[str, float] | None = None,
 ) -> list[ExampleTrace]:
     """One :class:`ExampleTrace` per scored example of an arm, in ``example_id`` order.
 
     The components come from the report's per-example rows (the numbers the
-    metrics were summed from), the request and gold call(s) from the split.
+    metrics were summed from), the request and gold call(s) from the split,
+    and each trace's duration from ``seconds`` (``example_id`` to its share of
+    its batch's generation time, as ``generation.read_example_seconds`` reads
+    it; an example without one gets 0).
 
     Raises:
         ConfigError: The report, the scored run and the split disagree on the
@@ -141,6 +147,7 @@ def arm_example_traces(
                 parsed_call=example.parsed_call,
                 decoded_calls=_decoded(example.parsed_call, example.parsed_calls),
                 gold_calls=tuple(gold),
+                seconds=(seconds or {}).get(example.example_id, 0.0),
             )
         )
     return traces

@@ -238,4 +238,7 @@ def test_evaluation_view_compares_the_arms_example_by_example(
     # en-1: the adapter answers celsius (right), the base kelvin (wrong units).
     assert "Comparing 2 traces" in opened
     assert "celsius" in opened and "kelvin" in opened
+    # The modal heads its two columns with trace ids only: each trace names its arm.
+    modal = page.get_by_role("dialog").last.inner_text()
+    assert "base" in modal and "adapter" in modal, modal[:2000]
     _shot(page, "ui-evaluation.png")

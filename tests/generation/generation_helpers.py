@@ -8,6 +8,7 @@ from typing import Any
 
 from sommelier_mlflow._json import canonical_json, sha256_text
 from sommelier_mlflow.data import TestExample
+from sommelier_mlflow.generation import TIMING_NAME
 
 TOOLS: list[dict[str, Any]] = [
     {
@@ -148,9 +149,13 @@ class RecordingGenerator:
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
-    """Every file under ``directory`` by relative path, to prove nothing changed."""
+    """Every file under ``directory`` by relative path, to prove nothing changed.
+
+    Except ``generation_timing.jsonl``: it records how long each batch took,
+    a clock reading no two runs share (the runner's timing tests check it).
+    """
     return {
         path.relative_to(directory).as_posix(): path.read_bytes()
         for path in sorted(directory.rglob("*"))
-        if path.is_file()
+        if path.is_file() and path.name != TIMING_NAME
     }

@@ -12,7 +12,13 @@ import pytest
 from sommelier_mlflow._json import dumps_line, loads, sha256_text
 from sommelier_mlflow.data import GENERATION_SCHEMA, Decoding, TestExample
 from sommelier_mlflow.errors import ConfigError, DataError, InputError, InvariantViolationError
-from sommelier_mlflow.generation import HFGenerator, ReplayGenerator, run_generation
+from sommelier_mlflow.generation import (
+    TIMING_NAME,
+    HFGenerator,
+    ReplayGenerator,
+    read_example_seconds,
+    run_generation,
+)
 from sommelier_mlflow.toolcalls import parse_tool_call
 from tests.generation.generation_helpers import RecordingGenerator, snapshot
 
@@ -335,3 +341,68 @@ def test_a_completion_with_a_lone_surrogate_is_stored_with_a_replacement_charact
     for row in rows:
         parsed = parse_tool_call(row["raw_text"])
         assert (row["parse_status"], row["parsed_call"]) == (parsed.status, parsed.call)
+
+
+class _Slow(RecordingGenerator):
+    """A backend whose every batch takes at least 20 ms, like a real one."""
+
+    def generate(self, prompts: Any, *, max_new_tokens: int) -> list[str]:
+        import time
+
+        time.sleep(0.02)
+        return super().generate(prompts, max_new_tokens=max_new_tokens)
+
+
+def test_each_generated_batch_records_its_seconds_beside_the_generations(
+    examples: list[TestExample], tmp_path: Path
+) -> None:
+    recorder = _Slow(_replay(examples))
+    paths = _run(examples, recorder, tmp_path)
+    id_of = {example.prompt_text: example.example_id for example in examples}
+    lines = _rows(tmp_path / TIMING_NAME)
+    assert [line["example_ids"] for line in lines] == [
+        [id_of[prompt] for prompt in batch] for batch in recorder.batches
+    ]
+    assert all(line["seconds"] >= 0.02 for line in lines)
+    seconds = read_example_seconds(tmp_path)
+    assert set(seconds) == set(id_of.values())
+    for line in lines:  # each example's share of its batch: the shares add up to the batch
+        shares = [seconds[example_id] for example_id in line["example_ids"]]
+        assert sum(shares) == pytest.approx(line["seconds"])
+    # The generations carry no clock: their fields are the record's, nothing more.
+    for path in paths.values():
+        assert all("seconds" not in row for row in _rows(path))
+
+
+def test_a_resumed_run_appends_the_seconds_of_the_batches_it_regenerated(
+    examples: list[TestExample], replay_run: Path
+) -> None:
+    timing = replay_run / TIMING_NAME
+    before = read_example_seconds(replay_run)
+    en = replay_run / "generations" / "en.jsonl"
+    en.write_bytes(en.read_bytes()[:-1])  # the last English record is torn: regenerated
+    timing.write_bytes(timing.read_bytes() + b'{"schema_version": "sommelier_mlf')  # torn too
+    recorder = RecordingGenerator(_replay(examples))
+    _run(examples, recorder, replay_run)
+    assert len(recorder.batches) == 1
+    lines = _rows(timing)  # every line whole: nothing glued onto the torn one
+    assert len(lines) == len(before) // DECODING.batch_size + 1
+    after = read_example_seconds(replay_run)
+    assert set(after) == set(before)
+    assert [after[example_id] for example_id in lines[-1]["example_ids"]] == [
+        lines[-1]["seconds"] / len(lines[-1]["example_ids"])
+    ] * len(lines[-1]["example_ids"])
+
+
+def test_a_timing_line_that_is_not_one_is_refused_naming_file_and_line(
+    replay_run: Path,
+) -> None:
+    timing = replay_run / TIMING_NAME
+    timing.write_bytes(timing.read_bytes() + b'{"schema_version": "x", "seconds": 1}\n')
+    count = len(timing.read_bytes().splitlines())
+    expected = r"not a sommelier_mlflow\.generation_timing\.v1 line"
+    with pytest.raises(DataError, match=expected) as info:
+        read_example_seconds(replay_run)
+    assert info.value.path == str(timing)
+    assert info.value.line == count
+    assert read_example_seconds(replay_run / "elsewhere") == {}  # no file: no durations

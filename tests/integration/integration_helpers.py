@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -148,3 +148,78 @@ class Store:
     uri: str
     experiment_id: str
     artifact_root: Path
+
+
+#: Outputs no tracking store holds as they are: a NUL (PostgreSQL refuses it) and
+#: lone surrogates (no UTF-8 encoding), in prose, in a decoded call's argument
+#: (JSON's ``\u0000`` escape) and in a call's name.
+UNSTORABLE_OUTPUTS = {
+    "e1": '{"name": "get_weather", "arguments": {"city": "Paris\\u0000", "units": "celsius"}}',
+    "e2": "sunny\x00 in Paris",
+    "e3": "Oslo \ud800 is \udfff cold",
+    "e4": '{"name": "get_weather\ud800", "arguments": {"city": "Rome", "units": "celsius"}}',
+    "f1": "Il fait beau\x00\ud83d\ude00",
+    "f3": text(weather("Oslo")),
+}
+
+
+def unstorable_arm(kind: str, *, resamples: int = 50) -> tuple[TestSplit, ScoredRun]:
+    """An arm scored in process whose outputs are :data:`UNSTORABLE_OUTPUTS`.
+
+    The request of ``e2`` holds a NUL as well (a split's JSON may escape one).
+    Lone surrogates cannot be written to a generations file, so the arm lives
+    in memory only, as it does for a caller of the Python API.
+    """
+    rows = [
+        replace(example, query=example.query + "\x00") if example.example_id == "e2" else example
+        for example in examples()
+    ]
+    split = TestSplit(path="unstorable.jsonl", sha256="0" * 64, examples=tuple(rows))
+    scored = score_run(
+        split,
+        records(split, UNSTORABLE_OUTPUTS, kind),
+        model_kind=kind,  # type: ignore[arg-type]
+        model_identity=IDENTITY,
+        adapter=None if kind == "base" else {"source": "/models/adapter", "sha256": ADAPTER_SHA},
+        resamples=resamples,
+    )
+    return split, scored
+
+
+def check_unstorable_run(client: Any, run_id: str, experiment_id: str, workdir: Path) -> None:
+    """A run logged from :func:`unstorable_arm` holds every output, escaped by the one rule.
+
+    Checked as a teammate reads it back: the traces (root span, ``TOOL`` span,
+    previews, assessments), the per-example table artifact and the params.
+    """
+    from mlflow.artifacts import download_artifacts
+
+    from sommelier_mlflow.integration._store_text import store_text
+
+    expected = {example_id: store_text(raw) for example_id, raw in UNSTORABLE_OUTPUTS.items()}
+    assert client.get_run(run_id).data.params["note"] == "a\\u0000b\\ud800"
+    table = download_artifacts(
+        run_id=run_id,
+        artifact_path="sommelier/examples.json",
+        dst_path=str(workdir),
+        tracking_uri=client.tracking_uri,
+    )
+    document = json.loads(Path(table).read_text(encoding="utf-8"))
+    column = {name: index for index, name in enumerate(document["columns"])}
+    shown = {row[column["example_id"]]: row[column["raw_text"]] for row in document["data"]}
+    assert shown == expected
+    traces = client.search_traces(locations=[experiment_id], run_id=run_id, include_spans=True)
+    by_id = {trace.info.request_metadata["sommelier.example_id"]: trace for trace in traces}
+    assert set(by_id) == set(expected)
+    for example_id, trace in by_id.items():
+        root = trace.data.spans[0]
+        assert root.outputs["raw_output"] == expected[example_id], example_id
+        assert trace.info.response_preview == expected[example_id]
+        assessments = {item.name: item for item in trace.info.assessments}
+        assert assessments["raw_output"].value == expected[example_id]
+    e2 = by_id["e2"]
+    assert e2.data.spans[0].inputs["query"] == "query e2\\u0000"
+    assert e2.info.request_preview == "query e2\\u0000"
+    (tool,) = by_id["e1"].data.spans[1:]
+    assert tool.name == "get_weather"
+    assert tool.inputs == {"city": "Paris\\u0000", "units": "celsius"}

@@ -19,9 +19,20 @@ from typing import Any
 import pytest
 
 from sommelier_mlflow._json import loads
-from sommelier_mlflow.evaluation import read_comparison_report, read_evaluation_report
-from sommelier_mlflow.integration import comparison_metric_keys, evaluation_metric_keys
+from sommelier_mlflow.evaluation import (
+    EvaluationReport,
+    read_comparison_report,
+    read_evaluation_report,
+)
+from sommelier_mlflow.integration import (
+    arm_example_traces,
+    comparison_metric_keys,
+    evaluation_metric_keys,
+    log_evaluation_run,
+    log_example_traces,
+)
 from tests.cli.cli_helpers import score_args, write_fixture
+from tests.integration.integration_helpers import check_unstorable_run, unstorable_arm
 from tests.support.programs import require
 from tests.support.team_server import MLFLOW, MlflowServer, Postgres, postgres_bin
 
@@ -254,3 +265,42 @@ def test_a_server_restart_mid_run_never_leaves_a_half_logged_finished_run(
             assert set(comparison_metric_keys(comparison)) <= set(run.data.metrics)
     if process.returncode == 0:
         assert all(run.info.status == "FINISHED" for run in runs)
+
+
+def test_eight_concurrent_arms_with_nul_and_lone_surrogates_all_log_escaped(
+    team_server: MlflowServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A NUL made PostgreSQL refuse an arm's traces (4 of a team's 8 arms failed).
+
+    Eight arms log at once, each with outputs holding NUL and lone surrogates,
+    through the same two calls every command makes (the run, then its traces).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", team_server.url)  # as the commands run
+    client = MlflowClient(tracking_uri=team_server.url)
+    experiment_id = client.create_experiment("team-unstorable")
+    arms = [unstorable_arm(kind) for kind in ("base", "adapter") * 4]
+
+    def log(index: int) -> str:
+        split, scored = arms[index]
+        report = EvaluationReport.from_run(scored)
+        run_id = client.create_run(experiment_id, run_name=f"arm-{index}").info.run_id
+        log_evaluation_run(
+            report,
+            run_id=run_id,
+            table_rows=scored.table_rows(),
+            params={"note": "a\x00b\ud800"},
+            client=client,
+        )
+        log_example_traces(run_id, arm_example_traces(report, scored, split), client=client)
+        client.set_terminated(run_id)
+        return run_id
+
+    with ThreadPoolExecutor(max_workers=len(arms)) as pool:
+        run_ids = list(pool.map(log, range(len(arms))))
+    for index, run_id in enumerate(run_ids):
+        assert client.get_run(run_id).info.status == "FINISHED"
+        check_unstorable_run(client, run_id, experiment_id, tmp_path / f"arm-{index}")

@@ -227,3 +227,32 @@ def test_every_trace_keeps_each_tool_span_and_assessment_once(store: Store) -> N
         assert types.count("TOOL") == len(example.decoded_calls)
         assert len(types) == 1 + len(example.decoded_calls)
         assert sorted(a.name for a in trace.info.assessments) == sorted(names)
+
+
+def test_each_trace_names_its_arm_and_lasts_its_share_of_the_batch(
+    store: Store, arms: Arms
+) -> None:
+    """MLflow's "Comparing 2 traces" shows no run name: the trace itself names its arm.
+
+    And its duration is the example's share of its batch's generation time, so
+    the Overview's latency chart has something to show.
+    """
+    client = MlflowClient()
+    run_id = client.create_run(store.experiment_id).info.run_id
+    seconds = {example_id: 0.25 * index for index, example_id in enumerate(sorted(GOLD))}
+    examples = arm_example_traces(arms.adapter_typed, arms.adapter, arms.split, seconds)
+    log_example_traces(run_id, examples)
+    traces = _traces(store, run_id)
+    assert set(traces) == set(GOLD)
+    for example_id, found in traces.items():
+        trace = mlflow.get_trace(found.info.trace_id)
+        assert trace is not None
+        root, *tools = trace.data.spans
+        assert root.name == "adapter"
+        assert root.inputs["arm"] == "adapter"
+        assert trace.info.tags["mlflow.traceName"] == "adapter"
+        assert trace.info.execution_duration == round(seconds[example_id] * 1000)
+        assert root.end_time_ns - root.start_time_ns == round(seconds[example_id] * 1e9)
+        assert tools  # every adapter output decodes to a call
+        if seconds[example_id]:  # a TOOL span lies within its root
+            assert all(root.start_time_ns < tool.start_time_ns < root.end_time_ns for tool in tools)
