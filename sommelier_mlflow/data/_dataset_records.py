@@ -29,7 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from sommelier_mlflow._json import canonical_json, sha256_text
-from sommelier_mlflow.data._readers import _Line, checked_examples
+from sommelier_mlflow.data._readers import checked_examples
+from sommelier_mlflow.data._row_checks import _Line
 from sommelier_mlflow.data._schemas import (
     DEFAULT_PROMPT_FORMAT,
     TEST_EXAMPLE_SCHEMA,
