@@ -36,6 +36,11 @@ from sommelier_mlflow.data._format import (
     render_target,
     tool_schemas,
 )
+from sommelier_mlflow.data._generation_reader import (
+    GenerationPrefix,
+    read_generation_prefix,
+    read_generations,
+)
 from sommelier_mlflow.data._prepare import (
     DROP_REASONS,
     SPLIT_NAMES,
@@ -53,11 +58,8 @@ from sommelier_mlflow.data._readers import (
     FORMATTED_EXAMPLE_V2_SCHEMA,
     PREPARED_EXAMPLE_V2_SCHEMA,
     TEST_SPLIT_SCHEMAS,
-    GenerationPrefix,
     PrecomputedGeneration,
     check_scoring_mode,
-    read_generation_prefix,
-    read_generations,
     read_precomputed,
     read_test_split,
 )
