@@ -41,6 +41,7 @@ from sommelier_mlflow.data._generation_reader import (
     read_generation_prefix,
     read_generations,
 )
+from sommelier_mlflow.data._precomputed_reader import PrecomputedGeneration, read_precomputed
 from sommelier_mlflow.data._prepare import (
     DROP_REASONS,
     SPLIT_NAMES,
@@ -58,9 +59,7 @@ from sommelier_mlflow.data._readers import (
     FORMATTED_EXAMPLE_V2_SCHEMA,
     PREPARED_EXAMPLE_V2_SCHEMA,
     TEST_SPLIT_SCHEMAS,
-    PrecomputedGeneration,
     check_scoring_mode,
-    read_precomputed,
     read_test_split,
 )
 from sommelier_mlflow.data._sample import SAMPLE_RULE, ExampleSample, sample_examples
