@@ -55,13 +55,6 @@ from sommelier_mlflow.data._provenance import (
     ModelKind,
     check_model_kind,
 )
-from sommelier_mlflow.data._readers import (
-    FORMATTED_EXAMPLE_V2_SCHEMA,
-    PREPARED_EXAMPLE_V2_SCHEMA,
-    TEST_SPLIT_SCHEMAS,
-    check_scoring_mode,
-    read_test_split,
-)
 from sommelier_mlflow.data._sample import SAMPLE_RULE, ExampleSample, sample_examples
 from sommelier_mlflow.data._schemas import (
     COMPARISON_REPORT_SCHEMA,
@@ -87,6 +80,13 @@ from sommelier_mlflow.data._slices import (
     encode_slice_value,
     slice_name,
     slice_sections,
+)
+from sommelier_mlflow.data._split_reader import (
+    FORMATTED_EXAMPLE_V2_SCHEMA,
+    PREPARED_EXAMPLE_V2_SCHEMA,
+    TEST_SPLIT_SCHEMAS,
+    check_scoring_mode,
+    read_test_split,
 )
 from sommelier_mlflow.data._writers import write_test_split
 

@@ -1,4 +1,4 @@
-"""Readers for test splits and generations that refuse anything they cannot trust.
+"""The test-split reader, which refuses anything it cannot trust.
 
 A comparison is only as good as the files under it, so nothing here guesses:
 an unknown schema version, a mistyped field, a duplicate id, a malformed
