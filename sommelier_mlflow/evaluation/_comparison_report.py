@@ -233,8 +233,7 @@ class ComparisonReport:
     def _core_json(self) -> dict[str, Any]:
         """The document without claims and registration: the report's on-disk layout.
 
-        Long because it is the one literal of that layout, field by field in
-        file order; split up, the order a reader checks would be scattered.
+        One literal, field by field in file order, so the code reads as the file does.
         """
         identity = self.identity
         return {
