@@ -35,8 +35,9 @@ from sommelier_mlflow.evaluation._claims import (
     parse_claim,
     verdict_from_counts,
 )
-from sommelier_mlflow.evaluation._report import (
-    AdapterIdentity,
+from sommelier_mlflow.evaluation._report import AdapterIdentity
+from sommelier_mlflow.evaluation._results import BootstrapSettings, PairCoverage
+from sommelier_mlflow.evaluation._serialise import (
     bootstrap_provenance,
     clean_float,
     coverage_to_dict,
@@ -44,7 +45,6 @@ from sommelier_mlflow.evaluation._report import (
     metrics_to_dict,
     settings_to_dict,
 )
-from sommelier_mlflow.evaluation._results import BootstrapSettings, PairCoverage
 from sommelier_mlflow.evaluation._stats import (
     MCNEMAR_METHOD,
     McNemarResult,
@@ -233,8 +233,7 @@ class ComparisonReport:
     def _core_json(self) -> dict[str, Any]:
         """The document without claims and registration: the report's on-disk layout.
 
-        Long because it is the one literal of that layout, field by field in
-        file order; split up, the order a reader checks would be scattered.
+        One literal, field by field in file order, so the code reads as the file does.
         """
         identity = self.identity
         return {

@@ -276,8 +276,7 @@ def score_run(
     """Score one arm's generations against the test split.
 
     The join and every provenance check happen here; the scoring itself is
-    :func:`score_completions`. Long because the docstring documents every
-    argument of this public entry point; the code is a sequence of checks.
+    :func:`score_completions`.
 
     Args:
         split: The (formatted) test split the generations were produced from.

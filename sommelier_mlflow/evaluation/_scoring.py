@@ -281,8 +281,7 @@ def score_completions(
     This is the whole of scoring, as a pure function of its arguments: no
     file, model identity or decoding is involved, so an arm (via
     :func:`score_run`) and the evaluator plugin score identically. Each
-    completion is parsed exactly once. Long because the docstring documents
-    every argument of this public entry point (the code is about 60 lines).
+    completion is parsed exactly once.
 
     Args:
         completions: One per example, in any order; ids must be unique.

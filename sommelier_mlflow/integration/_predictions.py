@@ -242,9 +242,6 @@ def score_predictions(
 ) -> PredictionScores:
     """Score outputs against gold calls, with slices, gaps and optional catalog metrics.
 
-    Long because the docstring documents every column and option the evaluator
-    accepts; the code checks columns, scores, then adds catalog columns.
-
     Args:
         outputs: Raw output texts (or decoded JSON calls), one per row.
         gold_calls: Gold calls (dicts, JSON strings, or one-element lists).
