@@ -53,6 +53,7 @@ from sommelier_mlflow.toolcalls import (
     JSON_FORMAT,
     ExampleScore,
     ScoringMetric,
+    builtin_scoring_metrics,
     completion_text,
     one_example_score,
     scoring_metric_names,
@@ -209,7 +210,12 @@ def sommelier_scorers(
     return [built for metric in mode.metrics() for built in _scorers_of(metric, scoring, fmt)]
 
 
-_DEFAULT: Final = {built.name: built for built in sommelier_scorers()}
+# The package's own metrics only: this runs at import, before any plugin may load.
+_DEFAULT: Final = {
+    built.name: built
+    for metric in builtin_scoring_metrics()
+    for built in _scorers_of(metric, DEFAULT_MODE, JSON_FORMAT)
+}
 valid_json_rate: Final[Scorer] = _DEFAULT["valid_json_rate"]
 function_name_accuracy: Final[Scorer] = _DEFAULT["function_name_accuracy"]
 argument_exact_match: Final[Scorer] = _DEFAULT["argument_exact_match"]

@@ -89,6 +89,7 @@ from sommelier_mlflow.toolcalls._parse import (
 from sommelier_mlflow.toolcalls._registry import (
     DEFAULT_MODE,
     ScoringMetric,
+    builtin_scoring_metrics,
     mcnemar_metric,
     register_scoring_metric,
     scoring_metric_names,
@@ -146,6 +147,7 @@ __all__ = [
     "ScoringMetric",
     "ScoringMode",
     "bfcl_aggregate",
+    "builtin_scoring_metrics",
     "call_count_value",
     "category_counts",
     "check_bfcl",

@@ -18,12 +18,11 @@ from sommelier_mlflow.metrics._catalog import register_metric
 from sommelier_mlflow.toolcalls import (
     DEFAULT_MODE,
     JSON_FORMAT,
-    METRIC_NAMES,
     MetricValue,
     ScoringMetric,
+    builtin_scoring_metrics,
     one_example_score,
     output_format,
-    scoring_metrics,
     scoring_mode,
 )
 
@@ -69,6 +68,5 @@ def _catalog_class(metric: ScoringMetric[Any]) -> type[ToolCallMetric]:
 
 # One catalog class per metric of the spec's set, named after it (``argument_f1`` is
 # ``ArgumentF1``): the scoring registry is the one definition, so nothing is listed twice.
-for _metric in scoring_metrics():
-    if _metric.name in METRIC_NAMES:
-        _catalog_class(_metric)
+for _metric in builtin_scoring_metrics():
+    _catalog_class(_metric)
