@@ -63,6 +63,7 @@ from sommelier_mlflow.toolcalls._modes import (
     OutputFormat,
     Parsed,
     ScoringMode,
+    Tools,
     output_format,
     output_format_names,
     register_output_format,
@@ -95,6 +96,11 @@ from sommelier_mlflow.toolcalls._registry import (
     scoring_metrics,
     scoring_modes,
     unregister_scoring_metric,
+)
+from sommelier_mlflow.toolcalls._schema_types import (
+    parameter_schema,
+    parameter_type,
+    tool_parameters,
 )
 from sommelier_mlflow.toolcalls._score import (
     METRIC_NAMES,
@@ -145,6 +151,7 @@ __all__ = [
     "ROOT_PATH",
     "ScoringMetric",
     "ScoringMode",
+    "Tools",
     "bfcl_aggregate",
     "call_count_value",
     "category_counts",
@@ -166,6 +173,8 @@ __all__ = [
     "one_example_score",
     "output_format",
     "output_format_names",
+    "parameter_schema",
+    "parameter_type",
     "parse_tool_call",
     "parse_tool_calls",
     "register_output_format",
@@ -183,6 +192,7 @@ __all__ = [
     "single_call",
     "standardize_bfcl_string",
     "syntax_found",
+    "tool_parameters",
     "unregister_output_format",
     "unregister_scoring_metric",
 ]

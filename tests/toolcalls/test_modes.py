@@ -23,7 +23,9 @@ W = {"name": "get_weather", "arguments": {"city": "Paris"}}
 
 
 def _fixed(result: CallsParseResult) -> OutputFormat:
-    return OutputFormat("fixed", "always the same", decode=lambda _text: result, version="fixed.v1")
+    return OutputFormat(
+        "fixed", "always the same", decode=lambda _text, _tools: result, version="fixed.v1"
+    )
 
 
 def test_single_and_calls_are_two_registrations() -> None:
@@ -57,9 +59,9 @@ def test_single_mode_accepts_exactly_one_call_from_any_format(
     decoded: CallsParseResult, expected: ParseResult
 ) -> None:
     assert single_call(decoded) == expected
-    assert scoring_mode("single").parse("ignored", _fixed(decoded)) == expected
+    assert scoring_mode("single").parse("ignored", _fixed(decoded), ()) == expected
     # The calls mode takes what the decoder found as it is.
-    assert scoring_mode("calls").parse("ignored", _fixed(decoded)) == decoded
+    assert scoring_mode("calls").parse("ignored", _fixed(decoded), ()) == decoded
 
 
 def test_unknown_names_are_exit_2_listing_the_registered_ones() -> None:
@@ -74,9 +76,9 @@ def test_unknown_names_are_exit_2_listing_the_registered_ones() -> None:
 
 def test_a_decoder_needs_a_version_and_json_has_neither() -> None:
     with pytest.raises(ConfigError, match="needs a version"):
-        OutputFormat("bad", "no version", decode=lambda _text: CallsParseResult("no_json"))
+        OutputFormat("bad", "no version", decode=lambda _text, _tools: CallsParseResult("no_json"))
     with pytest.raises(ConfigError, match="without '\\+'"):
-        OutputFormat("bad", "d", decode=lambda _t: CallsParseResult("no_json"), version="a+b")
+        OutputFormat("bad", "d", decode=lambda _t, _o: CallsParseResult("no_json"), version="a+b")
     assert output_format(JSON_FORMAT).decode is None
 
 

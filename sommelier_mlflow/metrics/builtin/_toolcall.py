@@ -41,7 +41,7 @@ class ToolCallMetric(BaseMetric[RowValue], abstract=True):
         """Score one completion against its gold call (``reference``)."""
         mode = scoring_mode(DEFAULT_MODE)
         gold = mode.make_gold(mode.gold_calls(reference, "gold call"))
-        parsed = mode.parse(text, output_format(JSON_FORMAT))
+        parsed = mode.parse(text, output_format(JSON_FORMAT), ())
         score = one_example_score(mode.compare(parsed, gold), DEFAULT_MODE)
         return self.result(MetricValue(*score.component(self.scoring_metric)).to_dict())
 
