@@ -64,6 +64,7 @@ from sommelier_mlflow.toolcalls._modes import (
     Parsed,
     ScoringMode,
     Tools,
+    find_scoring_mode,
     output_format,
     output_format_names,
     register_output_format,
@@ -98,6 +99,9 @@ from sommelier_mlflow.toolcalls._registry import (
     unregister_scoring_metric,
 )
 from sommelier_mlflow.toolcalls._schema_types import (
+    JSON_SCHEMA_TYPES,
+    json_schema_parameters,
+    json_schema_type,
     parameter_schema,
     parameter_type,
     tool_parameters,
@@ -115,8 +119,14 @@ from sommelier_mlflow.toolcalls._score import (
     score_example,
     score_records,
 )
+from sommelier_mlflow.toolcalls._summary import (
+    ArmResults,
+    ComparisonResults,
+    markdown_table,
+)
 
 __all__ = [
+    "ArmResults",
     "BFCL_CATEGORY_FIELD",
     "BFCL_METRIC_NAMES",
     "BFCL_MODE",
@@ -132,6 +142,7 @@ __all__ = [
     "CallComparison",
     "CallsComparison",
     "CallsParseResult",
+    "ComparisonResults",
     "DEFAULT_MODE",
     "ExampleScore",
     "FORMAT_MISMATCH_FIELDS",
@@ -140,6 +151,7 @@ __all__ = [
     "GoldCall",
     "GoldCalls",
     "JSON_FORMAT",
+    "JSON_SCHEMA_TYPES",
     "METRIC_NAMES",
     "MetricValue",
     "OutputFormat",
@@ -159,6 +171,7 @@ __all__ = [
     "completion_text",
     "compute_calls_metrics",
     "compute_metrics",
+    "find_scoring_mode",
     "flatten_arguments",
     "format_diagnosis",
     "format_hint",
@@ -167,6 +180,9 @@ __all__ = [
     "is_irrelevance_category",
     "is_missing",
     "is_tool_call",
+    "json_schema_parameters",
+    "json_schema_type",
+    "markdown_table",
     "matched_argument_pairs",
     "mcnemar_metric",
     "metrics_from_scores",

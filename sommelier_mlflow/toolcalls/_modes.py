@@ -50,6 +50,7 @@ from sommelier_mlflow.toolcalls._registry import (
     register_scoring_metric,
     scoring_metrics,
 )
+from sommelier_mlflow.toolcalls._summary import ArmResults, ComparisonResults
 
 __all__ = [
     "Parsed",
@@ -61,6 +62,7 @@ __all__ = [
     "register_scoring_mode",
     "register_builtin_mode",
     "scoring_mode",
+    "find_scoring_mode",
     "scoring_mode_names",
     "register_output_format",
     "output_format",
@@ -191,6 +193,16 @@ class ScoringMode(Generic[GoldT]):
             rather than read from the row, the function giving its value.
         catalog_reference: What catalog metrics receive as ``reference`` for
             a row with these gold calls (default: the list of calls).
+        summary_lines: The mode's own summing-up of one arm, printed (indented)
+            after the arm's metrics by ``evaluate``, ``score`` and ``main``
+            (BFCL's leaderboard aggregation); ``None``: nothing more.
+        markdown_lines: The mode's own section of ``comparison_report.md``
+            (Markdown lines, after the per-slice tables; escape users' data);
+            ``None``: no section.
+        no_call_slice: Whether only an output making no call passes slice
+            ``name`` (BFCL's ``irrelevance`` categories): an arm whose format
+            found almost no call syntax passes it without judging anything,
+            so summaries mark it not meaningful. ``None``: no such slice.
     """
 
     name: str
@@ -207,6 +219,9 @@ class ScoringMode(Generic[GoldT]):
         default_factory=dict
     )
     catalog_reference: Callable[[Sequence[Mapping[str, Any]]], object] = list
+    summary_lines: Callable[[ArmResults], list[str]] | None = None
+    markdown_lines: Callable[[ComparisonResults], list[str]] | None = None
+    no_call_slice: Callable[[str], bool] | None = None
 
     def parse(self, text: str, output_format: OutputFormat, tools: Tools) -> Parsed:
         """The mode's parse of one raw output read in ``output_format``.
@@ -285,6 +300,15 @@ def scoring_mode(name: str) -> ScoringMode[Any]:
     return _MODES.get(name)
 
 
+def find_scoring_mode(name: str) -> ScoringMode[Any] | None:
+    """The registered mode ``name``, or ``None`` (plugins loaded first).
+
+    For views of a report already scored (summaries, Markdown), which show
+    what they can for a mode whose plugin is not installed here.
+    """
+    return _MODES.get(name) if name in _MODES else None
+
+
 def scoring_mode_names() -> tuple[str, ...]:
     """Every registered scoring mode, plugins included, sorted."""
     return _MODES.names()
@@ -352,6 +376,9 @@ def calls_mode(
     default_slices: tuple[str, ...],
     read_gold: Callable[[object, str], tuple[dict[str, Any], ...]] = _read_gold_calls,
     derived_slices: Mapping[str, Callable[[Sequence[Mapping[str, Any]]], str]] | None = None,
+    summary_lines: Callable[[ArmResults], list[str]] | None = None,
+    markdown_lines: Callable[[ComparisonResults], list[str]] | None = None,
+    no_call_slice: Callable[[str], bool] | None = None,
 ) -> ScoringMode[GoldT]:
     """A scoring mode that reads outputs with the calls parser, as ``calls`` and ``bfcl`` do.
 
@@ -371,6 +398,9 @@ def calls_mode(
         compare=compare,
         default_slices=default_slices,
         derived_slices={} if derived_slices is None else derived_slices,
+        summary_lines=summary_lines,
+        markdown_lines=markdown_lines,
+        no_call_slice=no_call_slice,
     )
 
 

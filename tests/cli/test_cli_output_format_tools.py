@@ -89,9 +89,7 @@ def _example(index: int, city: str, days: int) -> TestExample:
     )
 
 
-def test_a_format_types_untyped_values_by_the_tools_through_score(
-    kv: str, tmp_path: Path
-) -> None:
+def test_a_format_types_untyped_values_by_the_tools_through_score(kv: str, tmp_path: Path) -> None:
     examples = [_example(0, "Paris", 3), _example(1, "Oslo", 2), _example(2, "1984", 1)]
     split = write_test_split(tmp_path / "split.jsonl", examples)
     outputs = {

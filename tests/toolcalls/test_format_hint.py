@@ -64,7 +64,9 @@ def test_silent_at_a_fifth_or_less_and_when_nothing_else_reads_them() -> None:
 
 
 def test_the_single_call_parser_can_be_the_chosen_decoder() -> None:
-    hint = format_hint([LLAMA] * 3, "json", {**DECODERS, "json": lambda text, _tools: parse_tool_call(text)})
+    hint = format_hint(
+        [LLAMA] * 3, "json", {**DECODERS, "json": lambda text, _tools: parse_tool_call(text)}
+    )
     assert hint == FormatHint("json", "llama3_json", 3, 3)
 
 
