@@ -89,3 +89,27 @@ def test_each_mode_reads_and_checks_its_gold() -> None:
     assert scoring_mode("calls").gold_calls("[]", "gold") == ()
     assert scoring_mode("single").gold_problem(0) is not None
     assert scoring_mode("calls").gold_problem(0) is None
+
+
+def test_the_built_in_formats_take_the_tools_and_the_one_argument_form_is_wrapped() -> None:
+    for name in output_format_names():
+        decode = output_format(name).decode
+        assert decode is None or not hasattr(decode, "__wrapped__"), name  # no wrapper
+    with pytest.warns(DeprecationWarning, match=r"'old': decode\(text\) is deprecated"):
+        old = OutputFormat("old", "d", decode=lambda text: CallsParseResult("no_json"), version="o")
+    assert old.decode is not None and old.decode("x", [{"name": "f"}]).status == "no_json"
+
+
+class _Decoder:
+    def __call__(self, text: str, tools: object) -> CallsParseResult:
+        return CallsParseResult("ok", ()) if tools else CallsParseResult("no_json")
+
+
+def test_a_two_argument_callable_is_taken_as_it_is() -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fmt = OutputFormat("new", "d", decode=_Decoder(), version="n")
+    assert scoring_mode("calls").parse("x", fmt, [{"name": "f"}]) == CallsParseResult("ok", ())
+    assert scoring_mode("calls").parse("x", fmt, ()) == CallsParseResult("no_json")

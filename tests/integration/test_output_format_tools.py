@@ -32,6 +32,7 @@ from sommelier_mlflow.toolcalls import (
     unregister_output_format,
 )
 from tests.cli.cli_helpers import declared_score_args, write_jsonl
+from tests.integration.integration_helpers import Store, evaluate_in_run
 
 NAME = "kv"
 # xlam's flat parameters, as rows hold them: "int" is JSON Schema's "integer".
@@ -141,7 +142,21 @@ def test_parameter_type_reads_either_tool_shape_and_never_guesses() -> None:
     assert parameter_type([{"name": "g", "parameters": "broken"}, "junk"], "g", "x") is None  # type: ignore[list-item]
 
 
-def test_the_evaluator_table_and_the_genai_scorers_hand_the_tools_over(kv: str) -> None:
+def test_the_evaluator_reads_a_tools_column_for_the_decoder(kv: str, store: Store) -> None:
+    import pandas as pd
+
+    gold = {"name": "get_forecast", "arguments": {"city": "Paris", "days": 3}}
+    text = "get_forecast(city=Paris, days=3)"
+    frame = pd.DataFrame({"output": [text, text], "gold": [gold, gold]})
+    config = {"sommelier": {"output_format": kv}}
+    untyped, _ = evaluate_in_run(store, frame, evaluator_config=config)
+    assert untyped.metrics["overall/full_call_exact_match"] == 0.0  # days read as "3"
+    frame["tools"] = [json.dumps(TOOLS)] * 2
+    typed, _ = evaluate_in_run(store, frame, evaluator_config=config)
+    assert typed.metrics["overall/full_call_exact_match"] == 1.0
+
+
+def test_score_predictions_and_the_genai_scorers_hand_the_tools_over(kv: str) -> None:
     from sommelier_mlflow.integration import score_predictions
     from sommelier_mlflow.scorers import sommelier_scorers
 
