@@ -253,6 +253,7 @@ def _answered(example: TestExample, record: GenerationRecord) -> AnsweredExample
         prompt_sha256=record.prompt_sha256,  # verified equal to the example's digest
         gold_calls=example.gold_calls,
         slice_values=example.slice_values,
+        tools=example.tools,
     )
 
 

@@ -63,6 +63,8 @@ from sommelier_mlflow.toolcalls._modes import (
     OutputFormat,
     Parsed,
     ScoringMode,
+    Tools,
+    find_scoring_mode,
     output_format,
     output_format_names,
     register_output_format,
@@ -97,6 +99,14 @@ from sommelier_mlflow.toolcalls._registry import (
     scoring_modes,
     unregister_scoring_metric,
 )
+from sommelier_mlflow.toolcalls._schema_types import (
+    JSON_SCHEMA_TYPES,
+    json_schema_parameters,
+    json_schema_type,
+    parameter_schema,
+    parameter_type,
+    tool_parameters,
+)
 from sommelier_mlflow.toolcalls._score import (
     METRIC_NAMES,
     CallComparison,
@@ -110,8 +120,14 @@ from sommelier_mlflow.toolcalls._score import (
     score_example,
     score_records,
 )
+from sommelier_mlflow.toolcalls._summary import (
+    ArmResults,
+    ComparisonResults,
+    markdown_table,
+)
 
 __all__ = [
+    "ArmResults",
     "BFCL_CATEGORY_FIELD",
     "BFCL_METRIC_NAMES",
     "BFCL_MODE",
@@ -127,6 +143,7 @@ __all__ = [
     "CallComparison",
     "CallsComparison",
     "CallsParseResult",
+    "ComparisonResults",
     "DEFAULT_MODE",
     "ExampleScore",
     "FORMAT_MISMATCH_FIELDS",
@@ -135,6 +152,7 @@ __all__ = [
     "GoldCall",
     "GoldCalls",
     "JSON_FORMAT",
+    "JSON_SCHEMA_TYPES",
     "METRIC_NAMES",
     "MetricValue",
     "OutputFormat",
@@ -146,6 +164,7 @@ __all__ = [
     "ROOT_PATH",
     "ScoringMetric",
     "ScoringMode",
+    "Tools",
     "bfcl_aggregate",
     "builtin_scoring_metrics",
     "call_count_value",
@@ -154,6 +173,7 @@ __all__ = [
     "completion_text",
     "compute_calls_metrics",
     "compute_metrics",
+    "find_scoring_mode",
     "flatten_arguments",
     "format_diagnosis",
     "format_hint",
@@ -162,12 +182,17 @@ __all__ = [
     "is_irrelevance_category",
     "is_missing",
     "is_tool_call",
+    "json_schema_parameters",
+    "json_schema_type",
+    "markdown_table",
     "matched_argument_pairs",
     "mcnemar_metric",
     "metrics_from_scores",
     "one_example_score",
     "output_format",
     "output_format_names",
+    "parameter_schema",
+    "parameter_type",
     "parse_tool_call",
     "parse_tool_calls",
     "register_output_format",
@@ -185,6 +210,7 @@ __all__ = [
     "single_call",
     "standardize_bfcl_string",
     "syntax_found",
+    "tool_parameters",
     "unregister_output_format",
     "unregister_scoring_metric",
 ]

@@ -41,7 +41,7 @@ from sommelier_mlflow.toolcalls._decode import (
     parse_piece,
     plain_calls,
 )
-from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
+from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 
 __all__ = ["decode_hermes"]
 
@@ -71,17 +71,20 @@ def _without_thoughts(text: str) -> str | None:
     return "".join(kept)
 
 
-def decode_hermes(text: str) -> CallsParseResult:
+def decode_hermes(text: str, tools: Tools = ()) -> CallsParseResult:
     """Decode one completion in the ``hermes`` format (see the module docstring).
 
     Args:
         text: The raw completion, decoded with special tokens kept: ``<tool_call>``
             is one, and a completion decoded without it reads as ``no_json``.
+        tools: The example's tools; not read, since this format's values are
+            typed already.
 
     Returns:
         The calls in output order, or the status that refuses the output.
         Never raises for any ``str``.
     """
+    del tools  # typed values: the schemas add nothing
     if "think>" in text:
         answer = _without_thoughts(text)
         if answer is None:

@@ -36,7 +36,7 @@ from sommelier_mlflow.toolcalls._decode import (
     json_values_between,
     strict_json,
 )
-from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
+from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 
 __all__ = ["decode_llama3_json"]
 
@@ -73,17 +73,20 @@ def _fast_calls(body: str) -> list[dict[str, Any]] | None:
     return calls
 
 
-def decode_llama3_json(text: str) -> CallsParseResult:
+def decode_llama3_json(text: str, tools: Tools = ()) -> CallsParseResult:
     """Decode one completion in the ``llama3_json`` format (see the module docstring).
 
     Args:
         text: The raw completion, decoded with special tokens kept when the
             ``<|python_tag|>`` should count (it is also accepted absent).
+        tools: The example's tools; not read, since this format's values are
+            typed already.
 
     Returns:
         The calls in output order, or the status that refuses the output.
         Never raises for any ``str``.
     """
+    del tools  # typed values: the schemas add nothing
     body = text.strip(JSON_WHITESPACE)
     tagged = body.startswith(_PYTHON_TAG)
     if tagged:

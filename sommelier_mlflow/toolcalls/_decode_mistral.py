@@ -42,7 +42,7 @@ from sommelier_mlflow.toolcalls._decode import (
     separated_items,
     strict_json,
 )
-from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
+from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 from sommelier_mlflow.toolcalls._parse import NOT_JSON, is_tool_call
 
 __all__ = ["decode_mistral"]
@@ -101,17 +101,20 @@ def _segments_scanned(rest: str) -> list[tuple[str, Any]] | None:
     return separated_items(rest, _MARKER, _segment_at)
 
 
-def decode_mistral(text: str) -> CallsParseResult:
+def decode_mistral(text: str, tools: Tools = ()) -> CallsParseResult:
     """Decode one completion in the ``mistral`` format (see the module docstring).
 
     Args:
         text: The raw completion, decoded with special tokens kept: without the
             ``[TOOL_CALLS]`` control token, the output is refused.
+        tools: The example's tools; not read, since this format's values are
+            typed already.
 
     Returns:
         The calls in output order, or the status that refuses the output.
         Never raises for any ``str``.
     """
+    del tools  # typed values: the schemas add nothing
     body = text.strip(JSON_WHITESPACE)
     if not body.startswith(_MARKER):
         if "{" in body or "[" in body:
