@@ -57,6 +57,7 @@ __all__ = [
     "register_output_format",
     "output_format",
     "output_format_names",
+    "output_format_hint_order",
     "single_call",
     "calls_mode",
 ]
@@ -87,6 +88,10 @@ class OutputFormat:
         special_tokens: The format's tags may be special tokens of the
             model's tokenizer (Hermes' ``<tool_call>``), so generation must
             decode without dropping them.
+        variant_of: The format this one reads every output of, and more
+            (``llama4_pythonic``: ``pythonic`` with optional code tokens).
+            When both read calls in as many outputs, the format hint names
+            the base format, the one the user more likely meant.
     """
 
     name: str
@@ -94,6 +99,7 @@ class OutputFormat:
     decode: Callable[[str], CallsParseResult] | None
     version: str | None = None
     special_tokens: bool = False
+    variant_of: str | None = None
 
     def __post_init__(self) -> None:
         if (self.decode is None) != (self.version is None):
@@ -250,6 +256,16 @@ def output_format(name: str) -> OutputFormat:
 def output_format_names() -> tuple[str, ...]:
     """Every registered output format, plugins included, sorted."""
     return _FORMATS.names()
+
+
+def output_format_hint_order() -> tuple[str, ...]:
+    """Every registered output format, sorted, each variant after every base format.
+
+    The format hint breaks ties in this order, so outputs that a format and
+    its variant read alike are said to decode as the base format.
+    """
+    names = _FORMATS.names()
+    return tuple(sorted(names, key=lambda name: _FORMATS.get(name).variant_of is not None))
 
 
 def single_call(decoded: CallsParseResult) -> ParseResult:

@@ -1,0 +1,67 @@
+"""The ``llama4_pythonic`` output format (Llama 4), decoder ``llama4_pythonic.v1``.
+
+Llama 4 answers with a Python list of calls, sometimes between its code
+tokens::
+
+    <|python_start|>[get_weather(city="Paris"), get_time(zone="CET")]<|python_end|>
+
+What the decoder accepts, exactly:
+
+1. The text is trimmed of whitespace; one leading ``<|python_start|>`` and,
+   after it, one trailing ``<|python_end|>`` are removed when present (either
+   may be missing: the model does not always write them, and a server that
+   skips special tokens drops them).
+2. What is left is read exactly as the ``pythonic`` format reads a whole
+   output: a Python list of calls with literal keyword arguments, read with
+   :mod:`ast` only, never evaluated. A code token anywhere else is not Python
+   (``invalid_json``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
+from sommelier_mlflow.toolcalls._decode_pythonic import decode_pythonic
+from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
+
+__all__ = ["decode_llama4_pythonic"]
+
+_START: Final = "<|python_start|>"
+_END: Final = "<|python_end|>"
+
+
+def decode_llama4_pythonic(
+    text: str, tools: Sequence[Mapping[str, Any]] | None = None
+) -> CallsParseResult:
+    """Decode one completion in the ``llama4_pythonic`` format (see the module docstring).
+
+    Args:
+        text: The raw completion, with or without the code tokens.
+        tools: The example's tools; unused, the arguments are Python literals.
+
+    Returns:
+        The calls in list order, or the status that refuses the output.
+        Never raises for any ``str``, and never evaluates any of it.
+    """
+    del tools
+    body = text.strip()
+    if body.startswith(_START):
+        body = body[len(_START) :]
+    if body.endswith(_END):
+        body = body[: -len(_END)]
+    return decode_pythonic(body)
+
+
+register_output_format(
+    OutputFormat(
+        "llama4_pythonic",
+        "Llama 4: the pythonic list of calls, optionally between <|python_start|> and "
+        "<|python_end|>.",
+        decode=decode_llama4_pythonic,
+        version="llama4_pythonic.v1",
+        special_tokens=False,
+        variant_of="pythonic",
+    )
+)
