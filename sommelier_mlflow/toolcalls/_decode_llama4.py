@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
+from sommelier_mlflow.toolcalls._decode import INVALID_JSON
 from sommelier_mlflow.toolcalls._decode_pythonic import decode_pythonic
 from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
 
@@ -30,6 +31,8 @@ __all__ = ["decode_llama4_pythonic"]
 
 _START: Final = "<|python_start|>"
 _END: Final = "<|python_end|>"
+#: An output cut inside the end token ends with one of these.
+_CUT_ENDS: Final = tuple(_END[:length] for length in range(1, len(_END)))
 
 
 def decode_llama4_pythonic(
@@ -51,6 +54,12 @@ def decode_llama4_pythonic(
         body = body[len(_START) :]
     if body.endswith(_END):
         body = body[: -len(_END)]
+    elif body.endswith(_CUT_ENDS) and "(" in body and "#" not in body:
+        # pythonic's verdict, sooner: with no comment to hide it, a "<" at the
+        # end (or "<|" anywhere) is a syntax error in Python, and no string can
+        # hold it, since a string open at the end never closes. Without this,
+        # every output cut inside the end token took the slow ast path.
+        return INVALID_JSON
     return decode_pythonic(body)
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sommelier_mlflow.toolcalls import output_format, output_format_hint_order
 from sommelier_mlflow.toolcalls._decode_llama4 import decode_llama4_pythonic
@@ -64,6 +65,19 @@ def test_statuses(text: str, status: str, calls: tuple[object, ...] | None) -> N
 def test_without_the_code_tokens_it_reads_exactly_as_pythonic(text: str) -> None:
     if START not in text and END not in text:
         assert decode_llama4_pythonic(text) == decode_pythonic(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts, st.integers(1, len(END) - 1))
+def test_an_output_cut_inside_the_end_token_reads_as_pythonic_reads_it(text: str, cut: int) -> None:
+    body = text.strip()
+    cut_output = f"{START}{body}{END[:cut]}"
+    expected = decode_pythonic(body + END[:cut])  # the one start token prepended is removed
+    assert decode_llama4_pythonic(cut_output) == expected
+    for plain in ("[f(a=1)]", "[f(a='<|x')]", "[f(a=1)] # "):
+        assert decode_llama4_pythonic(START + plain + END[:cut]) == decode_pythonic(
+            plain + END[:cut]
+        )
 
 
 def test_the_hint_names_pythonic_when_both_read_the_same_outputs() -> None:
