@@ -72,6 +72,12 @@ def test_the_registered_format_is_this_decoder_at_its_version() -> None:
         (section(f'{CALL}functions.f:0{ARGS}{{"city": "Paris"{CALL_END}'), "invalid_json", None),
         (section(f'{CALL}functions.f:0{ARGS}{{"a": 1, "a": 2}}{CALL_END}'), "invalid_json", None),
         (BEGIN + section(call(W)), "invalid_json", None),  # a section inside a section
+        # vLLM's singular variant is no token of Kimi's: its calls are outside any section
+        (
+            "<|tool_call_section_begin|>" + call(W) + "<|tool_call_section_end|>",
+            "invalid_json",
+            None,
+        ),
         (section(f"{CALL}functions.f:0{ARGS}[1]{CALL_END}"), "invalid_shape", None),
         (section(call(W), f'{CALL}functions.g:1{ARGS}"x"{CALL_END}'), "invalid_shape", None),
         # syntax before shape
