@@ -109,6 +109,13 @@ class OutputFormat:
             )
         if self.decode is not None and not callable(self.decode):
             raise ConfigError(f"output format {self.name!r}: decode must be callable")
+        if self.variant_of is not None and (
+            type(self.variant_of) is not str or self.variant_of in ("", self.name)
+        ):
+            raise ConfigError(
+                f"output format {self.name!r}: variant_of must name another format, "
+                f"not {self.variant_of!r}"
+            )
         if self.version is not None and (not self.version or "+" in self.version):
             raise ConfigError(
                 f"output format {self.name!r}: version {self.version!r} must be a non-empty "
