@@ -128,7 +128,7 @@ def test_deep_nesting_never_crashes_any_decoder() -> None:
             assert decode(text).status in ("no_json", "invalid_json", "invalid_shape")
 
 
-def test_the_five_native_formats_are_registered_with_their_versions() -> None:
+def test_the_native_formats_are_registered_with_their_versions() -> None:
     from sommelier_mlflow.toolcalls import output_format, output_format_names
 
     expected = {
