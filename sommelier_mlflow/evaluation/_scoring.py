@@ -53,7 +53,7 @@ from sommelier_mlflow.toolcalls import (
     ScoringMode,
     Tools,
     format_diagnosis,
-    output_format_names,
+    output_format_hint_order,
     score_components,
     scoring_mode,
 )
@@ -403,7 +403,7 @@ def _format_diagnosis(
     """Whether another registered format reads calls from outputs ``fmt`` gets none from."""
     others = {
         name: _reader(mode, registered_output_format(name))
-        for name in output_format_names()
+        for name in output_format_hint_order()
         if name != fmt.name
     }
     texts = [completion.raw_text for completion in rows]

@@ -8,13 +8,19 @@ scipy, so it can score millions of records without MLflow or torch loaded.
 from __future__ import annotations
 
 # The native output formats register themselves on import (hermes, llama3_json,
-# mistral, openai, pythonic); json is registered by _modes.
+# mistral, openai, pythonic; deepseek_v31, kimi_k2, llama4_pythonic,
+# phi4_mini_json, xlam); json is registered by _modes.
 from sommelier_mlflow.toolcalls import (  # noqa: F401
+    _decode_deepseek_v31,
     _decode_hermes,
+    _decode_kimi_k2,
     _decode_llama3,
+    _decode_llama4,
     _decode_mistral,
     _decode_openai,
+    _decode_phi4_mini,
     _decode_pythonic,
+    _decode_xlam,
 )
 from sommelier_mlflow.toolcalls._bfcl import (
     BFCL_REASONS,
@@ -66,6 +72,7 @@ from sommelier_mlflow.toolcalls._modes import (
     Tools,
     find_scoring_mode,
     output_format,
+    output_format_hint_order,
     output_format_names,
     register_output_format,
     register_scoring_mode,
@@ -190,6 +197,7 @@ __all__ = [
     "metrics_from_scores",
     "one_example_score",
     "output_format",
+    "output_format_hint_order",
     "output_format_names",
     "parameter_schema",
     "parameter_type",

@@ -67,6 +67,7 @@ __all__ = [
     "register_output_format",
     "output_format",
     "output_format_names",
+    "output_format_hint_order",
     "single_call",
     "calls_mode",
 ]
@@ -137,6 +138,10 @@ class OutputFormat:
         special_tokens: The format's tags may be special tokens of the
             model's tokenizer (Hermes' ``<tool_call>``), so generation must
             decode without dropping them.
+        variant_of: The format this one reads every output of, and more
+            (``llama4_pythonic``: ``pythonic`` with optional code tokens).
+            When both read calls in as many outputs, the format hint names
+            the base format, the one the user more likely meant.
     """
 
     name: str
@@ -144,6 +149,7 @@ class OutputFormat:
     decode: Decoder | None
     version: str | None = None
     special_tokens: bool = False
+    variant_of: str | None = None
 
     def __post_init__(self) -> None:
         if (self.decode is None) != (self.version is None):
@@ -153,6 +159,13 @@ class OutputFormat:
             )
         if self.decode is not None and not callable(self.decode):
             raise ConfigError(f"output format {self.name!r}: decode must be callable")
+        if self.variant_of is not None and (
+            type(self.variant_of) is not str or self.variant_of in ("", self.name)
+        ):
+            raise ConfigError(
+                f"output format {self.name!r}: variant_of must name another format, "
+                f"not {self.variant_of!r}"
+            )
         if self.decode is not None and _reads_text_only(self.decode):
             warnings.warn(
                 f"output format {self.name!r}: decode(text) is deprecated and will be refused "
@@ -338,6 +351,16 @@ def output_format(name: str) -> OutputFormat:
 def output_format_names() -> tuple[str, ...]:
     """Every registered output format, plugins included, sorted."""
     return _FORMATS.names()
+
+
+def output_format_hint_order() -> tuple[str, ...]:
+    """Every registered output format, sorted, each variant after every base format.
+
+    The format hint breaks ties in this order, so outputs that a format and
+    its variant read alike are said to decode as the base format.
+    """
+    names = _FORMATS.names()
+    return tuple(sorted(names, key=lambda name: _FORMATS.get(name).variant_of is not None))
 
 
 def single_call(decoded: CallsParseResult) -> ParseResult:

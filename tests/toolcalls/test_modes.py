@@ -82,6 +82,14 @@ def test_a_decoder_needs_a_version_and_json_has_neither() -> None:
     assert output_format(JSON_FORMAT).decode is None
 
 
+def test_a_variant_names_another_format() -> None:
+    decode = _fixed(CallsParseResult("no_json")).decode
+    for base in ("", "mine", 3):
+        with pytest.raises(ConfigError, match="variant_of must name another format"):
+            OutputFormat("mine", "d", decode=decode, version="mine.v1", variant_of=base)  # type: ignore[arg-type]
+    assert OutputFormat("mine", "d", decode=decode, version="v", variant_of="json").variant_of
+
+
 def test_each_mode_reads_and_checks_its_gold() -> None:
     assert scoring_mode("single").gold_calls([W], "gold") == (W,)
     with pytest.raises(DataError, match="list must hold exactly one call"):
