@@ -75,7 +75,9 @@ def _cmd_import_bfcl(args: argparse.Namespace) -> int:
 
 def _fields(values: Sequence[str]) -> list[str]:
     """``--slice-by`` values, each repeatable and comma-separated, as one list of fields."""
-    return [part.strip() for item in values for part in item.split(",") if part.strip()]
+    from sommelier_mlflow.data import slice_field_names
+
+    return slice_field_names(values)
 
 
 def _cmd_format(args: argparse.Namespace) -> int:

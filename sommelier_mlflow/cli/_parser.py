@@ -11,9 +11,35 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["build_parser"]
+__all__ = ["RENAMED_FLAGS", "build_parser"]
+
+#: Flags renamed to the dashed form of their MLproject parameter (issue 31), old
+#: spelling to new. The MLproject's names won because ``mlflow run`` logs them as
+#: run params, and a renamed param would split every run history in two; each old
+#: flag stays an alias of its new one for one release (README, "Changes").
+RENAMED_FLAGS: Final = {
+    "--raw": "--raw-data",
+    "--train": "--train-size",
+    "--validation": "--validation-size",
+    "--test": "--test-size",
+    "--category": "--categories",
+    "--backend-option": "--backend-options",
+}
+
+
+def _add_renamed(parser: Any, flag: str, **kwargs: Any) -> None:
+    """``parser.add_argument(flag, ...)`` that also accepts the flag's old spelling.
+
+    The old one comes from :data:`RENAMED_FLAGS`, so the table the README's
+    Changes section is checked against is the one the parser obeys.
+    """
+    old = [before for before, after in RENAMED_FLAGS.items() if after == flag]
+    help_text = kwargs.pop("help", "")
+    if old:
+        help_text += f" ({', '.join(old)}: its old spelling, accepted for one release)"
+    parser.add_argument(flag, *old, help=help_text.strip(), **kwargs)
 
 
 def _nonneg_int(text: str) -> int:
@@ -118,8 +144,8 @@ def _add_scoring(parser: argparse.ArgumentParser) -> None:
         "--scoring",
         default=DEFAULT_MODE,
         help="scoring mode, declared never guessed (default single: one gold call per example, "
-        "the five metrics; calls: zero or more calls, the seven calls metrics; or a mode a "
-        "plugin registers)",
+        "the five metrics; calls: zero or more calls, the seven calls metrics; bfcl: BFCL's "
+        "AST rules on a split from import-bfcl; or a mode a plugin registers)",
     )
     parser.add_argument(
         "--output-format",
@@ -269,16 +295,18 @@ def _add_backend(parser: argparse.ArgumentParser) -> None:
         "machine's physical cores); "
         "the value used is logged as the num_threads.resolved param",
     )
-    parser.add_argument(
-        "--backend-option",
+    _add_renamed(
+        parser,
+        "--backend-options",
+        dest="backend_option",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="an option of the chosen backend (repeatable, or comma-separated k=v,k=v); "
+        help="options of the chosen backend (repeatable, or comma-separated k=v,k=v); "
         f"`sommelier-mlflow backends` explains each. {_options_help()}",
     )
     aliases = parser.add_argument_group(
-        "server backend flags (aliases of --backend-option KEY=VALUE, kept for one release)"
+        "server backend flags (aliases of --backend-options KEY=VALUE, kept for one release)"
     )
     for option in OPTION_ALIASES:
         aliases.add_argument(
@@ -286,7 +314,7 @@ def _add_backend(parser: argparse.ArgumentParser) -> None:
             dest=option,
             default=None,
             metavar=option.upper(),
-            help=f"same as --backend-option {option}=...",
+            help=f"same as --backend-options {option}=...",
         )
 
 
@@ -334,12 +362,20 @@ def build_parser() -> argparse.ArgumentParser:
 def _command_prepare(sub: Any) -> None:
     """The ``prepare`` subcommand (raw rows -> splits)."""
     prepare = sub.add_parser("prepare", help="raw xlam-shaped rows -> train/validation/test splits")
-    prepare.add_argument("--raw", required=True, help="raw JSONL (query/tools/answers strings)")
+    _add_renamed(
+        prepare, "--raw-data", dest="raw", required=True, help="raw JSONL (query/tools/answers)"
+    )
     prepare.add_argument("--out", required=True, help="output folder for the splits")
     prepare.add_argument("--seed", type=_bounded_int(0, _MAX_SEED), default=0)
-    prepare.add_argument("--train", type=_nonneg_int, required=True, help="train roots")
-    prepare.add_argument("--validation", type=_nonneg_int, required=True, help="validation roots")
-    prepare.add_argument("--test", type=_nonneg_int, required=True, help="test roots")
+    for split in ("train", "validation", "test"):
+        _add_renamed(
+            prepare,
+            f"--{split}-size",
+            dest=split,
+            type=_nonneg_int,
+            required=True,
+            help=f"{split} roots",
+        )
     _switch(
         prepare,
         "--keep-multi-call",
@@ -359,8 +395,9 @@ def _command_import_bfcl(sub: Any) -> None:
         metavar="DATA_DIR",
         help="BFCL v4's data folder: bfcl_eval/data of `pip install --no-deps bfcl-eval`",
     )
-    bfcl.add_argument(
-        "--category",
+    _add_renamed(
+        bfcl,
+        "--categories",
         dest="categories",
         nargs="+",
         action="extend",
@@ -528,6 +565,6 @@ def _command_dataset(sub: Any) -> None:
 def _command_backends(sub: Any) -> None:
     """The ``backends`` subcommand (list the backends)."""
     backends = sub.add_parser(
-        "backends", help="list the generation backends and each one's options (--backend-option)"
+        "backends", help="list the generation backends and each one's options (--backend-options)"
     )
     backends.set_defaults(mlflow=False)
