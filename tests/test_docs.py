@@ -132,7 +132,8 @@ def test_every_plugin_group_is_documented_and_loaded_by_a_registry() -> None:
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Registry":
-                passed |= {arg.id for arg in node.args if isinstance(arg, ast.Name)}
+                given = [*node.args, *(keyword.value for keyword in node.keywords)]
+                passed |= {arg.id for arg in given if isinstance(arg, ast.Name)}
     assert sorted(set(groups) - passed) == []
 
 

@@ -363,7 +363,12 @@ def _command_prepare(sub: Any) -> None:
     """The ``prepare`` subcommand (raw rows -> splits)."""
     prepare = sub.add_parser("prepare", help="raw xlam-shaped rows -> train/validation/test splits")
     _add_renamed(
-        prepare, "--raw-data", dest="raw", required=True, help="raw JSONL (query/tools/answers)"
+        prepare,
+        "--raw-data",
+        dest="raw",
+        required=True,
+        metavar="PATH",
+        help="raw JSONL (query/tools/answers strings)",
     )
     prepare.add_argument("--out", required=True, help="output folder for the splits")
     prepare.add_argument("--seed", type=_bounded_int(0, _MAX_SEED), default=0)
@@ -374,6 +379,7 @@ def _command_prepare(sub: Any) -> None:
             dest=split,
             type=_nonneg_int,
             required=True,
+            metavar="N",
             help=f"{split} roots",
         )
     _switch(
