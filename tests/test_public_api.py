@@ -194,6 +194,7 @@ CURATED = {
         "read_test_split",
         "render_target",
         "schema_version",
+        "slice_field_names",
         "slice_name",
         "slice_sections",
         "validate_language",

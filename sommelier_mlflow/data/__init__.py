@@ -78,6 +78,7 @@ from sommelier_mlflow.data._slices import (
     call_count_value,
     check_slice_fields,
     encode_slice_value,
+    slice_field_names,
     slice_name,
     slice_sections,
 )
@@ -153,6 +154,7 @@ __all__ = [
     "render_target",
     "sample_examples",
     "schema_version",
+    "slice_field_names",
     "slice_name",
     "slice_sections",
     "tool_schemas",

@@ -330,7 +330,7 @@ def _read_category(
     """Read one category's questions (and answers) into split rows; count the skipped ones.
 
     Every refusal also names the category, since a file name alone does not
-    say which ``--category`` to leave out or download again.
+    say which ``--categories`` to leave out or download again.
     """
     try:
         return _category_rows(folder, category, counts)

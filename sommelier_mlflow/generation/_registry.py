@@ -2,7 +2,7 @@
 
 A backend is one module: a factory decorated by :func:`register_backend`,
 naming a pydantic model of the options it takes. The command line
-(``--backend NAME --backend-option KEY=VALUE``), the MLproject (``backend``,
+(``--backend NAME --backend-options KEY=VALUE``), the MLproject (``backend``,
 ``backend_options``) and ``sommelier-mlflow backends`` all read that model,
 so a new backend's options are checked, typed, defaulted and documented
 without touching the CLI. The built-in backends register themselves when

@@ -70,7 +70,7 @@ DEFAULT_CONCURRENCY: Final = 16
 
 
 class ServerOptions(BackendOptions):
-    """The ``server`` backend's options (``--backend-option KEY=VALUE``).
+    """The ``server`` backend's options (``--backend-options KEY=VALUE``).
 
     The old flags ``--base-url``, ``--served-model``, ``--served-adapter``,
     ``--concurrency``, ``--request-timeout`` and ``--api-key-env`` (and the
