@@ -184,9 +184,12 @@ def test_hermes_recurses_on_xlam_type_names_and_renders_json_schema(
     assert "f(city: str) - d" in text and '"type": "string"' in text
 
 
-@pytest.mark.parametrize(
-    "name", ["gemma4", "hermes", "llama31", "llama33", "mistral_v11", "qwen25", "qwen3", "qwen3_coder"]
-)
+#: Every specimen that honours a system prompt beside tools (vLLM's Mistral one drops it; gpt-oss's
+#: is refused for its date before the system prompt is looked at).
+HONOURING = [name for name in SPECIMEN_NAMES if name not in ("mistral", *DATED)]
+
+
+@pytest.mark.parametrize("name", HONOURING)
 def test_a_system_prompt_is_honoured(
     specimens: dict[str, Any], splits: dict[str, list[TestExample]], name: str
 ) -> None:

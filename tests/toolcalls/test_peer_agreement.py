@@ -141,8 +141,7 @@ def test_each_case_agrees_or_is_documented(case: PeerCase) -> None:
     documented = _documented()
     if _agrees(case):
         assert case.case_id not in documented, (
-            f"{case.case_id} now decodes to the peer's calls: remove its row from "
-            "docs/formats.md"
+            f"{case.case_id} now decodes to the peer's calls: remove its row from docs/formats.md"
         )
     else:
         assert case.case_id in documented, (
