@@ -117,12 +117,20 @@ def test_the_specimens_are_one_per_family_of_the_readme() -> None:
 
 
 def _shows_json_schema_types(text: str) -> bool:
-    """No parameter type in the prompt is written the Python way, in any notation."""
+    """No parameter type in the prompt is written the Python way, in any notation.
+
+    JSON (most templates), Qwen3-Coder's ``<type>`` elements, gpt-oss's TypeScript and
+    Gemma 4's ``type:<|"|>STRING<|"|>`` (upper case, empty for a parameter of any type).
+    """
     xml_types = re.findall(r"<type>(.*?)</type>", text)
+    gemma_types = re.findall(r'type:<\|"\|>(.*?)<\|"\|>', text)
     return (
         not PYTHON_TYPE.search(text)
         and not TS_PYTHON_TYPE.search(text)
         and all(kind in SCHEMA_TYPES or kind.startswith("[") for kind in xml_types)
+        and all(
+            part.lower() in SCHEMA_TYPES for kind in gemma_types if kind for part in kind.split(",")
+        )
     )
 
 
@@ -327,7 +335,7 @@ def test_gpt_oss_shows_instructions_and_typescript_tools_on_a_fixed_day(
     assert "Current date: 2026-12-04" in text
     assert "<|start|>developer<|message|># Instructions\n\nBe brief." in text
     assert "namespace functions {" in text and text.endswith("<|start|>assistant")
-    assert not TS_PYTHON_TYPE.search(text)
+    assert not TS_PYTHON_TYPE.search(text) and ": string," in text
     for tool in tool_schemas(example.tools):
         assert f"type {tool['function']['name']} = (_: {{" in text
 
@@ -343,3 +351,17 @@ def test_qwen3_coder_opens_thinking_unless_disabled(
     assert (thinking.prompt_text or "").endswith("<|im_start|>assistant\n<think>\n")
     assert (direct.prompt_text or "").endswith("<think>\n\n</think>\n\n")
     assert "<function=example_function_name>" in (thinking.prompt_text or "")
+
+
+def test_gemma4_declares_tools_in_its_own_notation_and_thinks_on_request(
+    specimens: dict[str, Any], splits: dict[str, list[TestExample]]
+) -> None:
+    gemma, examples = specimens["gemma4"], splits["native"][:1]
+    [plain] = format_examples(examples, gemma, prompt_format="native")
+    [thinking] = format_examples(
+        examples, gemma, prompt_format="native", chat_template_kwargs={"enable_thinking": True}
+    )
+    text = plain.prompt_text or ""
+    assert text.startswith("<s><|turn>system\n<|tool>declaration:")
+    assert 'type:<|"|>OBJECT<|"|>' in text and text.endswith("<|turn>model\n")
+    assert (thinking.prompt_text or "").startswith("<s><|turn>system\n<|think|>\n<|tool>")
