@@ -107,8 +107,7 @@ def _decode(name: str, text: str, tools: Sequence[Mapping[str, Any]]) -> CallsPa
     return decode(text)
 
 
-def _agrees(case: PeerCase) -> bool:
-    result = _decode(case.output_format, case.output, case.tools)
+def _agrees(case: PeerCase, result: CallsParseResult) -> bool:
     if not case.calls:
         return result.abstained
     return result.status == "ok" and canonical_json(list(result.calls or ())) == canonical_json(
@@ -139,14 +138,16 @@ def test_the_data_name_their_sources_and_licence() -> None:
 def test_each_case_agrees_or_is_documented(case: PeerCase) -> None:
     _registered(case)
     documented = _documented()
-    if _agrees(case):
+    result = _decode(case.output_format, case.output, case.tools)
+    if _agrees(case, result):
         assert case.case_id not in documented, (
             f"{case.case_id} now decodes to the peer's calls: remove its row from docs/formats.md"
         )
     else:
         assert case.case_id in documented, (
-            f"{case.case_id} ({case.peer}) decodes differently from the peer and "
-            "docs/formats.md does not say which rule refuses it"
+            f"{case.case_id} ({case.peer}) decodes to {result.status} {result.calls!r}, not to "
+            f"the peer's {list(case.calls)!r}, and docs/formats.md does not say which rule "
+            "refuses it"
         )
         assert documented[case.case_id] in KINDS
 
@@ -170,4 +171,10 @@ def test_the_summary_recounts_the_data() -> None:
             kinds.count("malformed"),
         )
     assert counted, "no registered format has peer data"
-    assert {name: summary.get(name) for name in counted} == counted
+    rows = "\n".join(
+        f"| `{name}` | {cases} | {agree} | {strict} | {malformed} |"
+        for name, (cases, agree, strict, malformed) in counted.items()
+    )
+    assert {name: summary.get(name) for name in counted} == counted, (
+        f"docs/formats.md's peer summary should read:\n{rows}"
+    )
