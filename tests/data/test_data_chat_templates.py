@@ -365,3 +365,30 @@ def test_gemma4_declares_tools_in_its_own_notation_and_thinks_on_request(
     assert text.startswith("<s><|turn>system\n<|tool>declaration:")
     assert 'type:<|"|>OBJECT<|"|>' in text and text.endswith("<|turn>model\n")
     assert (thinking.prompt_text or "").startswith("<s><|turn>system\n<|think|>\n<|tool>")
+
+
+#: The specimens written for issue 30's item 4, each of which renders tool calls and results.
+WITH_TOOL_TURNS = ("gemma4", "gpt_oss", "llama33", "mistral_v11", "qwen25", "qwen3_coder")
+
+
+@pytest.mark.parametrize("name", WITH_TOOL_TURNS)
+def test_a_call_and_its_result_render_in_the_family_s_own_syntax(
+    specimens: dict[str, Any], monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # A conversation split will replay earlier turns: the assistant's call and the tool's
+    # answer must reach the prompt in the family's syntax, after the request.
+    _Clock(monkeypatch).set(datetime(2026, 12, 4, 12))
+    tool = {"name": "get_weather", "description": "d", "parameters": {"city": {"type": "str"}}}
+    call = {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "name": "get_weather", "content": "sunny"},
+    ]
+    text = specimens[name].apply_chat_template(
+        messages, tools=tool_schemas([tool]), tokenize=False, add_generation_prompt=True
+    )
+    asked = text.index("Weather in Oslo?")
+    assert asked < text.index("Oslo", asked + len("Weather in Oslo?")) < text.index("sunny")
+    assert text.count("get_weather") >= 2 and "Be brief." in text
