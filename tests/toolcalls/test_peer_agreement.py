@@ -102,7 +102,10 @@ def _decode(name: str, text: str, tools: Sequence[Mapping[str, Any]]) -> CallsPa
     """Decode as a user's run does, giving the example's tools where the decoder takes them."""
     decode = output_format(name).decode
     assert decode is not None
-    if len(inspect.signature(decode).parameters) >= 2:
+    parameters = inspect.signature(decode).parameters
+    if "tools" in parameters:
+        return decode(text, tools=tools)  # type: ignore[call-arg]
+    if len(parameters) >= 2:
         return decode(text, tools)  # type: ignore[call-arg]
     return decode(text)
 
