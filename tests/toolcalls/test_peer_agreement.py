@@ -30,12 +30,14 @@ from sommelier_mlflow.toolcalls import CallsParseResult, output_format, output_f
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = ROOT / "tests" / "fixtures" / "peer_tool_parsers"
 FORMATS_DOC = ROOT / "docs" / "formats.md"
-#: Why a documented case differs: a rule the product keeps, or an output the peer repairs.
-KINDS = ("strictness", "malformed")
+#: Why a documented case differs: a rule the product keeps, an output the peer repairs or
+#: reads as text, or a call to a tool the example does not offer (the peer drops it; the
+#: product decodes it and scores its name as wrong).
+KINDS = ("strictness", "malformed", "unoffered")
 _ROW = re.compile(r"^\| `(?P<case>[\w.-]+/[\w.-]+)` \| (?P<peer>\w+) \| (?P<kind>\w+) \| .+ \|$")
 _SUMMARY = re.compile(
     r"^\| `(?P<format>\w+)` \| (?P<cases>\d+) \| (?P<agree>\d+) \| (?P<strict>\d+) \| "
-    r"(?P<malformed>\d+) \|$"
+    r"(?P<malformed>\d+) \| (?P<unoffered>\d+) \|$"
 )
 
 
@@ -83,18 +85,16 @@ def _documented() -> dict[str, str]:
     return rows
 
 
-def _summary() -> dict[str, tuple[int, int, int, int]]:
-    """The per-format summary of docs/formats.md: cases, agree, strictness, malformed."""
+_SUMMARY_GROUPS = ("cases", "agree", "strict", "malformed", "unoffered")
+
+
+def _summary() -> dict[str, tuple[int, ...]]:
+    """The per-format summary of docs/formats.md: cases, agree, and each kind of difference."""
     rows = {}
     for line in FORMATS_DOC.read_text(encoding="utf-8").splitlines():
         match = _SUMMARY.match(line)
         if match:
-            rows[match["format"]] = (
-                int(match["cases"]),
-                int(match["agree"]),
-                int(match["strict"]),
-                int(match["malformed"]),
-            )
+            rows[match["format"]] = tuple(int(match[group]) for group in _SUMMARY_GROUPS)
     return rows
 
 
@@ -163,20 +163,15 @@ def test_every_documented_case_exists() -> None:
 def test_the_summary_recounts_the_data() -> None:
     documented, summary = _documented(), _summary()
     registered = set(output_format_names())
-    counted = {}
+    counted: dict[str, tuple[int, ...]] = {}
     for name in sorted({case.output_format for case in CASES} & registered):
         cases = [case for case in CASES if case.output_format == name]
         kinds = [documented.get(case.case_id) for case in cases]
-        counted[name] = (
-            len(cases),
-            kinds.count(None),
-            kinds.count("strictness"),
-            kinds.count("malformed"),
-        )
+        counted[name] = (len(cases), kinds.count(None), *(kinds.count(kind) for kind in KINDS))
     assert counted, "no registered format has peer data"
     rows = "\n".join(
-        f"| `{name}` | {cases} | {agree} | {strict} | {malformed} |"
-        for name, (cases, agree, strict, malformed) in counted.items()
+        f"| `{name}` | " + " | ".join(str(count) for count in counts) + " |"
+        for name, counts in counted.items()
     )
     assert {name: summary.get(name) for name in counted} == counted, (
         f"docs/formats.md's peer summary should read:\n{rows}"
