@@ -646,9 +646,9 @@ def _log_arm_run(
 
 
 def _print_arm(arm: Any) -> None:
-    """One arm's summary: its output-format warning and hint first, then its metrics."""
+    """One arm's summary: format warning and hint first, its metrics, its mode's own lines."""
     from sommelier_mlflow.cli._main_command import format_notices
-    from sommelier_mlflow.toolcalls import BFCL_MODE, bfcl_aggregate, category_counts
+    from sommelier_mlflow.toolcalls import find_scoring_mode
 
     report = arm.report
     mismatch = report.format_mismatch
@@ -658,14 +658,10 @@ def _print_arm(arm: Any) -> None:
     width = max(24, *(len(name) for name in report.metrics))
     for name, value in report.metrics.items():
         print(f"  {name:<{width}} {value.value:.4f} ({value.numerator}/{value.denominator})")
-    if report.identity.scoring == BFCL_MODE:
-        # The leaderboard's own way of summing up, beside this product's per-example counts.
-        note = None if mismatch is None else f"{mismatch.not_meaningful} (see WARNING)"
-        for metric in ("bfcl_ast_accuracy", "bfcl_leaderboard_accuracy"):
-            counts = category_counts(report.field_slices, metric)
-            if counts:
-                for line in bfcl_aggregate(counts).lines(metric, irrelevance_note=note):
-                    print(f"  {line}")
+    mode = find_scoring_mode(report.identity.scoring)
+    if mode is not None and mode.summary_lines is not None:
+        for line in mode.summary_lines(report):  # the mode's own summing-up (BFCL's aggregation)
+            print(f"  {line}")
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:

@@ -176,9 +176,6 @@ class HFGenerator(LocalSources):
     ) -> None:
         """Load tokenizer, model and adapter.
 
-        Long because the docstring documents every option of the backend (the
-        code is about 50 lines of loading steps in their required order).
-
         Args:
             model: A local model directory or a Hugging Face Hub id.
             revision: Commit (or tag) of a Hub model; required for Hub ids,

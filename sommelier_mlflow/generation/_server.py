@@ -189,9 +189,6 @@ class ServerGenerator(LocalSources):
     ) -> None:
         """Verify what the server serves, and load the local tokenizer.
 
-        Long because the docstring documents every option of the backend; the
-        checks themselves live in the transport and helper functions.
-
         Args:
             transport: The connection to the server (URL, deadline, retries, key).
             served_model: The base model's name on the server.

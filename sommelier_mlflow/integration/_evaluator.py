@@ -20,6 +20,10 @@ evaluator its own dict either way):
     Unique row ids; otherwise the row position is the id.
 ``source_example_id_column`` (default ``"source_example_id"`` if present)
     On a translated row, the id of its root row; gives ``gap/<language>/...``.
+``tools_column`` (default ``"tools"`` if present)
+    Each row's offered tools (a list of tool schemas, or its JSON text),
+    handed to the output format's decoder, which may type untyped values by
+    them.
 ``default_language`` (default ``"en"``)
     Language of rows without one.
 ``seed``, ``resamples`` (default ``0``, ``2000``)
@@ -105,6 +109,7 @@ _COLUMN_DEFAULTS: Final = {
     "language_column": "language",
     "example_id_column": "example_id",
     "source_example_id_column": "source_example_id",
+    "tools_column": "tools",
 }
 _KNOWN_KEYS: Final = frozenset(
     {
@@ -400,6 +405,7 @@ class SommelierEvaluator(ModelEvaluator):
             scoring=config.scoring,
             slice_columns={name: _slice_column(features, name) for name in config.slice_columns},
             output_format=config.output_format,
+            tools=_column(features, config, "tools_column"),
         )
 
     @staticmethod

@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from sommelier_mlflow._json import JSONDecodeError, loads
 from sommelier_mlflow.data import OVERALL, validate_language
 from sommelier_mlflow.errors import ConfigError, InputError
 from sommelier_mlflow.evaluation import (
@@ -143,6 +144,34 @@ def _sources(sources: Sequence[object] | None, count: int) -> list[str | None]:
     return out
 
 
+def _tool_lists(tools: Sequence[object] | None, count: int) -> list[tuple[Any, ...]]:
+    """Each row's offered tools: a list of tool schemas or its JSON text; empty cells offer none.
+
+    The output format's decoder receives them; a format that types values
+    by the schemas needs them, every other ignores them.
+    """
+    if tools is None:
+        return [()] * count
+    out: list[tuple[Any, ...]] = []
+    for row, value in enumerate(tools):
+        if isinstance(value, (str, bytes)):
+            try:
+                value = loads(value)
+            except JSONDecodeError as exc:
+                raise ConfigError(f"row {row}: tools is text but not valid JSON ({exc})") from exc
+        elif not isinstance(value, (list, tuple)) and is_missing(value):
+            value = []
+        if not isinstance(value, (list, tuple)) or not all(
+            isinstance(tool, Mapping) for tool in value
+        ):
+            raise ConfigError(
+                f"row {row}: tools must be a list of tool schemas (or its JSON text), "
+                f"got {value!r:.200}"
+            )
+        out.append(tuple(value))
+    return out
+
+
 def _build_metrics(specs: Sequence[MetricSpec | Mapping[str, Any]]) -> list[BaseMetric[Any]]:
     built: list[BaseMetric[Any]] = []
     for index, spec in enumerate(specs):
@@ -239,11 +268,9 @@ def score_predictions(
     scoring: str = DEFAULT_MODE,
     slice_columns: Mapping[str, Sequence[object]] | None = None,
     output_format: str = JSON_FORMAT,
+    tools: Sequence[object] | None = None,
 ) -> PredictionScores:
     """Score outputs against gold calls, with slices, gaps and optional catalog metrics.
-
-    Long because the docstring documents every column and option the evaluator
-    accepts; the code checks columns, scores, then adds catalog columns.
 
     Args:
         outputs: Raw output texts (or decoded JSON calls), one per row.
@@ -265,6 +292,8 @@ def score_predictions(
             (logged as ``F:<encoded V>/<metric>``, see ``--slice-by``).
         output_format: The registered output format the outputs are written
             in (default ``json``); its decoder version joins ``parser_version``.
+        tools: Each row's offered tools (a list of tool schemas or its JSON
+            text), handed to the output format's decoder (default: none).
 
     Returns:
         The evaluator report, the per-example table rows and every metric key.
@@ -283,6 +312,7 @@ def score_predictions(
             "example ids": example_ids,
             "languages": languages,
             "source example ids": source_example_ids,
+            "tools": tools,
             **{f"values of slice column {name!r}": values for name, values in extra_fields.items()},
         },
     )
@@ -299,6 +329,7 @@ def score_predictions(
     ids = _ids(example_ids, count)
     langs = _languages(languages, count, default_language)
     roots = _sources(source_example_ids, count)
+    offered = _tool_lists(tools, count)
     catalog = _build_metrics(metrics)
     settings = BootstrapSettings(seed=seed, resamples=resamples, confidence=0.95)
     scored = score_completions(
@@ -311,6 +342,7 @@ def score_predictions(
                 raw_text=texts[row],
                 gold_calls=gold_sets[row],
                 slice_values=row_values[row],
+                tools=offered[row],
             )
             for row in range(count)
         ],

@@ -46,6 +46,10 @@ __all__ = [
     "skip_whitespace",
     "separated_items",
     "json_values_between",
+    "THINK",
+    "UNTHINK",
+    "without_thoughts",
+    "llama_call",
 ]
 
 T = TypeVar("T")
@@ -195,3 +199,50 @@ def json_values_between(text: str, separator: str) -> list[Any] | None:
     values and separators; an empty value (``{...};`` or ``;;``) is not one.
     """
     return separated_items(text, separator, json_value_at)
+
+
+THINK: Final = "<think>"
+UNTHINK: Final = "</think>"
+
+
+def without_thoughts(text: str) -> str | None:
+    """``text`` with every thought removed, or ``None`` when a thought never closes.
+
+    A call written while thinking is not the answer, so formats of models that
+    reason read only what is left: every ``<think>`` up to the first
+    ``</think>`` after it and, when the first ``</think>`` comes before any
+    ``<think>``, everything up to it (a thought the chat template opened in
+    the prompt, as Qwen3's and DeepSeek-V3.1's thinking modes do). Linear.
+    """
+    first_close = text.find(UNTHINK)
+    first_open = text.find(THINK)
+    if first_close >= 0 and (first_open < 0 or first_close < first_open):
+        text = text[first_close + len(UNTHINK) :]
+    kept: list[str] = []
+    pos = 0
+    while (start := text.find(THINK, pos)) >= 0:
+        end = text.find(UNTHINK, start + len(THINK))
+        if end < 0:
+            return None
+        kept.append(text[pos:start])
+        pos = end + len(UNTHINK)
+    kept.append(text[pos:])
+    return "".join(kept)
+
+
+def llama_call(value: Any) -> dict[str, Any] | None:
+    """``{"name", "arguments"}`` from a Llama-style call object, or ``None`` when it is not one.
+
+    Exactly two keys: ``name`` (a non-empty string) and one of ``parameters``
+    / ``arguments`` (an object). Llama 3 and Phi-4-mini write either key, so
+    both formats share this one reading.
+    """
+    if type(value) is not dict or len(value) != 2:
+        return None
+    name = value.get("name")
+    arguments = value.get("parameters", value.get("arguments"))
+    if type(name) is not str or not name or type(arguments) is not dict:
+        return None
+    if "parameters" in value and "arguments" in value:
+        return None
+    return {"name": name, "arguments": arguments}

@@ -40,8 +40,9 @@ from sommelier_mlflow.toolcalls._decode import (
     checked_call,
     parse_piece,
     plain_calls,
+    without_thoughts,
 )
-from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
+from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 
 __all__ = ["decode_hermes"]
 
@@ -49,41 +50,24 @@ _OPEN: Final = "<tool_call>"
 _CLOSE: Final = "</tool_call>"
 _OPEN_LENGTH: Final = len(_OPEN)
 _CLOSE_LENGTH: Final = len(_CLOSE)
-_THINK: Final = "<think>"
-_UNTHINK: Final = "</think>"
 
 
-def _without_thoughts(text: str) -> str | None:
-    """``text`` with every thought removed, or ``None`` when a thought never closes."""
-    first_close = text.find(_UNTHINK)
-    first_open = text.find(_THINK)
-    if first_close >= 0 and (first_open < 0 or first_close < first_open):
-        text = text[first_close + len(_UNTHINK) :]
-    kept: list[str] = []
-    pos = 0
-    while (start := text.find(_THINK, pos)) >= 0:
-        end = text.find(_UNTHINK, start + len(_THINK))
-        if end < 0:
-            return None
-        kept.append(text[pos:start])
-        pos = end + len(_UNTHINK)
-    kept.append(text[pos:])
-    return "".join(kept)
-
-
-def decode_hermes(text: str) -> CallsParseResult:
+def decode_hermes(text: str, tools: Tools = ()) -> CallsParseResult:
     """Decode one completion in the ``hermes`` format (see the module docstring).
 
     Args:
         text: The raw completion, decoded with special tokens kept: ``<tool_call>``
             is one, and a completion decoded without it reads as ``no_json``.
+        tools: The example's tools; not read, since this format's values are
+            typed already.
 
     Returns:
         The calls in output order, or the status that refuses the output.
         Never raises for any ``str``.
     """
+    del tools  # typed values: the schemas add nothing
     if "think>" in text:
-        answer = _without_thoughts(text)
+        answer = without_thoughts(text)
         if answer is None:
             return INVALID_JSON
         text = answer

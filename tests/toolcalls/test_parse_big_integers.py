@@ -73,6 +73,15 @@ def _in_format(fmt: str, number: str) -> str:
         "mistral": f"[TOOL_CALLS] [{call}]",
         "openai": json.dumps({"tool_calls": [{"type": "function", "function": function}]}),
         "pythonic": f"[f(n={number})]",
+        "kimi_k2": "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0"
+        f"<|tool_call_argument_begin|>{arguments}<|tool_call_end|><|tool_calls_section_end|>",
+        "deepseek_v31": "<\uff5ctool\u2581calls\u2581begin\uff5c>"
+        "<\uff5ctool\u2581call\u2581begin\uff5c>f"
+        f"<\uff5ctool\u2581sep\uff5c>{arguments}<\uff5ctool\u2581call\u2581end\uff5c>"
+        "<\uff5ctool\u2581calls\u2581end\uff5c>",
+        "phi4_mini_json": f"functools[{call}]",
+        "llama4_pythonic": f"<|python_start|>[f(n={number})]<|python_end|>",
+        "xlam": f"[{call}]",
     }[fmt]
 
 
@@ -82,6 +91,7 @@ def _decode(fmt: str, text: str) -> tuple[str, object]:
 
 
 FORMATS = ["json", "hermes", "llama3_json", "mistral", "openai", "pythonic"]
+FORMATS += ["kimi_k2", "deepseek_v31", "phi4_mini_json", "llama4_pythonic", "xlam"]
 LONGEST = 10**MAX_INT_DIGITS - 1
 
 
