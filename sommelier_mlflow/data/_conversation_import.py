@@ -103,6 +103,7 @@ CONVERSATION_DROP_REASONS: Final = (
 )
 _ROLES: Final = frozenset({"system", "user", "assistant", "tool"})
 _UNASSIGNED: Final = "unassigned"
+_NO_EXAMPLE: Final = "without_examples"  # every turn dropped, or no assistant turn at all
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +223,7 @@ _TOKENS: Final = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}\n]', re.DOTALL)
 
 
 def _element_lines(text: str) -> list[int]:
-    """The 1-based line each element of a top-level JSON array starts on (one linear scan)."""
+    """The 1-based line each object or array in a top-level JSON array starts on (one scan)."""
     lines: list[int] = []
     depth = 0
     line = 1
@@ -236,8 +237,6 @@ def _element_lines(text: str) -> list[int]:
             depth += 1
         elif token in "]}":
             depth -= 1
-        elif depth == 1:
-            lines.append(line)  # a string element (refused below, but counted in place)
     return lines
 
 
@@ -268,15 +267,15 @@ def read_records(path: str | os.PathLike[str]) -> tuple[list[tuple[int, Any]], s
             ) from exc
         if not isinstance(value, list):
             raise DataError("expected a JSON array of records", path=name)
-        lines = _element_lines(text)
-        records = list(zip(lines, value, strict=False))
-        for line_no, record in records:
+        for position, record in enumerate(value, start=1):
             if not isinstance(record, dict):
                 raise DataError(
-                    f"array element is a JSON {type(record).__name__}, expected an object",
+                    f"array element {position} is a JSON {type(record).__name__}, expected "
+                    "one object per conversation",
                     path=name,
-                    line=line_no,
                 )
+        # every element is an object, so each one starts with a '{' at depth 1
+        records = list(zip(_element_lines(text), value, strict=True))
         digest = sha256_text(text)
     if not records:
         raise DataError("raw file holds no records", path=name)
@@ -449,6 +448,16 @@ def _read_conversations(
 def _raise_first(conversations: list[_Conversation], path: str) -> None:
     """``--strict``: the first dropped turn, as a DataError naming file, line and message."""
     for conversation in conversations:
+        if conversation.first_problem is not None and not conversation.turns:
+            index, problem = conversation.first_problem
+            labels = conversation.source.labels
+            where = labels[index] if index < len(labels) else "the record"
+            raise DataError(
+                f"{where}: {problem.reason}: {problem.detail} (a conversation without assistant "
+                "turns; --strict stops at the first problem)",
+                path=path,
+                line=conversation.line,
+            )
         for turn in conversation.turns:
             if turn.reason is None:
                 continue
@@ -538,11 +547,10 @@ def _summary(
     dropped = {language: dict.fromkeys(CONVERSATION_DROP_REASONS, 0) for language in languages}
     unassigned = dict.fromkeys(languages, 0)
     per_split = {name: dict.fromkeys(languages, 0) for name in SPLIT_NAMES}
-    split_conversations = dict.fromkeys([*SPLIT_NAMES, _UNASSIGNED], 0)
+    split_conversations = dict.fromkeys([*SPLIT_NAMES, _UNASSIGNED, _NO_EXAMPLE], 0)
     for conversation in conversations:
         language = conversation.language
-        if conversation.split is not None:
-            split_conversations[conversation.split] += 1
+        split_conversations[conversation.split or _NO_EXAMPLE] += 1
         for turn in conversation.turns:
             turns[language] += 1
             if turn.reason is not None:

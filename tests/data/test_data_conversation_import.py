@@ -207,6 +207,7 @@ def test_splits_never_share_a_conversation_and_follow_the_seed(
         "validation": 6,
         "test": 8,
         "unassigned": 6,
+        "without_examples": 0,
     }
     assert first.summary["unassigned"] == {"en": 12}
     for split in first.split_paths:
@@ -273,6 +274,13 @@ def test_drop_reasons_are_counted_in_assistant_turns(
     assert kept == ["empty:1", "good:1", "good:2", "orphan:1"]
     assert result.summary["read"]["en"] == 22 == len(kept) + sum(dropped.values())
     assert result.summary["input"]["rows"] == 12
+    assert result.summary["conversations"] == {
+        "train": 0,
+        "validation": 0,
+        "test": 3,
+        "unassigned": 0,
+        "without_examples": 9,
+    }
 
 
 def test_strict_stops_at_the_first_drop_naming_file_line_and_message(
@@ -316,6 +324,19 @@ def test_json_array_errors_name_the_elements_line(tmp_path: Path) -> None:
         )
 
 
+def test_a_json_array_holds_one_object_per_conversation(tmp_path: Path) -> None:
+    path = tmp_path / "chats.json"
+    path.write_text(json.dumps([weather_chat("a"), 7]), encoding="utf-8")
+    with pytest.raises(DataError, match=r"chats\.json: array element 2 is a JSON int"):
+        prepare(path, tmp_path / "o", seed=0, split_sizes=sizes(1), input_format="openai")
+
+
+def test_strict_names_a_record_without_turns(write_lines: WriteLines, tmp_path: Path) -> None:
+    path = write_lines([weather_chat("a"), {"id": "b", "conversation": []}])
+    with pytest.raises(DataError, match=r":2: the record: invalid_conversation"):
+        prepare(path, tmp_path, seed=0, split_sizes=sizes(1), input_format="openai", strict=True)
+
+
 def hermes(value: str) -> dict[str, Any]:
     system = "Call tools. <tools></tools> <tools> [" + json.dumps(WEATHER) + "] </tools>"
     return {
@@ -354,7 +375,7 @@ def test_conversation_formats_refuse_xlam_only_options(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--strict"):
         prepare(SOURCES.parent.parent / "demo" / "data" / "raw.jsonl", tmp_path, seed=0,
                 split_sizes=sizes(1), strict=True)  # fmt: skip
-    with pytest.raises(ConfigError, match="unknown input format 'nope'.*glaive"):
+    with pytest.raises(ConfigError, match=r"unknown input format 'nope'.*glaive"):
         prepare(source, tmp_path, seed=0, split_sizes=sizes(1), input_format="nope")
     assert not any(tmp_path.iterdir())
 
