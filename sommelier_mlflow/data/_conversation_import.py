@@ -219,7 +219,10 @@ def openai_call(
 # ---------------------------------------------------------------------------
 # Reading a file as its source ships it: a JSON array or JSONL.
 
-_TOKENS: Final = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}\n]', re.DOTALL)
+# A JSON string (the unrolled form: one step per run of plain characters), or a
+# bracket, or a newline (newlines inside strings are escaped in valid JSON).
+_OPENING: Final = re.compile(r"[\[{]")
+_TOKENS: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}\n]')
 
 
 def _element_lines(text: str) -> list[int]:
@@ -664,22 +667,31 @@ def json_values(text: str) -> list[Any]:
 
     System prompts list their tools inside prose (ToolACE: an array after a
     sentence; Glaive: objects one after another), so the values are found
-    by bracket matching outside strings and each span is read strictly.
+    by bracket matching, strings skipped inside a value only (a quote in the
+    prose opens no string), and each span is read strictly. A span that does
+    not read is skipped whole (values nested in it are not looked for), so the
+    scan stays linear.
     """
     values: list[Any] = []
-    depth = 0
-    start = 0
-    for match in _TOKENS.finditer(text):
-        token = match.group()
-        if token in "[{":
-            if depth == 0:
-                start = match.start()
-            depth += 1
-        elif token in "]}" and depth > 0:
-            depth -= 1
-            if depth == 0:
-                with suppress(JSONDecodeError, RecursionError):
-                    values.append(loads(text[start : match.end()]))
+    pos = 0
+    while (opening := _OPENING.search(text, pos)) is not None:
+        start = opening.start()
+        depth = 0
+        end = None
+        for match in _TOKENS.finditer(text, start):
+            token = match.group()
+            if token in "[{":
+                depth += 1
+            elif token in "]}":
+                depth -= 1
+                if depth == 0:
+                    end = match.end()
+                    break
+        if end is None:
+            break
+        with suppress(JSONDecodeError, RecursionError):
+            values.append(loads(text[start:end]))
+        pos = end  # never back inside a span: one pass over the text
     return values
 
 

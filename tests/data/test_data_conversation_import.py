@@ -337,6 +337,24 @@ def test_strict_names_a_record_without_turns(write_lines: WriteLines, tmp_path: 
         prepare(path, tmp_path, seed=0, split_sizes=sizes(1), input_format="openai", strict=True)
 
 
+def test_toolace_tools_are_found_after_prose_with_a_stray_quote(
+    write_lines: WriteLines, tmp_path: Path
+) -> None:
+    system = (
+        'Measure with the 12" ruler [if asked]. Here is a list of functions in JSON format '
+        f"that you can invoke:\n{json.dumps([WEATHER['function']])}. Use [func(a=1)]."
+    )
+    turns = [
+        {"from": "user", "value": "Weather in Oslo?"},
+        {"from": "assistant", "value": "[get_weather(city='Oslo')]"},
+    ]
+    path = write_lines([{"system": system, "conversations": turns}])
+    result = prepare(path, tmp_path, seed=0, split_sizes=sizes(1), input_format="toolace")
+    (row,) = rows_of(result.split_paths["test"])
+    assert [tool["name"] for tool in row["tools"]] == ["get_weather"]
+    assert row["messages"][0] == {"role": "system", "content": system}
+
+
 def hermes(value: str) -> dict[str, Any]:
     system = "Call tools. <tools></tools> <tools> [" + json.dumps(WEATHER) + "] </tools>"
     return {
