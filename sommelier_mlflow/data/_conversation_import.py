@@ -350,12 +350,16 @@ def _message_problem(
             )
         pending[:] = list(calls)
         return None
-    # a tool result answers one pending call: by id, else by name, else the next one
+    # a tool result answers one pending call by id or by name, or all of them if it names none
     if not isinstance(message.get("content"), str):
         return ConversationProblem(
             "tool_result_without_call", "a tool result without string content"
         )
     call_id, name = message.get("tool_call_id"), message.get("name")
+    if call_id is None and name is None and pending:
+        # ShareGPT, ToolACE and Glaive put the results of parallel calls in one message
+        pending.clear()
+        return None
     for position, call in enumerate(pending):
         if (call_id is not None and call.get("id") == call_id) or (
             call_id is None and (name is None or call["function"]["name"] == name)

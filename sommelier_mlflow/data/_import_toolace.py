@@ -11,13 +11,16 @@ One record is one conversation::
 The tools are the first JSON array of tool objects in ``system``. An
 assistant turn whose value is a bracketed call list (``[f(a=1), g(b='x')]``)
 is read by the product's pythonic decoder (``ast`` only, never ``eval``); any
-other assistant value is a text answer. A call list the decoder refuses
-(a tool name with spaces, say, which Python cannot spell) is
+other assistant value is a text answer. ToolACE often names its APIs in words
+(``[Weather Forecast(city="Oslo")]``): an offered tool name Python cannot
+spell is matched where a call starts and read as that tool. A call list the
+decoder still refuses (an argument named ``from``, which Python reserves) is
 ``unreadable_call``. ``system`` becomes the system message, as written.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -47,12 +50,47 @@ def _tools(system: object) -> tuple[list[dict[str, Any]] | None, ConversationPro
     return [], None
 
 
-def _assistant(value: str) -> tuple[dict[str, Any], ConversationProblem | None]:
+def _spelled(text: str, tools: list[dict[str, Any]] | None) -> tuple[str, dict[str, str]]:
+    """``text`` with each offered tool name Python cannot spell replaced where it is called.
+
+    ToolACE's APIs are often named in words (``[Weather Forecast(city="Oslo")]``);
+    such a name is read where a call starts (after ``[`` or ``,``, before
+    ``(``) and replaced by a placeholder identifier for the pythonic reader.
+
+    Returns:
+        The text to decode, and placeholder -> tool name.
+    """
+    names = sorted(
+        (tool["name"] for tool in tools or () if not tool["name"].isidentifier()),
+        key=len,
+        reverse=True,
+    )
+    if not names:
+        return text, {}
+    placeholders = {name: f"__toolace_tool_{index}" for index, name in enumerate(names)}
+    # a quoted string is matched first and kept as it is, so a name inside one stays
+    pattern = re.compile(
+        r"('[^'\\]*(?:\\.[^'\\]*)*'|\"[^\"\\]*(?:\\.[^\"\\]*)*\")"
+        r"|(?<=[\[,])(\s*)(" + "|".join(re.escape(name) for name in names) + r")(\s*)\("
+    )
+    spelled = pattern.sub(
+        lambda match: (
+            match[1] if match[1] is not None else f"{match[2]}{placeholders[match[3]]}{match[4]}("
+        ),
+        text,
+    )
+    return spelled, {placeholder: name for name, placeholder in placeholders.items()}
+
+
+def _assistant(
+    value: str, tools: list[dict[str, Any]] | None
+) -> tuple[dict[str, Any], ConversationProblem | None]:
     text = value.strip()
     if not (text.startswith("[") and text.endswith("]") and "(" in text):
         return {"role": "assistant", "content": value}, None
     message: dict[str, Any] = {"role": "assistant", "content": None}
-    decoded = pythonic_calls(text)
+    spelled, names = _spelled(text, tools)
+    decoded = pythonic_calls(spelled)
     if decoded.status != "ok" or decoded.calls is None:
         return message, ConversationProblem(
             "unreadable_call",
@@ -60,7 +98,7 @@ def _assistant(value: str) -> tuple[dict[str, Any], ConversationProblem | None]:
         )
     calls: list[dict[str, Any]] = []
     for item in decoded.calls:
-        call, problem = openai_call(item["name"], item["arguments"])
+        call, problem = openai_call(names.get(item["name"], item["name"]), item["arguments"])
         if problem is not None:
             return message, problem
         assert call is not None
@@ -88,7 +126,7 @@ def read_toolace(record: Mapping[str, Any]) -> SourceConversation:
         value = turn.get("value") if isinstance(turn, dict) else None
         role = _ROLES.get(str(speaker), speaker)
         if role == "assistant" and isinstance(value, str):
-            message, problem = _assistant(value)
+            message, problem = _assistant(value, tools)
             if problem is not None:
                 problems[len(messages)] = problem
         else:

@@ -355,6 +355,32 @@ def test_toolace_tools_are_found_after_prose_with_a_stray_quote(
     assert row["messages"][0] == {"role": "system", "content": system}
 
 
+def test_toolace_tools_named_in_words_are_read(write_lines: WriteLines, tmp_path: Path) -> None:
+    tools = [
+        {"name": "Weather Forecast", "parameters": {"type": "object", "properties": {}}},
+        {"name": "Weather", "parameters": {"type": "object", "properties": {}}},
+    ]
+    system = f"Here is a list of functions in JSON format that you can invoke:\n{json.dumps(tools)}"
+    turns = [
+        {"from": "user", "value": "Forecast for Oslo, and the weather in Rome?"},
+        {
+            "from": "assistant",
+            "value": "[Weather Forecast(city='Oslo, Weather Forecast(x)'), Weather(city='Rome')]",
+        },
+        {"from": "tool", "value": "[]"},
+        {"from": "user", "value": "And Bergen?"},
+        {"from": "assistant", "value": "[Weather Forecast(from='Bergen')]"},
+    ]
+    path = write_lines([{"system": system, "conversations": turns}])
+    result = prepare(path, tmp_path, seed=0, split_sizes=sizes(1), input_format="toolace")
+    (row,) = rows_of(result.split_paths["test"])
+    assert row["gold_calls"] == [
+        {"name": "Weather Forecast", "arguments": {"city": "Oslo, Weather Forecast(x)"}},
+        {"name": "Weather", "arguments": {"city": "Rome"}},
+    ]
+    assert result.summary["dropped_total"]["unreadable_call"] == 1  # `from` is Python's
+
+
 def hermes(value: str) -> dict[str, Any]:
     system = "Call tools. <tools></tools> <tools> [" + json.dumps(WEATHER) + "] </tools>"
     return {
