@@ -62,6 +62,10 @@ def _gpt(value: str) -> tuple[dict[str, Any], ConversationProblem | None]:
     bodies = _CALL.findall(value)
     content = _CALL.sub("", value).strip()
     message: dict[str, Any] = {"role": "assistant", "content": content or None}
+    if "<tool_call>" in content:
+        return message, ConversationProblem(
+            "unreadable_call", "a <tool_call> without its </tool_call>"
+        )
     calls: list[dict[str, Any]] = []
     for body in bodies:
         ok, item = literal_value(body.strip())

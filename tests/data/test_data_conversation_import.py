@@ -113,8 +113,9 @@ def check_contract_row(row: dict[str, Any]) -> None:
     assert assistant_turns == row["turn"] - 1
 
 
-def test_every_input_format_is_registered() -> None:
+def test_every_input_format_is_registered_and_has_a_sample() -> None:
     assert set(input_format_names()) >= {*SAMPLES, "xlam"}
+    assert {path.name for path in SOURCES.iterdir()} == {*SAMPLES.values(), "README.md"}
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
@@ -402,11 +403,12 @@ def test_python_literal_call_text_is_never_evaluated(
             hermes("<tool_call>{'name': 'get_weather', 'arguments': {'city': 'Oslo'}}</tool_call>"),
             hermes(f"<tool_call>{attack}</tool_call>"),
             hermes("<tool_call>{'name': 'get_weather', 'arguments': " + attack + "}</tool_call>"),
+            hermes("<tool_call>{'name': 'get_weather', 'arguments': {'city': 'Oslo'}}"),
         ]
     )
     result = prepare(path, tmp_path / "o", seed=0, split_sizes=sizes(1), input_format="hermes_fc")
     assert not marker.exists()
-    assert result.summary["dropped_total"]["unreadable_call"] == 2
+    assert result.summary["dropped_total"]["unreadable_call"] == 3  # the last one: unclosed
     (row,) = rows_of(result.split_paths["test"])
     assert row["gold_calls"] == [{"name": "get_weather", "arguments": {"city": "Oslo"}}]
 
