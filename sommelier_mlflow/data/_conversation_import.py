@@ -84,6 +84,8 @@ __all__ = [
     "json_values",
     "pythonic_calls",
     "literal_value",
+    "calls_before",
+    "tool_results",
     "dump_content",
 ]
 
@@ -98,10 +100,19 @@ CONVERSATION_DROP_REASONS: Final = (
     "unreadable_call",
     "unknown_tool",
     "empty_assistant_turn",
+    "missing_content",
     "tool_result_without_call",
+    "call_without_result",
     "weight_zero",
 )
 _ROLES: Final = frozenset({"system", "user", "assistant", "tool"})
+#: The roles each role may follow (``None``: the start), as the split reader checks them.
+_MAY_FOLLOW: Final = {
+    "system": frozenset({None}),
+    "user": frozenset({None, "system", "user", "assistant"}),
+    "assistant": frozenset({"user", "tool"}),
+    "tool": frozenset({"assistant", "tool"}),
+}
 _UNASSIGNED: Final = "unassigned"
 _NO_EXAMPLE: Final = "without_examples"  # every turn dropped, or no assistant turn at all
 
@@ -312,30 +323,28 @@ class _Conversation:
 def _message_problem(
     message: dict[str, Any], previous: str | None, pending: list[dict[str, Any]], offered: set[str]
 ) -> ConversationProblem | None:
-    """Check one message against the ones before it; update ``pending`` (calls not yet answered)."""
+    """Check one message against the ones before it; update ``pending`` (calls not yet answered).
+
+    The rules are the split reader's (a row ``prepare`` keeps must read): a
+    system message only first; a user message after the start, the system
+    message, a user message or an assistant turn; an assistant turn after a
+    user message or tool results; tool results right after the calls they
+    answer, one result per call, and every call answered before anything else.
+    """
     role = message.get("role")
     if role not in _ROLES:
         return ConversationProblem("roles_out_of_order", f"unknown role {role!r}")
-    if role == "system":
-        if previous is not None:
-            return ConversationProblem(
-                "roles_out_of_order", "a system message after the conversation began"
-            )
-        return None
-    if role == "user":
-        if previous == "user":
-            return ConversationProblem("roles_out_of_order", "two user messages in a row")
-        if pending:
-            return ConversationProblem(
-                "roles_out_of_order", "a user message while calls wait for results"
-            )
-        return None
+    if pending and role != "tool":
+        return ConversationProblem(
+            "call_without_result",
+            f"a {role} message while {len(pending)} call(s) of the assistant turn before it "
+            "have no tool result",
+        )
+    if previous not in _MAY_FOLLOW[role]:
+        after = "the start" if previous is None else f"a {previous} message"
+        return ConversationProblem("roles_out_of_order", f"a {role} message after {after}")
+    content = message.get("content")
     if role == "assistant":
-        if previous not in ("user", "tool"):
-            return ConversationProblem(
-                "roles_out_of_order",
-                "an assistant message must follow a user message or a tool result",
-            )
         calls = message.get("tool_calls") or []
         for call in calls:
             name = call["function"]["name"]
@@ -343,29 +352,27 @@ def _message_problem(
                 return ConversationProblem(
                     "unknown_tool", f"a call to {name!r}, which the row does not offer"
                 )
-        content = message.get("content")
         if not calls and not (isinstance(content, str) and content.strip()):
             return ConversationProblem(
                 "empty_assistant_turn", "an assistant turn with neither content nor calls"
             )
         pending[:] = list(calls)
         return None
-    # a tool result answers one pending call by id or by name, or all of them if it names none
-    if not isinstance(message.get("content"), str):
-        return ConversationProblem(
-            "tool_result_without_call", "a tool result without string content"
-        )
-    call_id, name = message.get("tool_call_id"), message.get("name")
-    if call_id is None and name is None and pending:
-        # ShareGPT, ToolACE and Glaive put the results of parallel calls in one message
-        pending.clear()
+    if not isinstance(content, str):
+        return ConversationProblem("missing_content", f"a {role} message without text content")
+    if role != "tool":
         return None
+    # a tool result answers a pending call by id, else by name, else the next one
+    call_id, name = message.get("tool_call_id"), message.get("name")
     for position, call in enumerate(pending):
         if (call_id is not None and call.get("id") == call_id) or (
-            call_id is None and (name is None or call["function"]["name"] == name)
+            call_id is None and name is not None and call["function"]["name"] == name
         ):
             del pending[position]
             return None
+    if call_id is None and name is None and pending:
+        del pending[0]
+        return None
     answered = f"id {call_id!r}" if call_id is not None else f"tool {name!r}"
     return ConversationProblem(
         "tool_result_without_call", f"a tool result ({answered}) that answers no pending call"
@@ -380,7 +387,7 @@ def _clean(message: dict[str, Any]) -> dict[str, Any]:
         out["tool_calls"] = message["tool_calls"]
     if role == "tool":
         for key in ("tool_call_id", "name"):
-            if isinstance(message.get(key), str):
+            if isinstance(message.get(key), str) and message[key]:
                 out[key] = message[key]
     return out
 
@@ -728,6 +735,32 @@ def literal_value(text: str) -> tuple[bool, Any]:
     if call["name"] != "_literal" or set(call["arguments"]) != {"value"}:
         return False, None
     return True, call["arguments"]["value"]
+
+
+def calls_before(messages: list[dict[str, Any]]) -> int:
+    """How many calls the message just before made (0 unless it is an assistant turn)."""
+    if messages and messages[-1].get("role") == "assistant":
+        return len(messages[-1].get("tool_calls") or ())
+    return 0
+
+
+def tool_results(content: object, calls: int) -> list[dict[str, Any]]:
+    """One tool message per call from a message that holds the results of ``calls`` calls.
+
+    ShareGPT's ``observation`` and ToolACE's ``tool`` turn hold the results of
+    parallel calls in one message; a row needs one result per call. When the
+    text is a JSON array with one element per call, each element is one
+    result (in call order, answering the calls in order); otherwise the
+    message stays one result (and, for several calls, the turn after it is
+    ``call_without_result``).
+    """
+    text = dump_content(content)
+    if calls > 1 and isinstance(text, str):
+        with suppress(JSONDecodeError, RecursionError):
+            value = loads(text)
+            if isinstance(value, list) and len(value) == calls:
+                return [{"role": "tool", "content": dump_content(item)} for item in value]
+    return [{"role": "tool", "content": text}]
 
 
 def dump_content(value: object) -> str | None:

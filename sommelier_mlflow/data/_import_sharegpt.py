@@ -11,7 +11,9 @@ One record is one conversation::
 ``human`` is a user turn, ``gpt`` an assistant turn in text,
 ``function_call`` an assistant turn calling a tool (its value JSON: one
 ``{name, arguments}`` or a list of them for parallel calls; ``arguments`` an
-object or a JSON string), ``observation`` a tool result (no id, no name),
+object or a JSON string), ``observation`` the tool result(s) (no id, no name;
+after parallel calls, a JSON array with one element per call is one result
+per call),
 and ``system`` (or the ``system`` column) the system prompt. ``tools`` is a
 JSON string or a list.
 """
@@ -25,10 +27,12 @@ from sommelier_mlflow._json import JSONDecodeError, loads
 from sommelier_mlflow.data._conversation_import import (
     ConversationProblem,
     SourceConversation,
+    calls_before,
     conversation_format,
     dump_content,
     openai_call,
     openai_tools,
+    tool_results,
 )
 from sommelier_mlflow.data._input_formats import register_input_format
 
@@ -73,9 +77,14 @@ def read_sharegpt(record: Mapping[str, Any]) -> SourceConversation:
         messages.append({"role": "system", "content": system})
         labels.append("system")
     for index, turn in enumerate(turns):
-        labels.append(f"conversations[{index}]")
         speaker = turn.get("from") if isinstance(turn, dict) else None
         value = turn.get("value") if isinstance(turn, dict) else None
+        if speaker == "observation":
+            results = tool_results(value, calls_before(messages))
+            messages.extend(results)
+            labels.extend([f"conversations[{index}]"] * len(results))
+            continue
+        labels.append(f"conversations[{index}]")
         if speaker == "function_call":
             calls, problem = _calls(value)
             message: dict[str, Any] = {"role": "assistant", "content": None}

@@ -15,7 +15,9 @@ other assistant value is a text answer. ToolACE often names its APIs in words
 (``[Weather Forecast(city="Oslo")]``): an offered tool name Python cannot
 spell is matched where a call starts and read as that tool. A call list the
 decoder still refuses (an argument named ``from``, which Python reserves) is
-``unreadable_call``. ``system`` becomes the system message, as written.
+``unreadable_call``. A ``tool`` turn after parallel calls holding a JSON
+array with one element per call is one result per call. ``system`` becomes
+the system message, as written.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ from typing import Any, Final
 from sommelier_mlflow.data._conversation_import import (
     ConversationProblem,
     SourceConversation,
+    calls_before,
     conversation_format,
     dump_content,
     json_values,
     openai_call,
     openai_tools,
     pythonic_calls,
+    tool_results,
 )
 from sommelier_mlflow.data._input_formats import register_input_format
 
@@ -129,6 +133,11 @@ def read_toolace(record: Mapping[str, Any]) -> SourceConversation:
             message, problem = _assistant(value, tools)
             if problem is not None:
                 problems[len(messages)] = problem
+        elif role == "tool":
+            results = tool_results(value, calls_before(messages))
+            messages.extend(results)
+            labels.extend([f"conversations[{index}]"] * len(results))
+            continue
         else:
             message = {"role": role, "content": dump_content(value)}
         messages.append(message)

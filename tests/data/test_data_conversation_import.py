@@ -220,7 +220,7 @@ def bad_conversations() -> list[dict[str, Any]]:
     """One conversation per problem, each with two assistant turns; see the expected counts."""
     good = weather_chat("good")
     out_of_order = weather_chat("order")
-    out_of_order["messages"].insert(1, {"role": "user", "content": "again?"})  # turn 1 on
+    out_of_order["messages"].insert(1, {"role": "system", "content": "late"})  # turn 1 on
     orphan = weather_chat("orphan")
     orphan["messages"][2]["tool_call_id"] = "nope"  # turn 2 on: turn 1 stays
     not_json = weather_chat("notjson")
@@ -234,9 +234,15 @@ def bad_conversations() -> list[dict[str, Any]]:
     no_tools = weather_chat("notools", tools=[])
     parallel = weather_chat("parallel", parallel_tool_calls=False)
     parallel["messages"][1]["tool_calls"].append(call("get_weather", {"city": "Bergen"}, "c2"))
+    unanswered = weather_chat("unanswered")  # two calls, one result: turn 2 on
+    unanswered["messages"][1]["tool_calls"].append(call("get_weather", {"city": "Bergen"}, "c2"))
+    no_text = weather_chat("notext")
+    no_text["messages"][0]["content"] = None  # a user message without text: turn 1 on
     return [
         good,
         out_of_order,
+        unanswered,
+        no_text,
         orphan,
         not_json,
         unknown,
@@ -254,7 +260,7 @@ def test_drop_reasons_are_counted_in_assistant_turns(
     write_lines: WriteLines, tmp_path: Path
 ) -> None:
     path = write_lines(bad_conversations())
-    result = prepare(path, tmp_path, seed=0, split_sizes=sizes(3), input_format="openai")
+    result = prepare(path, tmp_path, seed=0, split_sizes=sizes(4), input_format="openai")
     dropped = result.summary["dropped_total"]
     assert dropped == {
         "invalid_conversation": 0,  # a record without messages has no turns to count
@@ -266,21 +272,23 @@ def test_drop_reasons_are_counted_in_assistant_turns(
         "unreadable_call": 2 + 2,  # arguments not JSON; two calls against parallel_tool_calls
         "unknown_tool": 2,
         "empty_assistant_turn": 1,
+        "missing_content": 2,
         "tool_result_without_call": 1,
+        "call_without_result": 1,
         "weight_zero": 0,
     }
     assert list(dropped) == list(CONVERSATION_DROP_REASONS)
     rows = rows_of(result.split_paths["test"])
     kept = sorted(row["example_id"] for row in rows)
-    assert kept == ["empty:1", "good:1", "good:2", "orphan:1"]
-    assert result.summary["read"]["en"] == 22 == len(kept) + sum(dropped.values())
-    assert result.summary["input"]["rows"] == 12
+    assert kept == ["empty:1", "good:1", "good:2", "orphan:1", "unanswered:1"]
+    assert result.summary["read"]["en"] == 26 == len(kept) + sum(dropped.values())
+    assert result.summary["input"]["rows"] == 14
     assert result.summary["conversations"] == {
         "train": 0,
         "validation": 0,
-        "test": 3,
+        "test": 4,
         "unassigned": 0,
-        "without_examples": 9,
+        "without_examples": 10,
     }
 
 
@@ -368,13 +376,19 @@ def test_toolace_tools_named_in_words_are_read(write_lines: WriteLines, tmp_path
             "from": "assistant",
             "value": "[Weather Forecast(city='Oslo, Weather Forecast(x)'), Weather(city='Rome')]",
         },
-        {"from": "tool", "value": "[]"},
+        {"from": "tool", "value": '[{"temp_c": 5}, {"temp_c": 18}]'},
+        {"from": "assistant", "value": "Oslo will be 5 °C; Rome is at 18 °C."},
         {"from": "user", "value": "And Bergen?"},
         {"from": "assistant", "value": "[Weather Forecast(from='Bergen')]"},
     ]
     path = write_lines([{"system": system, "conversations": turns}])
     result = prepare(path, tmp_path, seed=0, split_sizes=sizes(1), input_format="toolace")
-    (row,) = rows_of(result.split_paths["test"])
+    row, answer = rows_of(result.split_paths["test"])
+    # one result per parallel call, split from ToolACE's one tool turn
+    assert answer["messages"][-2:] == [
+        {"role": "tool", "content": '{"temp_c":5}'},
+        {"role": "tool", "content": '{"temp_c":18}'},
+    ]
     assert row["gold_calls"] == [
         {"name": "Weather Forecast", "arguments": {"city": "Oslo, Weather Forecast(x)"}},
         {"name": "Weather", "arguments": {"city": "Rome"}},
