@@ -38,6 +38,7 @@ __all__ = [
     "INVALID_JSON",
     "INVALID_SHAPE",
     "NO_CALL",
+    "NO_JSON_CALLS_IN_REASONING",
     "JSON_WHITESPACE",
     "strict_json",
     "plain_calls",
@@ -46,6 +47,7 @@ __all__ = [
     "skip_whitespace",
     "separated_items",
     "json_values_between",
+    "split_thoughts",
 ]
 
 T = TypeVar("T")
@@ -57,6 +59,8 @@ NO_JSON: Final = CallsParseResult("no_json")
 INVALID_JSON: Final = CallsParseResult("invalid_json")
 INVALID_SHAPE: Final = CallsParseResult("invalid_shape")
 NO_CALL: Final = CallsParseResult("ok", ())
+#: No call in the answer, but the format's call syntax inside the reasoning.
+NO_JSON_CALLS_IN_REASONING: Final = CallsParseResult("no_json", calls_in_reasoning=True)
 
 #: The four characters RFC 8259 calls whitespace; "trimmed" means these only.
 JSON_WHITESPACE: Final = " \t\n\r"
@@ -195,3 +199,33 @@ def json_values_between(text: str, separator: str) -> list[Any] | None:
     values and separators; an empty value (``{...};`` or ``;;``) is not one.
     """
     return separated_items(text, separator, json_value_at)
+
+
+def split_thoughts(text: str, open_tag: str, close_tag: str) -> tuple[str, str] | None:
+    """``text`` without its thoughts, and the thoughts; ``None`` when a thought never closes.
+
+    A thought is every ``open_tag`` up to the first ``close_tag`` after it;
+    when the first ``close_tag`` comes before any ``open_tag``, everything up
+    to it is one too (a thought the chat template opened in the prompt, as
+    Qwen3's and GLM's thinking models do). Formats remove thoughts before
+    decoding because a call written while thinking is not the answer; the
+    thoughts are returned so a decoder can tell whether they held a call.
+    Linear: each search starts where the previous one ended.
+    """
+    answer: list[str] = []
+    thoughts: list[str] = []
+    first_close = text.find(close_tag)
+    first_open = text.find(open_tag)
+    pos = 0
+    if first_close >= 0 and (first_open < 0 or first_close < first_open):
+        thoughts.append(text[:first_close])
+        pos = first_close + len(close_tag)
+    while (start := text.find(open_tag, pos)) >= 0:
+        end = text.find(close_tag, start + len(open_tag))
+        if end < 0:
+            return None
+        answer.append(text[pos:start])
+        thoughts.append(text[start + len(open_tag) : end])
+        pos = end + len(close_tag)
+    answer.append(text[pos:])
+    return "".join(answer), "".join(thoughts)

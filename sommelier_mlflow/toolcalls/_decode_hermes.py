@@ -37,9 +37,11 @@ from sommelier_mlflow.toolcalls._decode import (
     INVALID_JSON,
     INVALID_SHAPE,
     NO_JSON,
+    NO_JSON_CALLS_IN_REASONING,
     checked_call,
     parse_piece,
     plain_calls,
+    split_thoughts,
 )
 from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
 
@@ -53,24 +55,6 @@ _THINK: Final = "<think>"
 _UNTHINK: Final = "</think>"
 
 
-def _without_thoughts(text: str) -> str | None:
-    """``text`` with every thought removed, or ``None`` when a thought never closes."""
-    first_close = text.find(_UNTHINK)
-    first_open = text.find(_THINK)
-    if first_close >= 0 and (first_open < 0 or first_close < first_open):
-        text = text[first_close + len(_UNTHINK) :]
-    kept: list[str] = []
-    pos = 0
-    while (start := text.find(_THINK, pos)) >= 0:
-        end = text.find(_UNTHINK, start + len(_THINK))
-        if end < 0:
-            return None
-        kept.append(text[pos:start])
-        pos = end + len(_UNTHINK)
-    kept.append(text[pos:])
-    return "".join(kept)
-
-
 def decode_hermes(text: str) -> CallsParseResult:
     """Decode one completion in the ``hermes`` format (see the module docstring).
 
@@ -82,14 +66,16 @@ def decode_hermes(text: str) -> CallsParseResult:
         The calls in output order, or the status that refuses the output.
         Never raises for any ``str``.
     """
+    thought_call = False
     if "think>" in text:
-        answer = _without_thoughts(text)
-        if answer is None:
+        split = split_thoughts(text, _THINK, _UNTHINK)
+        if split is None:
             return INVALID_JSON
-        text = answer
+        text, thoughts = split
+        thought_call = _OPEN in thoughts
     start = text.find(_OPEN)
     if start < 0:
-        return NO_JSON
+        return NO_JSON_CALLS_IN_REASONING if thought_call else NO_JSON
     pieces: list[str] = []
     values: list[Any] = []
     while start >= 0:

@@ -20,8 +20,13 @@ from hypothesis import strategies as st
 
 from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads
 from sommelier_mlflow.toolcalls import _decode_hermes
-from sommelier_mlflow.toolcalls._decode import checked_call, parse_piece, plain_calls
-from sommelier_mlflow.toolcalls._decode_hermes import _without_thoughts, decode_hermes
+from sommelier_mlflow.toolcalls._decode import (
+    checked_call,
+    parse_piece,
+    plain_calls,
+    split_thoughts,
+)
+from sommelier_mlflow.toolcalls._decode_hermes import decode_hermes
 from sommelier_mlflow.toolcalls._parse import is_tool_call
 from tests.support.decoder_texts import texts
 
@@ -165,10 +170,10 @@ def test_integers_beyond_64_bits_stay_exact(number: str) -> None:
 def _hermes_general(text: str) -> tuple[str, Any]:
     """``decode_hermes`` as its docstring specifies it, on the general reader (no fast path)."""
     if "think>" in text:
-        answer = _without_thoughts(text)
-        if answer is None:
+        split = split_thoughts(text, "<think>", "</think>")
+        if split is None:
             return "invalid_json", None
-        text = answer
+        text = split[0]
     calls: list[Any] = []
     all_calls = True
     start = text.find("<tool_call>")
