@@ -8,13 +8,19 @@ scipy, so it can score millions of records without MLflow or torch loaded.
 from __future__ import annotations
 
 # The native output formats register themselves on import (hermes, llama3_json,
-# mistral, openai, pythonic); json is registered by _modes.
+# mistral, openai, pythonic; issue 30: functiongemma, gemma4, glm45, harmony,
+# qwen3_xml); json is registered by _modes.
 from sommelier_mlflow.toolcalls import (  # noqa: F401
+    _decode_functiongemma,
+    _decode_gemma4,
+    _decode_glm45,
+    _decode_harmony,
     _decode_hermes,
     _decode_llama3,
     _decode_mistral,
     _decode_openai,
     _decode_pythonic,
+    _decode_qwen3_xml,
 )
 from sommelier_mlflow.toolcalls._bfcl import (
     BFCL_REASONS,

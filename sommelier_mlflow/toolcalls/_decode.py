@@ -17,6 +17,7 @@ that no format is more generous than another:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
@@ -48,6 +49,7 @@ __all__ = [
     "separated_items",
     "json_values_between",
     "split_thoughts",
+    "CALL_NAME",
 ]
 
 T = TypeVar("T")
@@ -61,6 +63,11 @@ INVALID_SHAPE: Final = CallsParseResult("invalid_shape")
 NO_CALL: Final = CallsParseResult("ok", ())
 #: No call in the answer, but the format's call syntax inside the reasoning.
 NO_JSON_CALLS_IN_REASONING: Final = CallsParseResult("no_json", calls_in_reasoning=True)
+
+#: A function name where a format writes one as bare text (``<function=NAME>``, GLM's
+#: ``<tool_call>NAME``): no whitespace, brackets, braces, parentheses, quotes, ``<``,
+#: ``>``, ``=``, ``,`` or ``;`` (text holding them is JSON or code, not a name).
+CALL_NAME: Final = re.compile(r"""[^\s\[\]{}()<>"'=,;]+""")
 
 #: The four characters RFC 8259 calls whitespace; "trimmed" means these only.
 JSON_WHITESPACE: Final = " \t\n\r"
