@@ -73,15 +73,43 @@ def _in_format(fmt: str, number: str) -> str:
         "mistral": f"[TOOL_CALLS] [{call}]",
         "openai": json.dumps({"tool_calls": [{"type": "function", "function": function}]}),
         "pythonic": f"[f(n={number})]",
+        "qwen3_xml": f"<tool_call>\n<function=f>\n<parameter=n>\n{number}\n</parameter>\n"
+        "</function>\n</tool_call>",
+        "glm45": f"<tool_call>f\n<arg_key>n</arg_key>\n<arg_value>{number}</arg_value>\n"
+        "</tool_call>",
+        "harmony": f"<|channel|>commentary to=functions.f <|constrain|>json<|message|>{arguments}",
+        "gemma4": f"<|tool_call>call:f{{n:{number}}}<tool_call|>",
+        "functiongemma": f"<start_function_call>call:f{{n:{number}}}<end_function_call>",
     }[fmt]
 
 
+#: ``n`` is an integer: the formats that type bare text by the schema read it as one.
+_TOOLS = [{"name": "f", "parameters": {"n": {"type": "int"}}}]
+
+
 def _decode(fmt: str, text: str) -> tuple[str, object]:
-    result = parse_tool_calls(text) if fmt == "json" else output_format(fmt).decode(text)
+    if fmt == "json":
+        result = parse_tool_calls(text)
+    elif fmt in ("qwen3_xml", "glm45"):
+        result = output_format(fmt).decode(text, _TOOLS)  # type: ignore[call-arg,misc]
+    else:
+        result = output_format(fmt).decode(text)  # type: ignore[misc]
     return result.status, result.calls and result.calls[0]["arguments"]["n"]
 
 
-FORMATS = ["json", "hermes", "llama3_json", "mistral", "openai", "pythonic"]
+FORMATS = [
+    "json",
+    "hermes",
+    "llama3_json",
+    "mistral",
+    "openai",
+    "pythonic",
+    "qwen3_xml",
+    "glm45",
+    "harmony",
+    "gemma4",
+    "functiongemma",
+]
 LONGEST = 10**MAX_INT_DIGITS - 1
 
 
