@@ -40,9 +40,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
+import orjson
+
+from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult, ok_calls
 from sommelier_mlflow.toolcalls._decode import (
     INVALID_JSON,
+    JSON_WHITESPACE,
     NO_JSON,
     NO_JSON_CALLS_IN_REASONING,
     skip_whitespace,
@@ -52,10 +55,11 @@ from sommelier_mlflow.toolcalls._decode import (
 from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
 from sommelier_mlflow.toolcalls._parse import NOT_JSON
 
-__all__ = ["decode_call_blocks", "decode_gemma4"]
+__all__ = ["decode_call_blocks", "plain_object", "decode_gemma4"]
 
-_CALL: Final = "call:"
 _WORD: Final = re.compile(r'[^\s{}\[\]<>:,"]+')
+#: ``call:NAME`` and the whitespace up to the ``{`` of its arguments (left unmatched).
+_HEAD: Final = re.compile(rf"[ \t\n\r]*call:({_WORD.pattern})[ \t\n\r]*(?={{)")
 _SCALAR: Final = re.compile(r"[^\s{}\[\],<]+")
 _OPEN: Final = "<|tool_call>"
 _CLOSE: Final = "<tool_call|>"
@@ -149,6 +153,53 @@ def _object_at(text: str, pos: int, quote: str) -> tuple[dict[str, Any], int]:
             expect_item, first = False, False
 
 
+# --- the shortcut for plain blocks ---------------------------------------------------
+#
+# Most blocks hold keys spelled as identifiers and values that are strings,
+# numbers, booleans, lists and objects. Such a block is JSON once each
+# delimited string is written as a JSON string and each key is quoted, so
+# orjson reads it in one call. Anything the translation cannot vouch for
+# (another character between strings, a piece that does not read, a lone
+# surrogate JSON cannot write) returns ``None`` and the reader above decides,
+# which is the definition; ``tests/toolcalls/test_decode_gemma4.py`` holds the
+# two equal on generated blocks.
+
+_PLAIN_CODE: Final = re.compile(r"[A-Za-z0-9_.+\-{}\[\],: \t\n\r]*")
+#: A key: an identifier right before its colon. Quoting every match is enough: a
+#: match that was not a key (a word glued to a number, a value before a stray colon)
+#: leaves text no JSON reads, so the strict read refuses the translation, and a key
+#: the pattern misses (a space before its colon, a key of other characters) stays
+#: bare, which JSON refuses too. Either way the reader above decides.
+_KEY: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]*):")
+#: What a JSON string cannot hold as it is. (A lone surrogate quoted as it is makes
+#: text orjson refuses to read, so the reader above decides that block.)
+_NEEDS_ESCAPE: Final = re.compile(r'["\\\x00-\x1f]')
+
+
+def plain_object(segment: str, quote: str) -> dict[str, Any] | None:
+    """The object ``segment`` (``{`` to its end, nothing after) holds, read as JSON; or ``None``."""
+    parts = segment.split(quote)
+    if len(parts) % 2 == 0 or "\x01" in segment:
+        return None  # a delimiter left open (the reader says where), or the joiner itself
+    code = "\x01".join(parts[0::2])
+    if _PLAIN_CODE.fullmatch(code.replace("\x01", "")) is None:
+        return None
+    texts = parts[1::2]
+    if _NEEDS_ESCAPE.search("".join(texts)) is None:  # most strings: quoted as they are
+        strings = [f'"{piece}"' for piece in texts]
+    else:
+        try:
+            strings = [orjson.dumps(piece).decode() for piece in texts]
+        except orjson.JSONEncodeError:  # a lone surrogate: JSON cannot write it
+            return None
+    pieces = _KEY.split(code)
+    pieces[1::2] = [f'"{key}":' for key in pieces[1::2]]
+    parts[0::2] = "".join(pieces).split("\x01")
+    parts[1::2] = strings
+    value = strict_json("".join(parts))
+    return value if type(value) is dict else None
+
+
 def decode_call_blocks(text: str, open_tag: str, close_tag: str, quote: str) -> CallsParseResult:
     """Decode ``open_tag call:NAME{...} close_tag`` blocks (rules 2 to 5 of the module docstring).
 
@@ -160,24 +211,24 @@ def decode_call_blocks(text: str, open_tag: str, close_tag: str, quote: str) -> 
     calls: list[dict[str, Any]] = []
     try:
         while start >= 0:
-            pos = skip_whitespace(text, start + len(open_tag))
-            if not text.startswith(_CALL, pos):
+            head = _HEAD.match(text, start + len(open_tag))
+            if head is None:
                 return INVALID_JSON
-            name = _WORD.match(text, pos + len(_CALL))
-            if name is None:
-                return INVALID_JSON
-            pos = skip_whitespace(text, name.end())
-            if not text.startswith("{", pos):
-                return INVALID_JSON
-            arguments, pos = _object_at(text, pos, quote)
-            pos = skip_whitespace(text, pos)
-            if not text.startswith(close_tag, pos):
-                return INVALID_JSON
-            calls.append({"name": name.group(), "arguments": arguments})
+            pos = head.end()
+            end = text.find(close_tag, pos)
+            plain = None if end < 0 else plain_object(text[pos:end].rstrip(JSON_WHITESPACE), quote)
+            if plain is not None:
+                arguments, pos = plain, end
+            else:
+                arguments, pos = _object_at(text, pos, quote)
+                pos = skip_whitespace(text, pos)
+                if not text.startswith(close_tag, pos):
+                    return INVALID_JSON
+            calls.append({"name": head.group(1), "arguments": arguments})
             start = text.find(open_tag, pos + len(close_tag))
     except _Unreadable:
         return INVALID_JSON
-    return CallsParseResult("ok", tuple(calls))
+    return ok_calls(tuple(calls))
 
 
 def decode_gemma4(text: str, tools: Sequence[Mapping[str, Any]] | None = None) -> CallsParseResult:

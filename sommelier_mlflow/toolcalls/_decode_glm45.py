@@ -41,64 +41,62 @@ with special tokens kept.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
 from sommelier_mlflow.toolcalls._decode import (
     CALL_NAME,
-    INVALID_JSON,
     JSON_WHITESPACE,
-    NO_JSON,
-    NO_JSON_CALLS_IN_REASONING,
-    skip_whitespace,
-    split_thoughts,
 )
-from sommelier_mlflow.toolcalls._decode_qwen3_xml import RawCall, typed_calls
+from sommelier_mlflow.toolcalls._decode_qwen3_xml import Call, read_blocks
 from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
+from sommelier_mlflow.toolcalls._tool_types import (
+    BAD_VALUE,
+    LONG_INTEGER,
+    tool_parameters,
+    typed_argument,
+)
 
 __all__ = ["decode_glm45"]
 
-_OPEN: Final = "<tool_call>"
-_CLOSE: Final = "</tool_call>"
 _KEY: Final = "<arg_key>"
-_KEY_END: Final = "</arg_key>"
-_VALUE: Final = "<arg_value>"
-_VALUE_END: Final = "</arg_value>"
-_THINK: Final = "<think>"
-_UNTHINK: Final = "</think>"
+_PAIR: Final = re.compile(
+    r"<arg_key>([^<]+)</arg_key>[ \t\n\r]*<arg_value>(.*?)</arg_value>[ \t\n\r]*", re.DOTALL
+)
 
 
-def _read_block(body: str) -> RawCall | None:
-    """One block's call, its values untyped, or ``None`` when it does not read."""
+def _read_block(body: str, tools: Sequence[Mapping[str, Any]] | None) -> Call | object | None:
+    """One block's call, typed by ``tools``: as ``qwen3_xml``'s reader, for GLM's tags.
+
+    Linear: each pair is matched where the previous one ended.
+    """
     first_key = body.find(_KEY)
     name = (body if first_key < 0 else body[:first_key]).strip(JSON_WHITESPACE)
     if CALL_NAME.fullmatch(name) is None:
         return None
-    arguments: list[tuple[str, str]] = []
-    seen: set[str] = set()
+    specs = tool_parameters(tools, name) if tools else None
+    arguments: dict[str, Any] = {}
+    mistyped = False
     pos = len(body) if first_key < 0 else first_key
     while pos < len(body):
-        if not body.startswith(_KEY, pos):
+        pair = _PAIR.match(body, pos)
+        if pair is None:
             return None
-        key_at = pos + len(_KEY)
-        key_end = body.find(_KEY_END, key_at)
-        if key_end <= key_at:
+        key: str = pair.group(1)
+        value: object = pair.group(2)
+        if key in arguments:
             return None
-        key = body[key_at:key_end]
-        if "<" in key or key in seen:
-            return None
-        seen.add(key)
-        pos = skip_whitespace(body, key_end + len(_KEY_END))
-        if not body.startswith(_VALUE, pos):
-            return None
-        value_at = pos + len(_VALUE)
-        value_end = body.find(_VALUE_END, value_at)
-        if value_end < 0:
-            return None
-        arguments.append((key, body[value_at:value_end]))
-        pos = skip_whitespace(body, value_end + len(_VALUE_END))
-    return name, arguments
+        if specs:
+            value = typed_argument(pair.group(2), specs.get(key))
+            if value is LONG_INTEGER:
+                return LONG_INTEGER
+            if value is BAD_VALUE:
+                mistyped = True
+        arguments[key] = value
+        pos = pair.end()
+    return name, arguments, mistyped
 
 
 def decode_glm45(text: str, tools: Sequence[Mapping[str, Any]] | None = None) -> CallsParseResult:
@@ -113,28 +111,7 @@ def decode_glm45(text: str, tools: Sequence[Mapping[str, Any]] | None = None) ->
         The calls in output order, or the status that refuses the output.
         Never raises for any ``str``, and never evaluates any of it.
     """
-    thought_call = False
-    if "think>" in text:
-        split = split_thoughts(text, _THINK, _UNTHINK)
-        if split is None:
-            return INVALID_JSON
-        text, thoughts = split
-        thought_call = _OPEN in thoughts
-    start = text.find(_OPEN)
-    if start < 0:
-        return NO_JSON_CALLS_IN_REASONING if thought_call else NO_JSON
-    raw_calls: list[RawCall] = []
-    while start >= 0:
-        body = start + len(_OPEN)
-        end = text.find(_CLOSE, body)
-        if end < 0:
-            return INVALID_JSON
-        call = _read_block(text[body:end])
-        if call is None:
-            return INVALID_JSON
-        raw_calls.append(call)
-        start = text.find(_OPEN, end + len(_CLOSE))
-    return typed_calls(raw_calls, tools)
+    return read_blocks(text, _read_block, tools)
 
 
 register_output_format(

@@ -49,7 +49,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
+from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult, ok_calls
 from sommelier_mlflow.toolcalls._decode import (
     INVALID_JSON,
     INVALID_SHAPE,
@@ -156,7 +156,7 @@ def decode_harmony(text: str, tools: Sequence[Mapping[str, Any]] | None = None) 
         return INVALID_SHAPE
     if not calls:
         return NO_JSON_CALLS_IN_REASONING if reasoning_call else NO_JSON
-    return CallsParseResult("ok", tuple(calls))
+    return ok_calls(tuple(calls))
 
 
 register_output_format(

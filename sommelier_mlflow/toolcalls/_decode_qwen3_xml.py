@@ -46,111 +46,120 @@ tokens in these tokenizers, so outputs must be decoded with special tokens kept.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
+from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult, ok_calls
 from sommelier_mlflow.toolcalls._decode import (
     CALL_NAME,
     INVALID_JSON,
     INVALID_SHAPE,
     NO_JSON,
     NO_JSON_CALLS_IN_REASONING,
-    skip_whitespace,
     split_thoughts,
 )
 from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
 from sommelier_mlflow.toolcalls._tool_types import (
     BAD_VALUE,
     LONG_INTEGER,
-    parameter_types,
-    typed_value,
+    tool_parameters,
+    typed_argument,
 )
 
 __all__ = ["decode_qwen3_xml"]
 
 _OPEN: Final = "<tool_call>"
 _CLOSE: Final = "</tool_call>"
-_FUNCTION: Final = "<function="
-_FUNCTION_END: Final = "</function>"
-_PARAMETER: Final = "<parameter="
+_HEAD: Final = re.compile(rf"[ \t\n\r]*<function=({CALL_NAME.pattern})>")
+_PARAMETER: Final = re.compile(r"[ \t\n\r]*<parameter=([^\s<>=]+)>")
 _PARAMETER_END: Final = "</parameter>"
+_TAIL: Final = re.compile(r"[ \t\n\r]*</function>[ \t\n\r]*")
 _THINK: Final = "<think>"
 _UNTHINK: Final = "</think>"
-_KEY: Final = re.compile(r"[^\s<>=]+")
 
-#: One block's call before typing: the name and each parameter's raw text.
-RawCall = tuple[str, list[tuple[str, str]]]
-
-
-def _name_at(body: str, pos: int, rule: re.Pattern[str]) -> tuple[str, int] | None:
-    """The ``NAME>`` at ``pos`` (matching ``rule``) and the position after ``>``, or ``None``."""
-    name = rule.match(body, pos)
-    if name is None or not body.startswith(">", name.end()):
-        return None
-    return name.group(), name.end() + 1
+#: One block's call: its name, its typed arguments, and whether a value did not read as its type.
+Call = tuple[str, dict[str, Any], bool]
 
 
-def _read_block(body: str) -> RawCall | None:
-    """One block's ``<function=…>`` call, its values untyped, or ``None`` when it does not read."""
-    pos = skip_whitespace(body, 0)
-    if not body.startswith(_FUNCTION, pos):
-        return None
-    found = _name_at(body, pos + len(_FUNCTION), CALL_NAME)
-    if found is None:
-        return None
-    name, pos = found
-    parameters: list[tuple[str, str]] = []
-    seen: set[str] = set()
-    while True:
-        pos = skip_whitespace(body, pos)
-        if body.startswith(_FUNCTION_END, pos):
-            rest = pos + len(_FUNCTION_END)
-            return (name, parameters) if skip_whitespace(body, rest) == len(body) else None
-        if not body.startswith(_PARAMETER, pos):
-            return None
-        found = _name_at(body, pos + len(_PARAMETER), _KEY)
-        if found is None:
-            return None
-        key, start = found
-        end = body.find(_PARAMETER_END, start)
-        if end < 0 or key in seen:
-            return None
-        seen.add(key)
-        value = body[start:end]
-        if value.startswith("\n"):
-            value = value[1:]
-        if value.endswith("\n"):
-            value = value[:-1]
-        parameters.append((key, value))
-        pos = end + len(_PARAMETER_END)
+def _read_block(body: str, tools: Sequence[Mapping[str, Any]] | None) -> Call | object | None:
+    """One block's ``<function=…>`` call, typed by ``tools``.
 
-
-def typed_calls(
-    raw_calls: Sequence[RawCall], tools: Sequence[Mapping[str, Any]] | None
-) -> CallsParseResult:
-    """``ok`` with the calls, their values typed by each tool's schema, or the refusal.
-
-    Shared with ``glm45``, whose values are bare text too. Every call is typed
-    before a shape failure is reported, so a longer-than-308-digit integer
-    anywhere (``invalid_json``) wins over a mistyped value (``invalid_shape``).
+    Returns:
+        The call; ``None`` when the block does not read; :data:`LONG_INTEGER`
+        when a value holds an integer of more than 308 digits. Each regular
+        expression is anchored where the previous one ended and every
+        repetition in them is of characters that cannot start the next token,
+        so reading is linear in the block.
     """
-    calls: list[dict[str, Any]] = []
+    head = _HEAD.match(body)
+    if head is None:
+        return None
+    name: str = head.group(1)
+    specs = tool_parameters(tools, name) if tools else None
+    arguments: dict[str, Any] = {}
     mistyped = False
-    for name, parameters in raw_calls:
-        types = parameter_types(tools, name) if tools else {}
-        arguments: dict[str, Any] = {}
-        for key, text in parameters:
-            value = typed_value(text, types.get(key, ()))
+    pos = head.end()
+    while (parameter := _PARAMETER.match(body, pos)) is not None:
+        key = parameter.group(1)
+        start = parameter.end()
+        end = body.find(_PARAMETER_END, start)
+        if end < 0 or key in arguments:
+            return None
+        if body.startswith("\n", start):  # the newline the template writes after the tag
+            start += 1
+        stop = end - 1 if end > start and body[end - 1] == "\n" else end  # and before the end
+        value: object = body[start:stop]
+        if specs:
+            value = typed_argument(body[start:stop], specs.get(key))
             if value is LONG_INTEGER:
-                return INVALID_JSON
+                return LONG_INTEGER
             if value is BAD_VALUE:
                 mistyped = True
-            arguments[key] = value
+        arguments[key] = value
+        pos = end + len(_PARAMETER_END)
+    if _TAIL.fullmatch(body, pos) is None:
+        return None
+    return name, arguments, mistyped
+
+
+def read_blocks(
+    text: str,
+    read: Callable[[str, Sequence[Mapping[str, Any]] | None], Call | object | None],
+    tools: Sequence[Mapping[str, Any]] | None,
+) -> CallsParseResult:
+    """Every ``<tool_call>…</tool_call>`` block of ``text`` (thoughts removed) read by ``read``.
+
+    Shared with ``glm45``: the blocks, thoughts and statuses are the same, the
+    inside of a block differs. Syntax before shape: a mistyped value refuses
+    the output as ``invalid_shape`` only once every block has read.
+    """
+    thought_call = False
+    if "think>" in text:
+        split = split_thoughts(text, _THINK, _UNTHINK)
+        if split is None:
+            return INVALID_JSON
+        text, thoughts = split
+        thought_call = _OPEN in thoughts
+    start = text.find(_OPEN)
+    if start < 0:
+        return NO_JSON_CALLS_IN_REASONING if thought_call else NO_JSON
+    calls: list[dict[str, Any]] = []
+    mistyped = False
+    while start >= 0:
+        body = start + len(_OPEN)
+        end = text.find(_CLOSE, body)
+        if end < 0:
+            return INVALID_JSON
+        call = read(text[body:end], tools)
+        if type(call) is not tuple:  # None or LONG_INTEGER
+            return INVALID_JSON
+        name, arguments, wrong = call
+        mistyped = mistyped or wrong
         calls.append({"name": name, "arguments": arguments})
+        start = text.find(_OPEN, end + len(_CLOSE))
     if mistyped:
         return INVALID_SHAPE
-    return CallsParseResult("ok", tuple(calls))
+    return ok_calls(tuple(calls))
 
 
 def decode_qwen3_xml(
@@ -167,28 +176,7 @@ def decode_qwen3_xml(
         The calls in output order, or the status that refuses the output.
         Never raises for any ``str``, and never evaluates any of it.
     """
-    thought_call = False
-    if "think>" in text:
-        split = split_thoughts(text, _THINK, _UNTHINK)
-        if split is None:
-            return INVALID_JSON
-        text, thoughts = split
-        thought_call = _OPEN in thoughts
-    start = text.find(_OPEN)
-    if start < 0:
-        return NO_JSON_CALLS_IN_REASONING if thought_call else NO_JSON
-    raw_calls: list[RawCall] = []
-    while start >= 0:
-        body = start + len(_OPEN)
-        end = text.find(_CLOSE, body)
-        if end < 0:
-            return INVALID_JSON
-        call = _read_block(text[body:end])
-        if call is None:
-            return INVALID_JSON
-        raw_calls.append(call)
-        start = text.find(_OPEN, end + len(_CLOSE))
-    return typed_calls(raw_calls, tools)
+    return read_blocks(text, _read_block, tools)
 
 
 register_output_format(

@@ -25,12 +25,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from functools import lru_cache
+from typing import Any, Final, TypeGuard
 
 from sommelier_mlflow.toolcalls._decode import strict_json
 from sommelier_mlflow.toolcalls._parse import NOT_JSON
 
-__all__ = ["BAD_VALUE", "LONG_INTEGER", "parameter_types", "typed_value"]
+__all__ = [
+    "BAD_VALUE",
+    "LONG_INTEGER",
+    "spec_types",
+    "tool_parameters",
+    "parameter_types",
+    "typed_value",
+    "typed_argument",
+]
 
 #: A value that does not read as any of its parameter's types (``invalid_shape``).
 BAD_VALUE: Final = object()
@@ -38,6 +47,7 @@ BAD_VALUE: Final = object()
 LONG_INTEGER: Final = object()
 
 _LONG_INTEGER: Final = re.compile(r"(?<![0-9.eE])-?[0-9]{309}")
+_INTEGER: Final = re.compile(r"[ \t\n\r]*(-?(?:0|[1-9][0-9]{0,307}))[ \t\n\r]*")
 _TYPE_OF: Final[Mapping[str, tuple[type, ...]]] = {
     "integer": (int,),
     "number": (int, float),
@@ -48,51 +58,72 @@ _TYPE_OF: Final[Mapping[str, tuple[type, ...]]] = {
 }
 
 
-def _json_types(spec: object) -> tuple[str, ...]:
-    """The JSON Schema types one parameter spec declares; ``()`` means any value."""
+def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, with the common ``dict`` answered without the abc check."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+@lru_cache(maxsize=1024)
+def _named_types(name: str) -> tuple[str, ...]:
+    """The JSON Schema types a type name stands for (``()``: any value); cached, names repeat."""
     # Imported here: ``data`` imports ``toolcalls`` at package level, so a
     # module-level import would make the two packages' initialisations a circle.
     from sommelier_mlflow.data._schema_types import json_schema_type
 
-    if not isinstance(spec, Mapping):
+    converted = json_schema_type(name)[0].get("type")
+    if converted is None:
+        return ()
+    return (converted,) if isinstance(converted, str) else tuple(converted)
+
+
+def spec_types(spec: object) -> tuple[str, ...]:
+    """The JSON types one parameter spec declares; ``()`` means any value (read as a string)."""
+    if not _is_mapping(spec):
         return ()
     declared = spec.get("type")
-    names = [declared] if isinstance(declared, str) else declared
-    if not isinstance(names, list):
+    if isinstance(declared, str):
+        return _named_types(declared)
+    if not isinstance(declared, list):
         return ()
     found: list[str] = []
-    for name in names:
+    for name in declared:
         if not isinstance(name, str):
             return ()
-        converted = json_schema_type(name)[0].get("type")
-        if converted is None:
+        types = _named_types(name)
+        if not types:
             return ()  # one member takes any value: so does the parameter
-        found.extend([converted] if isinstance(converted, str) else converted)
+        found.extend(types)
     return tuple(found)
 
 
-def parameter_types(tools: Sequence[object] | None, name: str) -> Mapping[str, tuple[str, ...]]:
-    """Each parameter of the tool called ``name`` and its JSON types (empty: read as strings).
+def tool_parameters(tools: Sequence[object] | None, name: str) -> Mapping[str, object]:
+    """Each parameter of the tool called ``name`` and its spec (``{}``: no such tool).
 
     Tools may be ``{"name", "parameters"}`` rows or the OpenAI shape
-    ``{"type": "function", "function": {...}}``; the first tool named
-    ``name`` counts; anything that is not a tool is passed over, so no
-    row can make a decoder raise.
+    ``{"type": "function", "function": {...}}``, with parameters as a JSON
+    Schema object or xlam's flat form; the first tool named ``name`` counts.
+    Anything that is not a tool is passed over, so no row can make a decoder
+    raise.
     """
     for tool in tools or ():
-        if not isinstance(tool, Mapping):
+        if not _is_mapping(tool):
             continue
         function = tool.get("function", tool)
-        if not isinstance(function, Mapping) or function.get("name") != name:
+        if not _is_mapping(function) or function.get("name") != name:
             continue
         parameters = function.get("parameters")
-        if not isinstance(parameters, Mapping):
+        if not _is_mapping(parameters):
             return {}
         if parameters.get("type") == "object":
             properties = parameters.get("properties")
-            parameters = properties if isinstance(properties, Mapping) else {}
-        return {key: _json_types(spec) for key, spec in parameters.items()}
+            return properties if _is_mapping(properties) else {}
+        return parameters
     return {}
+
+
+def parameter_types(tools: Sequence[object] | None, name: str) -> dict[str, tuple[str, ...]]:
+    """Each parameter of the tool called ``name`` and its JSON types (empty: read as strings)."""
+    return {key: spec_types(spec) for key, spec in tool_parameters(tools, name).items()}
 
 
 def typed_value(text: str, types: tuple[str, ...]) -> Any:
@@ -104,6 +135,10 @@ def typed_value(text: str, types: tuple[str, ...]) -> Any:
     """
     if not types or "string" in types:
         return text
+    if "integer" in types or "number" in types:
+        integer = _INTEGER.fullmatch(text)  # the common case, without a JSON parse
+        if integer is not None:
+            return int(integer.group(1))
     value = strict_json(text)
     if value is NOT_JSON:
         return LONG_INTEGER if _LONG_INTEGER.search(text) is not None else BAD_VALUE
@@ -115,3 +150,14 @@ def typed_value(text: str, types: tuple[str, ...]) -> Any:
                 continue
             return value
     return BAD_VALUE
+
+
+def typed_argument(text: str, spec: object) -> Any:
+    """``text`` read as the parameter ``spec`` declares: :func:`typed_value` of its types.
+
+    ``spec`` is the parameter's entry in :func:`tool_parameters` (``None``
+    when the tool does not declare it: the text, as a string).
+    """
+    if spec is None:
+        return text
+    return typed_value(text, spec_types(spec))

@@ -5,10 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow.toolcalls import CallsParseResult, output_format
 from sommelier_mlflow.toolcalls._decode_functiongemma import decode_functiongemma
-from sommelier_mlflow.toolcalls._decode_gemma4 import decode_gemma4
+from sommelier_mlflow.toolcalls._decode_gemma4 import (
+    _object_at,
+    _Unreadable,
+    decode_gemma4,
+    plain_object,
+)
 
 Q = "\x00Q\x00"  # stands for the format's string delimiter in the cases below
 
@@ -148,4 +156,69 @@ def test_each_format_reads_only_its_own_tokens() -> None:
     assert decode_gemma4(function_gemma).status == "no_json"
     assert decode_gemma4("<|tool_call>call:f{x:<escape>a<escape>}<tool_call|>").status == (
         "invalid_json"
+    )
+
+
+# --- the shortcut agrees with the reader ---------------------------------------------
+
+_QUOTE = '<|"|>'
+_keys = st.sampled_from(
+    ["a", "b", "city", "max_price", "x.y", "a-b", "_k"] * 3 + ["1a", "true", "é"]
+)
+_readable = ["1", "-0", "2.5e3", "true", "false", "null"]  # mostly these, so the shortcut reads
+_scalars = st.sampled_from(_readable * 6 + ["1e999", "+1", "01", "x", '"s"', "7" * 309])
+_strings = st.text(max_size=6).map(lambda text: f"{_QUOTE}{text}{_QUOTE}")
+_spaces = st.sampled_from(["", "", " ", "\n", "\t "])
+_before_colon = st.sampled_from(["", "", "", "", " "])  # a space there is left to the reader
+
+
+_values = st.recursive(
+    _scalars | _strings,
+    lambda inner: (
+        st.lists(st.tuples(_spaces, inner, _spaces), max_size=3).map(
+            lambda items: "[" + ",".join(f"{a}{v}{b}" for a, v, b in items) + "]"
+        )
+        | st.lists(
+            st.tuples(_spaces, _keys, _before_colon, inner),
+            max_size=3,
+            unique_by=lambda item: item[1],
+        ).map(lambda items: "{" + ",".join(f"{a}{k}{b}:{v}" for a, k, b, v in items) + "}")
+    ),
+    max_leaves=8,
+)
+_objects = st.lists(
+    st.tuples(_keys, _before_colon, _values), max_size=4, unique_by=lambda item: item[0]
+).map(lambda items: "{" + ",".join(f"{k}{s}:{v}" for k, s, v in items) + "}")
+_noise = st.sampled_from(["", ",", ":", "}", "{", "[", _QUOTE, "\x01", "\ud800", " ", "a:"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(_objects, _noise, st.integers(0, 40))
+def test_the_json_shortcut_reads_what_the_reader_reads(body: str, noise: str, at: int) -> None:
+    # as the decoder hands it over: from the arguments' "{" to the closing tag, trimmed
+    segment = (body[:at] + noise + body[at:]).rstrip(" \t\n\r")
+    if not segment.startswith("{"):
+        return
+    shortcut = plain_object(segment, _QUOTE)
+    if shortcut is None:
+        return  # the reader decides alone
+    try:
+        value, end = _object_at(segment, 0, _QUOTE)
+    except _Unreadable:
+        pytest.fail(f"the shortcut read {segment!r}, which the reader refuses")
+    assert end == len(segment)
+    assert canonical_json(shortcut) == canonical_json(value)
+
+
+def test_the_shortcut_reads_common_blocks_and_leaves_the_rest_to_the_reader() -> None:
+    common = '{city:<|"|>Paris "centre"<|"|>,filters:{max:3,tags:[<|"|>a<|"|>]},ok:true}'
+    assert plain_object(common, _QUOTE) == {
+        "city": 'Paris "centre"',
+        "filters": {"max": 3, "tags": ["a"]},
+        "ok": True,
+    }
+    for other in ("{a :1}", "{a:1,b c:2}", "{a:x}", "{1a:1}", '{a:<|"|>\ud800<|"|>}', "{a:1,a:2}"):
+        assert plain_object(other, _QUOTE) is None, other
+    assert decode_gemma4("<|tool_call>call:f{a :1}<tool_call|>").calls == (
+        {"name": "f", "arguments": {"a": 1}},
     )
