@@ -71,8 +71,11 @@ __all__ = ["decode_qwen3_xml"]
 _OPEN: Final = "<tool_call>"
 _CLOSE: Final = "</tool_call>"
 _HEAD: Final = re.compile(rf"[ \t\n\r]*<function=({CALL_NAME.pattern})>")
-_PARAMETER: Final = re.compile(r"[ \t\n\r]*<parameter=([^\s<>=]+)>")
-_PARAMETER_END: Final = "</parameter>"
+#: One parameter; its value is the text up to the first ``</parameter>``, less one
+#: newline after the opening tag and one before the closing tag (the template's).
+_PARAMETER: Final = re.compile(
+    r"[ \t\n\r]*<parameter=([^\s<>=]+)>\n?(.*?)\n?</parameter>", re.DOTALL
+)
 _TAIL: Final = re.compile(r"[ \t\n\r]*</function>[ \t\n\r]*")
 _THINK: Final = "<think>"
 _UNTHINK: Final = "</think>"
@@ -100,23 +103,18 @@ def _read_block(body: str, tools: Sequence[Mapping[str, Any]] | None) -> Call | 
     mistyped = False
     pos = head.end()
     while (parameter := _PARAMETER.match(body, pos)) is not None:
-        key = parameter.group(1)
-        start = parameter.end()
-        end = body.find(_PARAMETER_END, start)
-        if end < 0 or key in arguments:
+        key: str = parameter.group(1)
+        if key in arguments:
             return None
-        if body.startswith("\n", start):  # the newline the template writes after the tag
-            start += 1
-        stop = end - 1 if end > start and body[end - 1] == "\n" else end  # and before the end
-        value: object = body[start:stop]
+        value: object = parameter.group(2)
         if specs:
-            value = typed_argument(body[start:stop], specs.get(key))
+            value = typed_argument(parameter.group(2), specs.get(key))
             if value is LONG_INTEGER:
                 return LONG_INTEGER
             if value is BAD_VALUE:
                 mistyped = True
         arguments[key] = value
-        pos = end + len(_PARAMETER_END)
+        pos = parameter.end()
     if _TAIL.fullmatch(body, pos) is None:
         return None
     return name, arguments, mistyped

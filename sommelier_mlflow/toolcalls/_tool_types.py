@@ -160,4 +160,8 @@ def typed_argument(text: str, spec: object) -> Any:
     """
     if spec is None:
         return text
-    return typed_value(text, spec_types(spec))
+    declared = spec.get("type") if type(spec) is dict else None
+    types = _named_types(declared) if type(declared) is str else spec_types(spec)
+    if not types or "string" in types:  # most parameters: no reading at all
+        return text
+    return typed_value(text, types)
