@@ -34,6 +34,7 @@ __all__ = [
     "syntax_found",
     "format_diagnosis",
     "format_hint",
+    "calls_in_reasoning",
 ]
 
 Decoder = Callable[[str], CallsParseResult | ParseResult]
@@ -232,3 +233,26 @@ def format_hint(
 ) -> FormatHint | None:
     """The hint alone (see :func:`format_diagnosis`), or ``None`` when the format looks right."""
     return format_diagnosis(texts, statuses, chosen, decoders)[0]
+
+
+def calls_in_reasoning(
+    texts: Sequence[str], statuses: Sequence[str], decode: Callable[[str], CallsParseResult]
+) -> int:
+    """How many outputs made no call in their answer but wrote one while reasoning.
+
+    A call written inside ``<think>`` (or harmony's ``analysis`` channel) is
+    not the answer, so such an output scores as making no call; counting them
+    tells a model that would have called from one that never thought to.
+    Only the outputs scored ``no_json`` are decoded again, for the flag
+    :attr:`~sommelier_mlflow.toolcalls.CallsParseResult.calls_in_reasoning`.
+
+    Args:
+        texts: Every raw output that was scored.
+        statuses: The parse status each of ``texts`` was scored with.
+        decode: The chosen output format's decoder.
+    """
+    return sum(
+        1
+        for text, status in zip(texts, statuses, strict=True)
+        if status == _NO_SYNTAX and decode(text).calls_in_reasoning
+    )
