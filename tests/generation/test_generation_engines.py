@@ -256,3 +256,33 @@ def test_an_adapter_that_fails_half_way_is_not_shared_with_anyone(
     with HFGenerator(model_copy) as fresh:
         assert fresh.generate(prompts, max_new_tokens=12) == before
     assert model_loads == ["model", "model"]
+
+
+def test_several_adapters_on_one_model_each_generate_what_they_generate_alone(
+    tiny: TinyModels, model_copy: Path, model_loads: list[str], examples: list[TestExample]
+) -> None:
+    """A sweep of adapters on one base (a leaderboard): one load, each adapter chosen per call."""
+    from tests.support.tiny_models import build_lora_adapter
+
+    prompts = [example.prompt_text or "" for example in examples[:4]]
+    second = build_lora_adapter(model_copy, model_copy.parent / "second", seed=2)
+    model_loads.clear()  # building the adapter loaded the model once
+    base = HFGenerator(model_copy)
+    plain = base.generate(prompts, max_new_tokens=12)
+    first_arm = HFGenerator(model_copy, adapter=tiny.adapter_dir)
+    second_arm = HFGenerator(model_copy, adapter=second)
+    again = HFGenerator(model_copy, adapter=tiny.adapter_dir)  # the same adapter: loaded once
+    assert model_loads == ["model"]
+    outputs = {
+        "second": second_arm.generate(prompts, max_new_tokens=12),
+        "first": first_arm.generate(prompts, max_new_tokens=12),
+    }
+    assert outputs["first"] != outputs["second"]
+    assert again.generate(prompts, max_new_tokens=12) == outputs["first"]
+    assert second_arm.generate(prompts, max_new_tokens=12) == outputs["second"]
+    assert base.generate(prompts, max_new_tokens=12) == plain
+    for generator in (base, first_arm, second_arm, again):
+        generator.close()
+    model_loads.clear()  # the references below load models of their own
+    assert outputs["first"] == _unshared_adapter_outputs(model_copy, tiny.adapter_dir, prompts)
+    assert outputs["second"] == _unshared_adapter_outputs(model_copy, second, prompts)
