@@ -10,7 +10,8 @@ into resume safety checks (:class:`SupportsFingerprint`).
 :mod:`sommelier_mlflow.generation._registry`): a text generator that also
 says which model it is (for the comparison gate) and which tokenizer renders
 its prompts (for formatting). :class:`BackendRequest` is the one set of
-inputs every backend factory receives.
+inputs every backend factory receives. :class:`SupportsClose` is the optional
+lifecycle: whoever builds a backend closes it once (:func:`close_backend`).
 """
 
 from __future__ import annotations
