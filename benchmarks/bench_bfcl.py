@@ -90,14 +90,14 @@ def run_ours(questions: list[Any]) -> list[bool]:
     comparisons = []
     for gold_calls, texts in questions:
         gold = mode.make_gold(gold_calls)
-        comparisons.extend(mode.compare(mode.parse(text, fmt), gold) for text in texts)
+        comparisons.extend(mode.compare(mode.parse(text, fmt, ()), gold) for text in texts)
     score_components(comparisons, mode.metrics())
     return [comparison.verdict.bfcl_passed for comparison in comparisons]
 
 
 def run_decode(questions: list[Any]) -> list[Any]:
     mode, fmt = MODE, HERMES
-    return [mode.parse(text, fmt) for _, texts in questions for text in texts]
+    return [mode.parse(text, fmt, ()) for _, texts in questions for text in texts]
 
 
 def run_bfcl(questions: list[Any], reference: Any) -> list[bool]:

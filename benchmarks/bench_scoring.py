@@ -30,16 +30,21 @@ from sommelier_mlflow.toolcalls import (
     parse_tool_call,
     parse_tool_calls,
 )
+from sommelier_mlflow.toolcalls._decode_deepseek_v31 import decode_deepseek_v31
 from sommelier_mlflow.toolcalls._decode_functiongemma import decode_functiongemma
 from sommelier_mlflow.toolcalls._decode_gemma4 import decode_gemma4
 from sommelier_mlflow.toolcalls._decode_glm45 import decode_glm45
 from sommelier_mlflow.toolcalls._decode_harmony import decode_harmony
 from sommelier_mlflow.toolcalls._decode_hermes import decode_hermes
+from sommelier_mlflow.toolcalls._decode_kimi_k2 import decode_kimi_k2
 from sommelier_mlflow.toolcalls._decode_llama3 import decode_llama3_json
+from sommelier_mlflow.toolcalls._decode_llama4 import decode_llama4_pythonic
 from sommelier_mlflow.toolcalls._decode_mistral import decode_mistral
 from sommelier_mlflow.toolcalls._decode_openai import decode_openai
+from sommelier_mlflow.toolcalls._decode_phi4_mini import decode_phi4_mini_json
 from sommelier_mlflow.toolcalls._decode_pythonic import decode_pythonic
 from sommelier_mlflow.toolcalls._decode_qwen3_xml import decode_qwen3_xml
+from sommelier_mlflow.toolcalls._decode_xlam import decode_xlam
 
 TOOLS = ["get_weather", "convert_currency", "book_hotel", "search_flights", "create_event"]
 
@@ -258,8 +263,69 @@ def _python_literal(value: Any) -> str:
     return repr(value) if isinstance(value, bool) or value is None else json.dumps(value)
 
 
+def _pythonic(calls: list[dict[str, Any]]) -> str:
+    return (
+        "["
+        + ", ".join(
+            f"{c['name']}("
+            + ", ".join(f"{k}={_python_literal(v)}" for k, v in c["arguments"].items())
+            + ")"
+            for c in calls
+        )
+        + "]"
+    )
+
+
+# Issue 30's formats: Kimi K2 and DeepSeek-V3.1 sections, Phi-4-mini, Llama 4, xLAM.
+_DEEPSEEK = {
+    word: f"<\uff5c{word.replace(' ', chr(0x2581))}\uff5c>"
+    for word in (
+        "tool calls begin",
+        "tool call begin",
+        "tool sep",
+        "tool call end",
+        "tool calls end",
+    )
+}
+
+
+def _render_issue30(fmt: str, calls: list[dict[str, Any]]) -> str | None:
+    """``calls`` in one of issue 30's formats, or ``None`` for another format."""
+    if fmt == "kimi_k2":
+        return (
+            "<|tool_calls_section_begin|>"
+            + "".join(
+                f"<|tool_call_begin|>functions.{c['name']}:{i}<|tool_call_argument_begin|>"
+                f"{json.dumps(c['arguments'])}<|tool_call_end|>"
+                for i, c in enumerate(calls)
+            )
+            + "<|tool_calls_section_end|>"
+        )
+    if fmt == "deepseek_v31":
+        d = _DEEPSEEK
+        return (
+            d["tool calls begin"]
+            + "".join(
+                f"{d['tool call begin']}{c['name']}{d['tool sep']}{json.dumps(c['arguments'])}"
+                f"{d['tool call end']}"
+                for c in calls
+            )
+            + d["tool calls end"]
+        )
+    if fmt == "phi4_mini_json":
+        return "functools" + json.dumps(calls)
+    if fmt == "llama4_pythonic":
+        return "<|python_start|>" + _pythonic(calls) + "<|python_end|>"
+    if fmt == "xlam":
+        return json.dumps(calls)
+    return None
+
+
 def _render(fmt: str, calls: list[dict[str, Any]]) -> str:
     """``calls`` as the model family of ``fmt`` writes them."""
+    issue30 = _render_issue30(fmt, calls)
+    if issue30 is not None:
+        return issue30
     if fmt == "json":
         return json.dumps(calls[0]) if len(calls) == 1 else json.dumps(calls)
     if fmt == "hermes":
@@ -272,16 +338,7 @@ def _render(fmt: str, calls: list[dict[str, Any]]) -> str:
     if fmt == "mistral (v11 segments)":
         return "".join(f"[TOOL_CALLS]{c['name']}[ARGS]{json.dumps(c['arguments'])}" for c in calls)
     if fmt == "pythonic":
-        return (
-            "["
-            + ", ".join(
-                f"{c['name']}("
-                + ", ".join(f"{k}={_python_literal(v)}" for k, v in c["arguments"].items())
-                + ")"
-                for c in calls
-            )
-            + "]"
-        )
+        return _pythonic(calls)
     if fmt in _RENDERERS:
         return _RENDERERS[fmt](calls)
     items = [
@@ -386,6 +443,15 @@ DECODERS: dict[str, Any] = {
     "functiongemma": decode_functiongemma,
     "glm45": partial(decode_glm45, tools=BENCH_TOOLS),
 }
+DECODERS.update(
+    {
+        "kimi_k2": decode_kimi_k2,
+        "deepseek_v31": decode_deepseek_v31,
+        "phi4_mini_json": decode_phi4_mini_json,
+        "llama4_pythonic": decode_llama4_pythonic,
+        "xlam": decode_xlam,
+    }
+)
 
 
 def format_rows(n: int, seed: int = 7) -> dict[str, list[tuple[str, list[dict[str, Any]]]]]:

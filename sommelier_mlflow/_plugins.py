@@ -1,13 +1,16 @@
 """One registry type for every seam, filled by the package and by installed plugins.
 
-Backends, scoring modes, output formats, prompt formats and metrics are all
-"a name that means one object". Each seam keeps one :class:`Registry` of its
-own; the package registers its built-ins at import, and another installed
-distribution adds its own by declaring an entry point in the seam's group
-(``sommelier_mlflow.output_formats`` and so on). Entry points are loaded
-lazily, on the first lookup, so an installed plugin reaches the command
-line, ``mlflow run``, the evaluator and the scorers without anyone importing
-it, while a plain ``import sommelier_mlflow`` stays cheap.
+Backends, scoring modes, scoring metrics, output formats, prompt formats and
+catalog metrics are all "a name that means one object". Each seam keeps one
+:class:`Registry` of its own (the catalog keeps its own table and uses one
+only to load its group); the package registers its built-ins at import,
+and another installed distribution adds its own by declaring an entry point
+in the seam's group (``sommelier_mlflow.output_formats`` and so on). Entry
+points are loaded lazily, on the first lookup, so an installed plugin reaches
+the command line, ``mlflow run``, the evaluator and the scorers without
+anyone importing it, while a plain ``import sommelier_mlflow`` stays cheap.
+Registering never loads plugins: it runs while the package (or a plugin) is
+being imported, where importing another plugin would find it half done.
 
 Loading a plugin runs someone else's code: a plugin that fails to import or
 to register is reported with :func:`warnings.warn` naming it, and the
@@ -24,23 +27,26 @@ import re
 import warnings
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
-from typing import Final, Generic, TypeVar, overload
+from typing import Any, Final, Generic, TypeVar, overload
 
 from sommelier_mlflow.errors import ConfigError
 
 __all__ = [
     "BACKENDS_GROUP",
     "SCORING_MODES_GROUP",
+    "SCORING_METRICS_GROUP",
     "OUTPUT_FORMATS_GROUP",
     "PROMPT_FORMATS_GROUP",
     "METRICS_GROUP",
     "is_valid_name",
     "PluginWarning",
     "Registry",
+    "METRIC_PLUGINS",
 ]
 
 BACKENDS_GROUP: Final = "sommelier_mlflow.backends"
 SCORING_MODES_GROUP: Final = "sommelier_mlflow.scoring_modes"
+SCORING_METRICS_GROUP: Final = "sommelier_mlflow.scoring_metrics"
 OUTPUT_FORMATS_GROUP: Final = "sommelier_mlflow.output_formats"
 PROMPT_FORMATS_GROUP: Final = "sommelier_mlflow.prompt_formats"
 METRICS_GROUP: Final = "sommelier_mlflow.metrics"
@@ -164,6 +170,17 @@ class Registry(Generic[T]):
         self.load_plugins()
         return name in self._items
 
+    def setdefault(self, name: str, obj: T) -> T:
+        """The object registered as ``name``, after registering ``obj`` there if none is.
+
+        Like :meth:`register`, and unlike a lookup, it never loads plugins.
+
+        Raises:
+            ConfigError: A malformed name, or an object of another type.
+        """
+        existing = self._items.get(name)
+        return existing if existing is not None else self.register(name, obj)
+
     def names(self) -> tuple[str, ...]:
         """Every registered name, plugins included, sorted."""
         self.load_plugins()
@@ -173,6 +190,14 @@ class Registry(Generic[T]):
         """``(name, object)`` pairs, plugins included, sorted by name."""
         self.load_plugins()
         return tuple(sorted(self._items.items()))
+
+    def in_registration_order(self) -> tuple[tuple[str, T], ...]:
+        """``(name, object)`` pairs, plugins included, in the order they were registered.
+
+        For a seam whose order means something (scoring metrics: report columns).
+        """
+        self.load_plugins()
+        return tuple(self._items.items())
 
     def load_plugins(self) -> None:
         """Load the group's entry points once; each failure is a :class:`PluginWarning`."""
@@ -195,3 +220,13 @@ class Registry(Generic[T]):
                 PluginWarning,
                 stacklevel=3,
             )
+
+
+METRIC_PLUGINS: Final[Registry[Any]] = Registry("metric", METRICS_GROUP)
+"""The one loader of the ``sommelier_mlflow.metrics`` group; it holds nothing itself.
+
+The group's modules register catalog metrics, and scoring metrics from
+before those had a group of their own, so both registries load it through
+this one object: each entry point then runs once per process, whichever
+registry asks first.
+"""

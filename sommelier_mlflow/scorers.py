@@ -1,4 +1,4 @@
-"""Scorers for ``mlflow.genai.evaluate``: the five strict tool-call metrics, offline.
+"""Scorers for ``mlflow.genai.evaluate``: a scoring mode's strict tool-call metrics, offline.
 
 Example::
 

@@ -1,7 +1,9 @@
 """The one place that checks how the package's modules depend on each other.
 
-- Layers import downward only (DESIGN.md): a module may import its own layer
-  and the layers below it, never one above.
+- Layers import downward only (the design contract, DESIGN.md, kept outside
+  this repository; docs/architecture.md draws these layers, and
+  tests/test_docs.py holds the drawing to LAYER): a module may import its own
+  layer and the layers below it, never one above.
 - No module, in any package, is part of an import circle. Every import
   statement counts, including those under ``TYPE_CHECKING`` and inside
   functions: a circle hidden in a function still means two modules that

@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from sommelier_mlflow._plugins import PluginWarning, Registry
+from sommelier_mlflow._plugins import (
+    METRIC_PLUGINS,
+    METRICS_GROUP,
+    SCORING_METRICS_GROUP,
+    PluginWarning,
+    Registry,
+)
 from sommelier_mlflow.errors import ConfigError
+from sommelier_mlflow.metrics import list_metrics
+from sommelier_mlflow.toolcalls import (
+    METRIC_NAMES,
+    mcnemar_metric,
+    scoring_metric_names,
+    scoring_metrics,
+    scoring_mode,
+    unregister_scoring_metric,
+)
+from sommelier_mlflow.toolcalls import _registry as scoring_registry
 
 GROUP = "sommelier_mlflow_test.toys"
 
@@ -27,6 +44,16 @@ def test_register_as_decorator_and_call_then_get_and_sorted_names() -> None:
     registry.register("alpha", alpha)  # the same object again is harmless
     registry.unregister("alpha")
     assert registry.names() == ("zeta",)
+
+
+def test_setdefault_keeps_the_first_object_and_order_is_registration_order() -> None:
+    registry: Registry[object] = Registry("toy")
+    first, second = object(), object()
+    assert registry.setdefault("zeta", first) is first
+    assert registry.setdefault("zeta", second) is first
+    registry.register("alpha", second)
+    assert registry.in_registration_order() == (("zeta", first), ("alpha", second))
+    assert registry.names() == ("alpha", "zeta")
 
 
 def test_unknown_name_is_a_config_error_listing_the_names() -> None:
@@ -56,13 +83,13 @@ def test_taken_and_malformed_names_are_refused() -> None:
         registry.unregister("two")
 
 
-def _install_plugin(root: Path, module_source: str, entry_value: str) -> None:
+def _install_plugin(root: Path, module_source: str, entry_value: str, group: str = GROUP) -> None:
     """Lay out a plugin distribution as pip would: a module and its dist-info."""
     (root / "toy_plugin_module.py").write_text(module_source, encoding="utf-8")
     info = root / "toy_plugin-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[{GROUP}]\ntoy = {entry_value}\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\ntoy = {entry_value}\n")
 
 
 @pytest.fixture
@@ -105,3 +132,68 @@ def test_broken_plugin_is_a_warning_naming_it_not_a_crash(plugin_root: Path) -> 
         assert registry.names() == ("builtin",)
     with pytest.raises(ConfigError, match="registered: builtin"):
         registry.get("missing")
+
+
+# A yes/no metric McNemar may use, so every way of reading metrics can see it.
+_SCORING_PLUGIN = """
+from sommelier_mlflow import ScoringMetric, register_scoring_metric
+
+
+def register():
+    register_scoring_metric(
+        ScoringMetric("toy_metric", "Always right.", lambda c: (1, 1), binary=True, mcnemar=True)
+    )
+"""
+
+_READERS: dict[str, Callable[[], object]] = {
+    "scoring_metrics": lambda: [metric.name for metric in scoring_metrics()],
+    "scoring_metric_names": scoring_metric_names,
+    "mode.metrics": lambda: [metric.name for metric in scoring_mode("single").metrics()],
+    "mcnemar_metric": lambda: [mcnemar_metric(["toy_metric"])],
+}
+
+
+@pytest.fixture
+def unloaded_scoring_plugins(plugin_root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The scoring-metric groups as if this process had not loaded them yet; the plugin root."""
+    monkeypatch.setattr(scoring_registry._METRIC_SETS, "_plugins_loaded", False)
+    monkeypatch.setattr(METRIC_PLUGINS, "_plugins_loaded", False)
+    yield plugin_root
+    if "toy_metric" in scoring_registry._registered_set("single"):
+        unregister_scoring_metric("toy_metric")
+
+
+@pytest.mark.parametrize("group", [SCORING_METRICS_GROUP, METRICS_GROUP])
+@pytest.mark.parametrize("reader", sorted(_READERS))
+def test_every_reader_of_scoring_metrics_loads_their_plugins(
+    unloaded_scoring_plugins: Path, group: str, reader: str
+) -> None:
+    _install_plugin(unloaded_scoring_plugins, _SCORING_PLUGIN, "toy_plugin_module:register", group)
+    assert "toy_metric" in _READERS[reader]()
+
+
+def test_the_metrics_group_loads_once_for_the_catalog_and_the_scoring_metrics(
+    unloaded_scoring_plugins: Path,
+) -> None:
+    # Registering the same name twice would be a PluginWarning, an error here.
+    _install_plugin(
+        unloaded_scoring_plugins, _SCORING_PLUGIN, "toy_plugin_module:register", METRICS_GROUP
+    )
+    list_metrics()
+    assert scoring_metric_names()[-1] == "toy_metric"
+
+
+def test_a_broken_scoring_metric_plugin_is_a_warning_naming_it(
+    unloaded_scoring_plugins: Path,
+) -> None:
+    _install_plugin(
+        unloaded_scoring_plugins,
+        "raise RuntimeError('metric bug')\n",
+        "toy_plugin_module",
+        SCORING_METRICS_GROUP,
+    )
+    with pytest.warns(
+        PluginWarning, match=r"scoring metric plugin 'toy' .*RuntimeError: metric bug"
+    ):
+        names = scoring_metric_names()
+    assert names[: len(METRIC_NAMES)] == METRIC_NAMES

@@ -80,7 +80,7 @@ def resolve_demo(argv: Sequence[str], build: Callable[[], Any]) -> list[str]:
     ``demo`` is asked for; it returns an object with ``splits_dir``,
     ``base_model_dir``, ``adapter_dir`` and ``dtype``. The demo generates in
     its own precision (``dtype``) on the ``hf`` backend unless a
-    ``--backend-option dtype=...`` says otherwise.
+    ``--backend-options dtype=...`` says otherwise.
 
     Raises:
         ConfigError: The rule is broken (exit 2).
@@ -110,9 +110,11 @@ def resolve_demo(argv: Sequence[str], build: Callable[[], Any]) -> list[str]:
     if adapter == DEMO:
         args = _replace(args, "--adapter", str(built.adapter_dir))
     if command in _GENERATING and _value(args, "--backend") in (None, "", "hf"):
-        options = ",".join(_values(args, "--backend-option")).split(",")
+        # The old spelling --backend-option is still accepted for one release.
+        given = [*_values(args, "--backend-options"), *_values(args, "--backend-option")]
+        options = ",".join(given).split(",")
         if not any(option.strip().startswith("dtype=") for option in options):
-            args += ["--backend-option", f"dtype={built.dtype}"]
+            args += ["--backend-options", f"dtype={built.dtype}"]
     if command == "main" and not _value(args, "--test-split"):
         args = _replace(args, "--test-split", str(Path(built.splits_dir) / "test.jsonl"))
         drop_summary = Path(built.splits_dir) / "drop_summary.json"

@@ -16,7 +16,7 @@ import argparse
 import difflib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
 __all__ = ["error_line", "CommandParser", "refuse_unknown"]
@@ -52,17 +52,21 @@ def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.A
     return parser
 
 
-def _long_options(parser: argparse.ArgumentParser) -> list[str]:
-    """The parser's long flags without their dashes (``max-examples``, ...)."""
-    return [
-        option[2:]
-        for action in parser._actions
-        for option in action.option_strings
-        if option.startswith("--") and option != "--help"
-    ]
+def _long_options(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Each long flag of the parser, without its dashes, to its action's first spelling.
+
+    A renamed flag keeps its old spelling as a second option string of the
+    same action (``--raw-data``, ``--raw``); a near miss of either is pointed at
+    the first, the one the MLproject parameter matches.
+    """
+    spellings: dict[str, str] = {}
+    for action in parser._actions:
+        names = [o[2:] for o in action.option_strings if o.startswith("--") and o != "--help"]
+        spellings.update((name, names[0]) for name in names)
+    return spellings
 
 
-def _unknown_flag(token: str, options: Sequence[str]) -> str:
+def _unknown_flag(token: str, options: Mapping[str, str]) -> str:
     """One sentence on an unknown ``--flag``: its parameter name and the closest valid one.
 
     The token is read as an MLproject parameter when it has an underscore
@@ -71,13 +75,14 @@ def _unknown_flag(token: str, options: Sequence[str]) -> str:
     """
     name = token[2:].split("=", 1)[0]
     as_parameter = "_" in name
-    close = difflib.get_close_matches(name.replace("_", "-"), options, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(name.replace("_", "-"), list(options), n=1, cutoff=0.6)
     what = f"unknown parameter {name!r}" if as_parameter else f"unknown option {token}"
     if not close:
         return f"{what}: this command has no such option"
-    flag = f"--{close[0]}"
+    meant = options[close[0]]
+    flag = f"--{meant}"
     if as_parameter:
-        return f"{what}: did you mean {close[0].replace('-', '_')!r} ({flag})?"
+        return f"{what}: did you mean {meant.replace('-', '_')!r} ({flag})?"
     return f"{what}: did you mean {flag}?"
 
 

@@ -26,6 +26,7 @@ from sommelier_mlflow.data import (
     prompt_format,
     read_chat_template_kwargs,
     read_test_split,
+    slice_field_names,
 )
 from sommelier_mlflow.errors import ConfigError, InputError
 from sommelier_mlflow.generation import BackendOptions, BackendRequest, NoOptions, backend_spec
@@ -161,7 +162,7 @@ def progress_wanted(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "progress", False) or sys.stderr.isatty())
 
 
-#: Flags kept for one release as aliases of ``--backend-option NAME=VALUE`` (the
+#: Flags kept for one release as aliases of ``--backend-options NAME=VALUE`` (the
 #: server backend's options before options became generic), by option name.
 OPTION_ALIASES = (
     "base_url",
@@ -174,15 +175,15 @@ OPTION_ALIASES = (
 
 
 def _given_backend_options(args: argparse.Namespace) -> dict[str, str]:
-    """``--backend-option KEY=VALUE`` pairs and the alias flags, as one mapping of strings.
+    """``--backend-options KEY=VALUE`` pairs and the alias flags, as one mapping of strings.
 
-    Each ``--backend-option`` may hold several comma-separated pairs (the
+    Each ``--backend-options`` may hold several comma-separated pairs (the
     MLproject's ``backend_options`` is one such string); an empty value or
     flag counts as not given, as MLflow passes ``""`` for a parameter left unset.
 
     Raises:
         ConfigError: A pair without ``=``, a key given twice with different
-            values, or an alias flag that disagrees with ``--backend-option``.
+            values, or an alias flag that disagrees with ``--backend-options``.
     """
     options: dict[str, str] = {}
     for item in getattr(args, "backend_option", None) or []:
@@ -191,10 +192,10 @@ def _given_backend_options(args: argparse.Namespace) -> dict[str, str]:
                 continue
             key, equals, value = (part.strip() for part in pair.partition("="))
             if not equals or not key.isidentifier():
-                raise ConfigError(f"--backend-option takes KEY=VALUE (or k=v,k=v), got {pair!r}")
+                raise ConfigError(f"--backend-options takes KEY=VALUE (or k=v,k=v), got {pair!r}")
             if options.get(key, value) != value:
                 raise ConfigError(
-                    f"--backend-option {key} is given twice: {options[key]!r}, {value!r}"
+                    f"--backend-options {key} is given twice: {options[key]!r}, {value!r}"
                 )
             options[key] = value
     for key in OPTION_ALIASES:
@@ -203,7 +204,7 @@ def _given_backend_options(args: argparse.Namespace) -> dict[str, str]:
             continue
         if options.get(key, str(value)) != str(value):
             raise ConfigError(
-                f"--{key.replace('_', '-')} {value} disagrees with --backend-option "
+                f"--{key.replace('_', '-')} {value} disagrees with --backend-options "
                 f"{key}={options[key]}; give it once"
             )
         options[key] = str(value)
@@ -251,9 +252,7 @@ class ScoringOptions:
     def __post_init__(self) -> None:
         scoring_mode(self.mode)  # exit 2 listing the registered modes
         output_format(self.output_format)  # exit 2 listing the registered formats
-        fields = tuple(
-            part.strip() for item in self.slice_by for part in item.split(",") if part.strip()
-        )
+        fields = tuple(slice_field_names(self.slice_by))
         check_slice_fields(fields, scoring=self.mode)
         object.__setattr__(self, "slice_by", fields)
 

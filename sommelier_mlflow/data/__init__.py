@@ -36,6 +36,12 @@ from sommelier_mlflow.data._format import (
     render_target,
     tool_schemas,
 )
+from sommelier_mlflow.data._generation_reader import (
+    GenerationPrefix,
+    read_generation_prefix,
+    read_generations,
+)
+from sommelier_mlflow.data._precomputed_reader import PrecomputedGeneration, read_precomputed
 from sommelier_mlflow.data._prepare import (
     DROP_REASONS,
     SPLIT_NAMES,
@@ -48,18 +54,6 @@ from sommelier_mlflow.data._provenance import (
     ModelIdentity,
     ModelKind,
     check_model_kind,
-)
-from sommelier_mlflow.data._readers import (
-    FORMATTED_EXAMPLE_V2_SCHEMA,
-    PREPARED_EXAMPLE_V2_SCHEMA,
-    TEST_SPLIT_SCHEMAS,
-    GenerationPrefix,
-    PrecomputedGeneration,
-    check_scoring_mode,
-    read_generation_prefix,
-    read_generations,
-    read_precomputed,
-    read_test_split,
 )
 from sommelier_mlflow.data._sample import SAMPLE_RULE, ExampleSample, sample_examples
 from sommelier_mlflow.data._schemas import (
@@ -84,8 +78,16 @@ from sommelier_mlflow.data._slices import (
     call_count_value,
     check_slice_fields,
     encode_slice_value,
+    slice_field_names,
     slice_name,
     slice_sections,
+)
+from sommelier_mlflow.data._split_reader import (
+    FORMATTED_EXAMPLE_V2_SCHEMA,
+    PREPARED_EXAMPLE_V2_SCHEMA,
+    TEST_SPLIT_SCHEMAS,
+    check_scoring_mode,
+    read_test_split,
 )
 from sommelier_mlflow.data._writers import write_test_split
 
@@ -152,6 +154,7 @@ __all__ = [
     "render_target",
     "sample_examples",
     "schema_version",
+    "slice_field_names",
     "slice_name",
     "slice_sections",
     "tool_schemas",

@@ -53,10 +53,10 @@ from typing import Any, Final
 
 from sommelier_mlflow._json import atomic_write_json, atomic_write_jsonl, staged_folder
 from sommelier_mlflow.data._jsonl import JsonlReader
-from sommelier_mlflow.data._schema_types import JSON_SCHEMA_TYPES
 from sommelier_mlflow.data._schemas import TEST_EXAMPLE_SCHEMA, schema_version
 from sommelier_mlflow.data._tools import tools_problem
 from sommelier_mlflow.errors import ConfigError, DataError
+from sommelier_mlflow.toolcalls import JSON_SCHEMA_TYPES
 
 __all__ = [
     "BFCL_DEFAULT_CATEGORIES",
@@ -330,7 +330,7 @@ def _read_category(
     """Read one category's questions (and answers) into split rows; count the skipped ones.
 
     Every refusal also names the category, since a file name alone does not
-    say which ``--category`` to leave out or download again.
+    say which ``--categories`` to leave out or download again.
     """
     try:
         return _category_rows(folder, category, counts)

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from sommelier_mlflow._json import canonical_json, sha256_text
-from sommelier_mlflow.data._readers import _Line, checked_examples
+from sommelier_mlflow.data._row_checks import _Line
 from sommelier_mlflow.data._schemas import (
     DEFAULT_PROMPT_FORMAT,
     TEST_EXAMPLE_SCHEMA,
@@ -37,6 +37,7 @@ from sommelier_mlflow.data._schemas import (
     TestExample,
     TestSplit,
 )
+from sommelier_mlflow.data._split_reader import checked_examples
 from sommelier_mlflow.errors import DataError, InvariantViolationError
 
 __all__ = ["DATASET_RECORD_TAGS", "read_dataset_records", "dataset_records"]

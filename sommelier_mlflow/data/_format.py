@@ -38,7 +38,6 @@ from typing import Any, Final, Protocol
 
 from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads, sha256_text
 from sommelier_mlflow._plugins import PROMPT_FORMATS_GROUP, Registry
-from sommelier_mlflow.data._schema_types import json_schema_parameters
 from sommelier_mlflow.data._schemas import DEFAULT_PROMPT_FORMAT, TestExample
 from sommelier_mlflow.errors import (
     ConfigError,
@@ -46,7 +45,7 @@ from sommelier_mlflow.errors import (
     InputError,
     InvariantViolationError,
 )
-from sommelier_mlflow.toolcalls import is_tool_call
+from sommelier_mlflow.toolcalls import is_tool_call, json_schema_parameters
 
 __all__ = [
     "NATIVE_PROMPT_FORMAT",
@@ -202,7 +201,7 @@ def tool_schemas(tools: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     "parameters": {"type": "object", "properties", "required"}}}`` with JSON
     Schema types: xlam's ``"str"``, ``"List[int]"``, ``"str, optional"`` (and
     BFCL's names) are converted by
-    :func:`~sommelier_mlflow.data._schema_types.json_schema_parameters`, since
+    :func:`~sommelier_mlflow.toolcalls.json_schema_parameters`, since
     the models were trained on JSON Schema and some templates break on
     anything else. This is only what the model is shown: the row keeps its
     own tools for scoring, and the ``sommelier`` prompt format keeps writing

@@ -38,6 +38,7 @@ __all__ = [
     "call_count_value",
     "LANGUAGE_FIELD",
     "MAX_ENCODED_VALUE",
+    "slice_field_names",
     "check_slice_fields",
     "slice_name",
     "encode_slice_value",
@@ -69,6 +70,24 @@ _ROW_FIELDS: Final = frozenset(
     }
 )
 _KEEP: Final = re.compile(r"[A-Za-z0-9_-]")
+
+
+def slice_field_names(values: str | Iterable[str]) -> list[str]:
+    """The fields named by ``slice_by`` in any of its spellings, one name each.
+
+    The MLproject passes one comma-separated string (``-P slice_by=topic,tier``),
+    ``--slice-by`` may be repeated and each value comma-separated, and the
+    evaluator config takes either form; all of them mean the same list.
+
+    Raises:
+        ConfigError: An item that is not a string.
+    """
+    names: list[str] = []
+    for item in [values] if isinstance(values, str) else values:
+        if not isinstance(item, str):
+            raise ConfigError(f"slice fields are names (strings), got {item!r}")
+        names += [part.strip() for part in item.split(",") if part.strip()]
+    return names
 
 
 def check_slice_fields(fields: Iterable[str], *, scoring: str) -> tuple[str, ...]:

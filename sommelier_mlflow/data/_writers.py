@@ -1,6 +1,6 @@
 """Writers for the files the readers accept, kept apart from the readers.
 
-A writer must produce what :mod:`sommelier_mlflow.data._readers` reads back
+A writer must produce what :mod:`sommelier_mlflow.data._split_reader` reads back
 without complaint, so it refuses up front what the reader would refuse later
 (and writes atomically, so a failure never leaves half a file behind).
 """

@@ -35,8 +35,9 @@ from sommelier_mlflow.evaluation._claims import (
     parse_claim,
     verdict_from_counts,
 )
-from sommelier_mlflow.evaluation._report import (
-    AdapterIdentity,
+from sommelier_mlflow.evaluation._report import AdapterIdentity
+from sommelier_mlflow.evaluation._results import BootstrapSettings, PairCoverage
+from sommelier_mlflow.evaluation._serialise import (
     bootstrap_provenance,
     clean_float,
     coverage_to_dict,
@@ -44,7 +45,6 @@ from sommelier_mlflow.evaluation._report import (
     metrics_to_dict,
     settings_to_dict,
 )
-from sommelier_mlflow.evaluation._results import BootstrapSettings, PairCoverage
 from sommelier_mlflow.evaluation._stats import (
     MCNEMAR_METHOD,
     McNemarResult,
@@ -52,12 +52,10 @@ from sommelier_mlflow.evaluation._stats import (
     mcnemar_exact,
 )
 from sommelier_mlflow.toolcalls import (
-    BFCL_CATEGORY_FIELD,
-    BFCL_MODE,
     DEFAULT_MODE,
     FormatMismatch,
     MetricValue,
-    is_irrelevance_category,
+    find_scoring_mode,
     scoring_mode_names,
 )
 
@@ -206,16 +204,15 @@ class ComparisonReport:
     def not_meaningful(self, slice_name: str) -> dict[str, str]:
         """Per arm kind, why that arm's results on ``slice_name`` mean nothing (usually none).
 
-        A BFCL ``irrelevance`` category passes exactly the outputs read as no
-        call; when an arm's output format found its call syntax in under a
-        fifth of the outputs (its ``format_mismatch``), nearly everything
-        reads as no call there, so the arm passes them without having judged
-        anything.
+        A slice the scoring mode says only no call passes (its
+        ``no_call_slice``: BFCL's ``irrelevance`` categories) passes exactly
+        the outputs read as no call; when an arm's output format found its
+        call syntax in under a fifth of the outputs (its ``format_mismatch``),
+        nearly everything reads as no call there, so the arm passes them
+        without having judged anything.
         """
-        prefix = f"{BFCL_CATEGORY_FIELD}:"
-        if self.identity.scoring != BFCL_MODE or not slice_name.startswith(prefix):
-            return {}
-        if not is_irrelevance_category(slice_name[len(prefix) :]):
+        mode = find_scoring_mode(self.identity.scoring)
+        if mode is None or mode.no_call_slice is None or not mode.no_call_slice(slice_name):
             return {}
         return {
             kind: run.format_mismatch.not_meaningful
@@ -233,8 +230,7 @@ class ComparisonReport:
     def _core_json(self) -> dict[str, Any]:
         """The document without claims and registration: the report's on-disk layout.
 
-        Long because it is the one literal of that layout, field by field in
-        file order; split up, the order a reader checks would be scattered.
+        One literal, field by field in file order, so the code reads as the file does.
         """
         identity = self.identity
         return {

@@ -25,17 +25,17 @@ from typing import Any, Final
 from sommelier_mlflow._json import atomic_write_json
 from sommelier_mlflow.data import schema_version
 from sommelier_mlflow.evaluation._checks import ReportChecker, ReportKeys, read_report_document
-from sommelier_mlflow.evaluation._report import (
-    metrics_to_dict,
-    paired_to_dict,
-    read_gap,
-    settings_to_dict,
-)
 from sommelier_mlflow.evaluation._results import (
     BootstrapSettings,
     PairedSlice,
     ScoredExamples,
     SliceResult,
+)
+from sommelier_mlflow.evaluation._serialise import (
+    metrics_to_dict,
+    paired_to_dict,
+    read_gap,
+    settings_to_dict,
 )
 from sommelier_mlflow.toolcalls import DEFAULT_MODE, JSON_FORMAT, MetricValue
 

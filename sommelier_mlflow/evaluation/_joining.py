@@ -253,6 +253,7 @@ def _answered(example: TestExample, record: GenerationRecord) -> AnsweredExample
         prompt_sha256=record.prompt_sha256,  # verified equal to the example's digest
         gold_calls=example.gold_calls,
         slice_values=example.slice_values,
+        tools=example.tools,
     )
 
 
@@ -276,8 +277,7 @@ def score_run(
     """Score one arm's generations against the test split.
 
     The join and every provenance check happen here; the scoring itself is
-    :func:`score_completions`. Long because the docstring documents every
-    argument of this public entry point; the code is a sequence of checks.
+    :func:`score_completions`.
 
     Args:
         split: The (formatted) test split the generations were produced from.

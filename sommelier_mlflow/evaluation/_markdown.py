@@ -29,13 +29,7 @@ from sommelier_mlflow.evaluation._stats import (
     QUANTILE_METHOD,
     PairedBootstrapResult,
 )
-from sommelier_mlflow.toolcalls import (
-    BFCL_CATEGORY_FIELD,
-    BFCL_MODE,
-    DEFAULT_MODE,
-    MetricValue,
-    bfcl_aggregate,
-)
+from sommelier_mlflow.toolcalls import DEFAULT_MODE, MetricValue, find_scoring_mode, markdown_table
 
 __all__ = ["format_metric", "format_delta", "format_p_value", "render_comparison_markdown"]
 
@@ -122,13 +116,7 @@ def _code(value: object) -> str:
     return f"{fence}{padded}{fence}"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = [
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
-    ]
-    lines.extend("| " + " | ".join(row) + " |" for row in rows)
-    return lines
+_table = markdown_table  # the one table layout, shared with the scoring modes' sections
 
 
 def _scoring_lines(report: ComparisonReport) -> list[str]:
@@ -365,51 +353,6 @@ def _verdict_lines(verdict: Verdict) -> list[str]:
     return lines
 
 
-def _ratio(counts: tuple[int, int]) -> str:
-    return f"{counts[0] / counts[1]:.4f} ({counts[0]}/{counts[1]})"
-
-
-def _bfcl_lines(report: ComparisonReport) -> list[str]:
-    """BFCL's own aggregation of both arms, from the ``category:`` slices' exact counts."""
-    prefix = f"{BFCL_CATEGORY_FIELD}:"
-    categories = [name for name in report.slices if name.startswith(prefix)]
-    if not categories:
-        return []
-    lines = [
-        "## BFCL's own aggregation",
-        "",
-        "As the leaderboard sums up: the unweighted mean of the call categories' accuracies "
-        "(each category counts once, whatever its size), irrelevance on its own line. "
-        "`bfcl_leaderboard_accuracy` is what BFCL's own checker concludes on the same outputs.",
-        "",
-    ]
-    for metric in ("bfcl_ast_accuracy", "bfcl_leaderboard_accuracy"):
-        arms = []
-        for kind in ("base", "adapter"):
-            per_category: dict[str, tuple[int, int]] = {}
-            for name in categories:
-                entry = report.slices[name]
-                value = (entry.base if kind == "base" else entry.adapter)[metric]
-                per_category[name[len(prefix) :]] = (value.numerator, value.denominator)
-            arms.append(bfcl_aggregate(per_category))
-        base, adapter = arms
-        rows = []
-        if base.overall is not None and adapter.overall is not None:
-            overall = [f"{float(base.overall):.4f}", f"{float(adapter.overall):.4f}"]
-            rows.append(["overall: mean of call categories", *overall])
-        for name, counts in base.categories.items():
-            rows.append([name, _ratio(counts), _ratio(adapter.categories[name])])
-        for name, counts in base.irrelevance.items():
-            marks = report.not_meaningful(f"{prefix}{name}")
-            cells = [
-                _ratio(value) + (", not meaningful" if kind in marks else "")
-                for kind, value in (("base", counts), ("adapter", adapter.irrelevance[name]))
-            ]
-            rows.append([f"{name} (own line)", *cells])
-        lines += [f"### {metric}", "", *_table(["BFCL category", "base", "adapter"], rows), ""]
-    return lines
-
-
 def render_comparison_markdown(report: ComparisonReport) -> str:
     """Render ``comparison_report.md`` from the comparison report.
 
@@ -429,8 +372,9 @@ def render_comparison_markdown(report: ComparisonReport) -> str:
     lines += ["## Adapter minus base, per slice", ""]
     for name in (OVERALL, *report.identity.languages, *report.identity.field_slices):
         lines += _slice_lines(name, report.slices[name], metric_names, report.not_meaningful(name))
-    if report.identity.scoring == BFCL_MODE:
-        lines += _bfcl_lines(report)
+    mode = find_scoring_mode(report.identity.scoring)
+    if mode is not None and mode.markdown_lines is not None:
+        lines += mode.markdown_lines(report)  # the mode's own summing-up (BFCL's aggregation)
 
     lines += [
         "## Language gaps - primary: matched pairs (target minus root, paired bootstrap)",

@@ -89,6 +89,9 @@ class AnsweredExample:
             without it slices and pairs carry no prompt/pair-set digest.
         gold_calls: The expected calls for ``calls`` scoring (default: ``gold_call`` alone).
         slice_values: ``(field, value)`` of each declared slice field.
+        tools: The tools the example offered, as its row holds them; the output
+            format's decoder receives them (one whose values are untyped text
+            types them by these schemas). Empty when the caller has none.
     """
 
     example_id: str
@@ -99,6 +102,7 @@ class AnsweredExample:
     prompt_sha256: str | None = None
     gold_calls: tuple[Mapping[str, Any], ...] | None = None
     slice_values: tuple[tuple[str, str], ...] = ()
+    tools: Sequence[Mapping[str, Any]] = ()
 
     @property
     def expected_calls(self) -> tuple[Mapping[str, Any], ...]:

@@ -16,8 +16,7 @@ still line up row for row.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from functools import partial
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -52,9 +51,10 @@ from sommelier_mlflow.toolcalls import (
     ParseResult,
     ScoringMetric,
     ScoringMode,
+    Tools,
     calls_in_reasoning,
     format_diagnosis,
-    output_format_names,
+    output_format_hint_order,
     score_components,
     scoring_mode,
 )
@@ -99,7 +99,8 @@ def _parse_and_compare(
         gold = golds.get(key)
         if gold is None:
             gold = golds[key] = mode.make_gold(calls)
-        parsed = mode.parse(completion.raw_text, fmt)  # the one parse of this completion
+        # The one parse of this completion; the decoder may type values by the tools.
+        parsed = mode.parse(completion.raw_text, fmt, completion.tools)
         parses.append(parsed)
         comparisons.append(mode.compare(parsed, gold))
         bar.update(1)
@@ -282,8 +283,7 @@ def score_completions(
     This is the whole of scoring, as a pure function of its arguments: no
     file, model identity or decoding is involved, so an arm (via
     :func:`score_run`) and the evaluator plugin score identically. Each
-    completion is parsed exactly once. Long because the docstring documents
-    every argument of this public entry point (the code is about 60 lines).
+    completion is parsed exactly once.
 
     Args:
         completions: One per example, in any order; ids must be unique.
@@ -331,6 +331,7 @@ def score_completions(
             [completion.raw_text for completion in rows],
             [parsed.status for parsed in parses],
             fmt.decode,
+            [completion.tools for completion in rows],
         )
     )
     numerators, denominators = _component_arrays(comparisons, chosen)
@@ -396,6 +397,15 @@ def _in_id_order(completions: Iterable[AnsweredExample]) -> list[AnsweredExample
     return rows
 
 
+def _reader(mode: ScoringMode[Any], fmt: OutputFormat) -> Callable[[str, Tools], Parsed]:
+    """``mode``'s parse of an output written in ``fmt``, as a ``(text, tools)`` decoder."""
+
+    def read(text: str, tools: Tools) -> Parsed:
+        return mode.parse(text, fmt, tools)
+
+    return read
+
+
 def _format_diagnosis(
     rows: Sequence[AnsweredExample],
     parses: Sequence[Parsed],
@@ -404,12 +414,14 @@ def _format_diagnosis(
 ) -> tuple[FormatHint | None, FormatMismatch | None]:
     """Whether another registered format reads calls from outputs ``fmt`` gets none from."""
     others = {
-        name: partial(mode.parse, output_format=registered_output_format(name))
-        for name in output_format_names()
+        name: _reader(mode, registered_output_format(name))
+        for name in output_format_hint_order()
         if name != fmt.name
     }
     texts = [completion.raw_text for completion in rows]
-    return format_diagnosis(texts, [parsed.status for parsed in parses], fmt.name, others)
+    statuses = [parsed.status for parsed in parses]
+    tools = [completion.tools for completion in rows]
+    return format_diagnosis(texts, statuses, fmt.name, others, tools)
 
 
 def _slice_values(

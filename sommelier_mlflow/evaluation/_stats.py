@@ -383,10 +383,6 @@ def paired_bootstrap_draws(
 ) -> BootstrapDraws:
     """Percentile bootstrap intervals of ``value_b - value_a`` and the draws behind them.
 
-    Long because the docstring states the statistical contract in full; the
-    checks and the resampling are :func:`_paired_components` and
-    :func:`_resampled_differences`.
-
     Row ``i`` of every array must describe the same example identity (or the
     same matched pair), because the bootstrap draws the *same* row indices for
     both arms: that pairing is what cancels the example-difficulty variance

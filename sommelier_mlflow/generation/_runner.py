@@ -419,6 +419,31 @@ def _generate_missing(
         writers.close()
 
 
+def _rewrite_in_split_order(
+    gen_dir: Path,
+    prompted: Sequence[_Prompted],
+    records: Mapping[str, GenerationRecord],
+    languages: Sequence[str],
+) -> dict[str, Path]:
+    """Atomically rewrite each slice file with its records in test-split order.
+
+    Records were appended in batch order, a resumed run's after those an
+    earlier run left; the rewrite is what makes the files byte-identical to
+    an uninterrupted run's.
+    """
+    paths: dict[str, Path] = {}
+    for language in languages:
+        ordered = [
+            records[item.example.example_id]
+            for item in prompted
+            if item.example.language == language
+        ]
+        path = gen_dir / f"{language}.jsonl"
+        atomic_write_bytes(path, b"".join(dumps_line(record.to_json()) for record in ordered))
+        paths[language] = path
+    return paths
+
+
 def run_generation(
     examples: Sequence[TestExample],
     generator: TextGenerator,
@@ -434,9 +459,7 @@ def run_generation(
     Re-running the same call after a crash (even ``kill -9``) resumes: records
     already on disk are verified and kept, an interrupted batch is regenerated
     with its original prompts, and the final files are rewritten atomically in
-    test-split order, byte-identical to an uninterrupted run. Long because
-    the resume protocol reads best as one sequence: check everything on disk,
-    then touch it, then generate, then rewrite.
+    test-split order, byte-identical to an uninterrupted run.
 
     Args:
         examples: The formatted test split, in file order; each example needs
@@ -523,15 +546,4 @@ def run_generation(
             bar,
             TimingLog(root),
         )
-
-    paths: dict[str, Path] = {}
-    for language in languages:
-        ordered = [
-            records[item.example.example_id]
-            for item in prompted
-            if item.example.language == language
-        ]
-        path = gen_dir / f"{language}.jsonl"
-        atomic_write_bytes(path, b"".join(dumps_line(record.to_json()) for record in ordered))
-        paths[language] = path
-    return paths
+    return _rewrite_in_split_order(gen_dir, prompted, records, languages)

@@ -1,4 +1,4 @@
-"""The ``sommelier`` evaluator: the five tool-call metrics inside ``mlflow.models.evaluate``.
+"""The ``sommelier`` evaluator: the scoring mode's metrics inside ``mlflow.models.evaluate``.
 
 Loaded lazily by :mod:`sommelier_mlflow.integration.evaluator`; importing this
 module imports MLflow.
@@ -20,6 +20,10 @@ evaluator its own dict either way):
     Unique row ids; otherwise the row position is the id.
 ``source_example_id_column`` (default ``"source_example_id"`` if present)
     On a translated row, the id of its root row; gives ``gap/<language>/...``.
+``tools_column`` (default ``"tools"`` if present)
+    Each row's offered tools (a list of tool schemas, or its JSON text),
+    handed to the output format's decoder, which may type untyped values by
+    them.
 ``default_language`` (default ``"en"``)
     Language of rows without one.
 ``seed``, ``resamples`` (default ``0``, ``2000``)
@@ -40,9 +44,11 @@ evaluator its own dict either way):
     The registered output format the outputs are written in (``hermes``,
     ``pythonic``, ... or a plugin's); its decoder version joins the report's
     ``parser_version``.
-``slice_columns`` (default none)
-    Feature columns to slice by besides language (string values); logged as
-    ``<column>:<encoded value>/<metric>``.
+``slice_by`` (default none)
+    Feature columns to slice by besides language (string values), as a list
+    or a comma-separated string like ``-P slice_by=...``; logged as
+    ``<column>:<encoded value>/<metric>``. Its old name ``slice_columns`` is
+    accepted until the next release, with a ``DeprecationWarning``.
 ``chat_template_kwargs`` (default none)
     The extra chat-template variables the outputs' prompts were rendered with
     (a mapping or its JSON text, as ``--chat-template-kwargs``: ``{"enable_thinking":
@@ -71,10 +77,18 @@ from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
 from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow._redact import redact_value
-from sommelier_mlflow.data import check_slice_fields, read_chat_template_kwargs
+from sommelier_mlflow.data import (
+    check_slice_fields,
+    read_chat_template_kwargs,
+    slice_field_names,
+)
 from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
 from sommelier_mlflow.integration._evaluator_names import EVALUATOR_NAME, MODEL_TYPE
-from sommelier_mlflow.integration._predictions import PredictionScores, score_predictions
+from sommelier_mlflow.integration._predictions import (
+    PredictionScores,
+    renamed_option,
+    score_predictions,
+)
 from sommelier_mlflow.integration._primitives import (
     ARTIFACT_DIR,
     EXAMPLES_TABLE,
@@ -96,6 +110,7 @@ from sommelier_mlflow.toolcalls import (
 __all__ = [
     "MODEL_TYPE",
     "EVALUATOR_REPORT_ARTIFACT",
+    "RENAMED_KEYS",
     "EvaluatorConfigError",
     "SommelierEvaluator",
 ]
@@ -105,10 +120,15 @@ _COLUMN_DEFAULTS: Final = {
     "language_column": "language",
     "example_id_column": "example_id",
     "source_example_id_column": "source_example_id",
+    "tools_column": "tools",
 }
+#: Keys renamed to the name the CLI, the MLproject and Python give the option
+#: (issue 31), old to new; an old key is read, with a DeprecationWarning, for one release.
+RENAMED_KEYS: Final = {"slice_columns": "slice_by"}
 _KNOWN_KEYS: Final = frozenset(
     {
         *_COLUMN_DEFAULTS,
+        *RENAMED_KEYS,
         "default_language",
         "seed",
         "resamples",
@@ -116,7 +136,7 @@ _KNOWN_KEYS: Final = frozenset(
         "log_table",
         "col_mapping",
         "scoring",
-        "slice_columns",
+        "slice_by",
         "output_format",
         "chat_template_kwargs",
     }
@@ -147,7 +167,7 @@ class _Config:
     metrics: tuple[MetricSpec | Mapping[str, Any], ...]
     log_table: bool
     scoring: str = DEFAULT_MODE
-    slice_columns: tuple[str, ...] = ()
+    slice_by: tuple[str, ...] = ()
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     output_format: str = JSON_FORMAT
 
@@ -169,6 +189,11 @@ def _parse_config(raw: object) -> _Config:
             f"unknown {EVALUATOR_NAME!r} evaluator_config key(s) {unknown}; "
             f"allowed: {sorted(_KNOWN_KEYS)}"
         )
+    for old, new in RENAMED_KEYS.items():
+        try:
+            config[new] = renamed_option((new, config.get(new)), (old, config.pop(old, None)))
+        except ConfigError as exc:
+            raise EvaluatorConfigError(str(exc)) from exc
     columns: dict[str, str | None] = {}
     for key, default in _COLUMN_DEFAULTS.items():
         value = config.get(key, default)
@@ -203,15 +228,14 @@ def _parse_config(raw: object) -> _Config:
         raise EvaluatorConfigError(
             f"output_format must be one of {list(output_format_names())}, got {output_format!r}"
         )
-    slice_columns = config.get("slice_columns", ())
-    if isinstance(slice_columns, str) or not isinstance(slice_columns, Sequence):
-        raise EvaluatorConfigError(
-            f"slice_columns must be a list of column names, got {slice_columns!r}"
-        )
     try:
-        check_slice_fields(slice_columns, scoring=scoring)
+        given = config.get("slice_by")
+        if given is not None and not isinstance(given, (str, Sequence)):
+            raise ConfigError(f"give a list of column names or 'a,b', got {given!r}")
+        slice_by = slice_field_names(given or ())
+        check_slice_fields(slice_by, scoring=scoring)
     except ConfigError as exc:
-        raise EvaluatorConfigError(f"slice_columns: {exc}") from exc
+        raise EvaluatorConfigError(f"slice_by: {exc}") from exc
     try:
         template_kwargs = read_chat_template_kwargs(config.get("chat_template_kwargs"))
     except ConfigError as exc:
@@ -225,7 +249,7 @@ def _parse_config(raw: object) -> _Config:
         metrics=tuple(metrics),
         log_table=log_table,
         scoring=scoring,
-        slice_columns=tuple(name for name in slice_columns if name != "language"),
+        slice_by=tuple(name for name in slice_by if name != "language"),
         output_format=output_format,
         chat_template_kwargs=template_kwargs,
     )
@@ -293,7 +317,7 @@ def _slice_column(features: Any, name: str) -> list[Any]:
     available = list(features.columns) if isinstance(features, pd.DataFrame) else []
     if name not in available:
         raise EvaluatorConfigError(
-            f"slice_columns names {name!r} but the data has no such column "
+            f"slice_by names {name!r} but the data has no such column "
             f"(feature columns: {available})"
         )
     return list(features[name].to_numpy(dtype=object))
@@ -398,8 +422,9 @@ class SommelierEvaluator(ModelEvaluator):
             resamples=config.resamples,
             metrics=config.metrics,
             scoring=config.scoring,
-            slice_columns={name: _slice_column(features, name) for name in config.slice_columns},
+            slice_by={name: _slice_column(features, name) for name in config.slice_by},
             output_format=config.output_format,
+            tools=_column(features, config, "tools_column"),
         )
 
     @staticmethod

@@ -22,12 +22,14 @@ function directly to measure what MLflow adds around it.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from pydantic import ValidationError
 
+from sommelier_mlflow._json import JSONDecodeError, loads
 from sommelier_mlflow.data import OVERALL, validate_language
 from sommelier_mlflow.errors import ConfigError, InputError
 from sommelier_mlflow.evaluation import (
@@ -53,8 +55,11 @@ __all__ = [
     "table_columns",
     "PredictionScores",
     "extra_metric_keys",
+    "renamed_option",
     "score_predictions",
 ]
+
+_T = TypeVar("_T")
 
 #: The bootstrap label of the evaluator's gaps (see the module docstring).
 _GAP_SCOPE: Final = "base"
@@ -80,7 +85,7 @@ class PredictionScores:
     Attributes:
         report: The evaluator report.
         table_rows: One flat row per input row, in input order.
-        metrics: Every MLflow metric key (the five metrics per slice, gaps,
+        metrics: Every MLflow metric key (the mode's metrics per slice, gaps,
             and the catalog-metric aggregates).
     """
 
@@ -140,6 +145,34 @@ def _sources(sources: Sequence[object] | None, count: int) -> list[str | None]:
             raise ConfigError(
                 f"row {row}: source example id must be a string, an integer or empty, got {value!r}"
             )
+    return out
+
+
+def _tool_lists(tools: Sequence[object] | None, count: int) -> list[tuple[Any, ...]]:
+    """Each row's offered tools: a list of tool schemas or its JSON text; empty cells offer none.
+
+    The output format's decoder receives them; a format that types values
+    by the schemas needs them, every other ignores them.
+    """
+    if tools is None:
+        return [()] * count
+    out: list[tuple[Any, ...]] = []
+    for row, value in enumerate(tools):
+        if isinstance(value, (str, bytes)):
+            try:
+                value = loads(value)
+            except JSONDecodeError as exc:
+                raise ConfigError(f"row {row}: tools is text but not valid JSON ({exc})") from exc
+        elif not isinstance(value, (list, tuple)) and is_missing(value):
+            value = []
+        if not isinstance(value, (list, tuple)) or not all(
+            isinstance(tool, Mapping) for tool in value
+        ):
+            raise ConfigError(
+                f"row {row}: tools must be a list of tool schemas (or its JSON text), "
+                f"got {value!r:.200}"
+            )
+        out.append(tuple(value))
     return out
 
 
@@ -225,6 +258,34 @@ def extra_metric_keys(
     return keys, summary
 
 
+def renamed_option(
+    new: tuple[str, _T | None], old: tuple[str, _T | None], *, stacklevel: int = 3
+) -> _T | None:
+    """The value of an option given by its name or, with a warning, by its old one.
+
+    ``new`` and ``old`` are ``(name, value)`` pairs, ``None`` meaning not given.
+    Options were renamed so that the CLI, the MLproject, the evaluator config
+    and Python spell each one alike (``slice_columns`` became ``slice_by``); the
+    old name keeps working for one release and says so with a
+    ``DeprecationWarning`` pointing at the caller (``stacklevel``).
+
+    Raises:
+        ConfigError: Both names given: which one was meant cannot be told.
+    """
+    (new_name, new_value), (old_name, old_value) = new, old
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise ConfigError(f"{old_name} is the old name of {new_name}: give only {new_name}")
+    warnings.warn(
+        f"{old_name} is renamed {new_name}, its name in the CLI, the MLproject, the "
+        f"evaluator config and Python alike; {old_name} is accepted until the next release",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    return old_value
+
+
 def score_predictions(
     outputs: Sequence[object],
     gold_calls: Sequence[object],
@@ -237,13 +298,12 @@ def score_predictions(
     resamples: int = 2000,
     metrics: Sequence[MetricSpec | Mapping[str, Any]] = (),
     scoring: str = DEFAULT_MODE,
-    slice_columns: Mapping[str, Sequence[object]] | None = None,
+    slice_by: Mapping[str, Sequence[object]] | None = None,
     output_format: str = JSON_FORMAT,
+    tools: Sequence[object] | None = None,
+    slice_columns: Mapping[str, Sequence[object]] | None = None,
 ) -> PredictionScores:
     """Score outputs against gold calls, with slices, gaps and optional catalog metrics.
-
-    Long because the docstring documents every column and option the evaluator
-    accepts; the code checks columns, scores, then adds catalog columns.
 
     Args:
         outputs: Raw output texts (or decoded JSON calls), one per row.
@@ -261,10 +321,14 @@ def score_predictions(
         scoring: A registered scoring mode: ``single`` (one gold call per row),
             ``calls`` (each gold is a list of zero or more calls; the seven
             calls-mode metrics) or a plugin's.
-        slice_columns: Extra slice fields, field name to one string per row
+        slice_by: Extra slice fields, field name to one string per row
             (logged as ``F:<encoded V>/<metric>``, see ``--slice-by``).
         output_format: The registered output format the outputs are written
             in (default ``json``); its decoder version joins ``parser_version``.
+        tools: Each row's offered tools (a list of tool schemas or its JSON
+            text), handed to the output format's decoder (default: none).
+        slice_columns: The old name of ``slice_by``, accepted with a
+            ``DeprecationWarning`` until the next release.
 
     Returns:
         The evaluator report, the per-example table rows and every metric key.
@@ -275,7 +339,8 @@ def score_predictions(
         InvariantViolationError: A matched pair whose gold calls differ (exit 5).
     """
     count = len(outputs)
-    extra_fields = dict(slice_columns or {})
+    given = renamed_option(("slice_by", slice_by), ("slice_columns", slice_columns))
+    extra_fields = dict(given or {})
     _check_lengths(
         count,
         {
@@ -283,6 +348,7 @@ def score_predictions(
             "example ids": example_ids,
             "languages": languages,
             "source example ids": source_example_ids,
+            "tools": tools,
             **{f"values of slice column {name!r}": values for name, values in extra_fields.items()},
         },
     )
@@ -299,6 +365,7 @@ def score_predictions(
     ids = _ids(example_ids, count)
     langs = _languages(languages, count, default_language)
     roots = _sources(source_example_ids, count)
+    offered = _tool_lists(tools, count)
     catalog = _build_metrics(metrics)
     settings = BootstrapSettings(seed=seed, resamples=resamples, confidence=0.95)
     scored = score_completions(
@@ -311,6 +378,7 @@ def score_predictions(
                 raw_text=texts[row],
                 gold_calls=gold_sets[row],
                 slice_values=row_values[row],
+                tools=offered[row],
             )
             for row in range(count)
         ],

@@ -9,6 +9,11 @@ rest of the product, no model and no LLM judge.
     dict, scored as its canonical JSON text, so ``{"name", "arguments"}`` is
     ``ok`` and any other shape is ``invalid_shape``). ``None`` scores as an
     empty output (``no_json``).
+``inputs`` (optional)
+    ``inputs["tools"]``, the tools the row offered (a list of tool schemas or
+    its JSON text; an evaluation dataset's records carry it), is handed to the
+    output format's decoder, which may type untyped values by it. Without
+    it the decoder sees no tools.
 ``expectations``
     The gold call: ``expectations["gold_call"]`` (a dict or its JSON string),
     ``expectations["gold_calls"]`` (a list of exactly one call), or the call
@@ -53,6 +58,7 @@ from sommelier_mlflow.toolcalls import (
     JSON_FORMAT,
     ExampleScore,
     ScoringMetric,
+    builtin_scoring_metrics,
     completion_text,
     one_example_score,
     scoring_metric_names,
@@ -95,23 +101,52 @@ def _gold_of(expectations: object) -> object:
     )
 
 
+def _tools_of(inputs: object) -> list[Any]:
+    """The tools the row offered, ``inputs["tools"]`` (an evaluation dataset's shape), or none.
+
+    Only a decoder that types values by the tool schemas reads them; a row
+    without them is scored with no tools, as before they were passed.
+    """
+    tools = _decoded(inputs.get("tools")) if isinstance(inputs, Mapping) else None
+    if tools is None:
+        return []
+    if not isinstance(tools, list) or not all(isinstance(tool, Mapping) for tool in tools):
+        raise DataError(
+            f"inputs['tools'] must be a list of tool schemas, got {type(tools).__name__} "
+            f"{tools!r:.200}"
+        )
+    return tools
+
+
 @functools.lru_cache(maxsize=4096)
 def _score_texts(
-    text: str, gold_json: str, mode_name: str, format_name: str, metric_names: tuple[str, ...]
+    text: str,
+    gold_json: str,
+    tools_json: str,
+    mode_name: str,
+    format_name: str,
+    metric_names: tuple[str, ...],
 ) -> ExampleScore:
     # Several scorers score the same row: parse and compare it once. The metric
     # names are part of the key so a newly registered metric is never missed.
     del metric_names
     mode = scoring_mode(mode_name)
     gold = mode.make_gold(loads(gold_json))
-    parsed = mode.parse(text, registered_output_format(format_name))
+    parsed = mode.parse(text, registered_output_format(format_name), loads(tools_json))
     return one_example_score(mode.compare(parsed, gold), mode_name)
 
 
-def _score(outputs: object, expectations: object, mode: str, fmt: str) -> ExampleScore:
+def _score(
+    outputs: object, expectations: object, inputs: object, mode: str, fmt: str
+) -> ExampleScore:
     calls = scoring_mode(mode).gold_calls(_gold_of(expectations), "expectations")
     return _score_texts(
-        completion_text(outputs), canonical_json(list(calls)), mode, fmt, scoring_metric_names(mode)
+        completion_text(outputs),
+        canonical_json(list(calls)),
+        canonical_json(_tools_of(inputs)),
+        mode,
+        fmt,
+        scoring_metric_names(mode),
     )
 
 
@@ -133,20 +168,20 @@ def _metric_scorers(metric: ScoringMetric[Any], mode: str, fmt: str) -> tuple[Sc
     name = metric.name
     if metric.binary:
 
-        def outcome(outputs: Any, expectations: Any) -> bool:
-            return _score(outputs, expectations, mode, fmt).correct(name)
+        def outcome(outputs: Any, expectations: Any, inputs: Any = None) -> bool:
+            return _score(outputs, expectations, inputs, mode, fmt).correct(name)
 
         return (scorer(outcome, name=name, description=metric.description),)
 
-    def ratio(outputs: Any, expectations: Any) -> float:
-        numerator, denominator = _score(outputs, expectations, mode, fmt).component(name)
+    def ratio(outputs: Any, expectations: Any, inputs: Any = None) -> float:
+        numerator, denominator = _score(outputs, expectations, inputs, mode, fmt).component(name)
         return numerator / denominator if denominator else 0.0
 
-    def numerator(outputs: Any, expectations: Any) -> int:
-        return _score(outputs, expectations, mode, fmt).component(name)[0]
+    def numerator(outputs: Any, expectations: Any, inputs: Any = None) -> int:
+        return _score(outputs, expectations, inputs, mode, fmt).component(name)[0]
 
-    def denominator(outputs: Any, expectations: Any) -> int:
-        return _score(outputs, expectations, mode, fmt).component(name)[1]
+    def denominator(outputs: Any, expectations: Any, inputs: Any = None) -> int:
+        return _score(outputs, expectations, inputs, mode, fmt).component(name)[1]
 
     return (
         scorer(
@@ -209,7 +244,12 @@ def sommelier_scorers(
     return [built for metric in mode.metrics() for built in _scorers_of(metric, scoring, fmt)]
 
 
-_DEFAULT: Final = {built.name: built for built in sommelier_scorers()}
+# The package's own metrics only: this runs at import, before any plugin may load.
+_DEFAULT: Final = {
+    built.name: built
+    for metric in builtin_scoring_metrics()
+    for built in _scorers_of(metric, DEFAULT_MODE, JSON_FORMAT)
+}
 valid_json_rate: Final[Scorer] = _DEFAULT["valid_json_rate"]
 function_name_accuracy: Final[Scorer] = _DEFAULT["function_name_accuracy"]
 argument_exact_match: Final[Scorer] = _DEFAULT["argument_exact_match"]

@@ -9,9 +9,10 @@ the class, instances created earlier report the new name too.
 
 Another installed package adds metrics through the ``sommelier_mlflow.metrics``
 entry-point group: its entry point names a module that calls
-:func:`register_metric`. The group is loaded by the shared plugin loader
-(:class:`sommelier_mlflow._plugins.Registry`) the first time a name is
-missing or the catalog is listed; a plugin that fails is a warning naming it.
+:func:`register_metric`. The group is loaded by the plugin loader it shares
+with the scoring metrics (:data:`sommelier_mlflow._plugins.METRIC_PLUGINS`)
+the first time a name is missing or the catalog is listed; a plugin that
+fails is a warning naming it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from sommelier_mlflow._plugins import METRICS_GROUP, Registry
+from sommelier_mlflow._plugins import METRIC_PLUGINS
 from sommelier_mlflow.errors import MetricConfigError, MetricTypeError, UnknownMetricError
 from sommelier_mlflow.metrics._base import BaseMetric, validate_metric_name
 
@@ -31,8 +32,6 @@ _MetricClass = TypeVar("_MetricClass", bound="type[BaseMetric[Any]]")
 
 _registry: dict[str, type[BaseMetric[Any]]] = {}
 _lock = threading.RLock()
-# Holds nothing itself: it loads the group's modules, which register here.
-_plugins: Registry[Any] = Registry("metric", METRICS_GROUP)
 
 
 def _register(cls: _MetricClass, name: str | None) -> _MetricClass:
@@ -124,7 +123,7 @@ def get_metric(name: str) -> type[BaseMetric[Any]]:
     with _lock:
         found = _registry.get(name)
     if found is None:
-        _plugins.load_plugins()
+        METRIC_PLUGINS.load_plugins()
         with _lock:
             found = _registry.get(name)
     if found is None:
@@ -134,7 +133,7 @@ def get_metric(name: str) -> type[BaseMetric[Any]]:
 
 def list_metrics() -> list[str]:
     """All registered metric names, plugins included, sorted."""
-    _plugins.load_plugins()
+    METRIC_PLUGINS.load_plugins()
     with _lock:
         return sorted(_registry)
 

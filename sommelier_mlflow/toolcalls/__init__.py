@@ -8,19 +8,25 @@ scipy, so it can score millions of records without MLflow or torch loaded.
 from __future__ import annotations
 
 # The native output formats register themselves on import (hermes, llama3_json,
-# mistral, openai, pythonic; issue 30: functiongemma, gemma4, glm45, harmony,
-# qwen3_xml); json is registered by _modes.
+# mistral, openai, pythonic; issue 30: deepseek_v31, functiongemma, gemma4, glm45,
+# harmony, kimi_k2, llama4_pythonic, phi4_mini_json, qwen3_xml, xlam); json is
+# registered by _modes.
 from sommelier_mlflow.toolcalls import (  # noqa: F401
+    _decode_deepseek_v31,
     _decode_functiongemma,
     _decode_gemma4,
     _decode_glm45,
     _decode_harmony,
     _decode_hermes,
+    _decode_kimi_k2,
     _decode_llama3,
+    _decode_llama4,
     _decode_mistral,
     _decode_openai,
+    _decode_phi4_mini,
     _decode_pythonic,
     _decode_qwen3_xml,
+    _decode_xlam,
 )
 from sommelier_mlflow.toolcalls._bfcl import (
     BFCL_REASONS,
@@ -70,7 +76,10 @@ from sommelier_mlflow.toolcalls._modes import (
     OutputFormat,
     Parsed,
     ScoringMode,
+    Tools,
+    find_scoring_mode,
     output_format,
+    output_format_hint_order,
     output_format_names,
     register_output_format,
     register_scoring_mode,
@@ -96,12 +105,21 @@ from sommelier_mlflow.toolcalls._parse import (
 from sommelier_mlflow.toolcalls._registry import (
     DEFAULT_MODE,
     ScoringMetric,
+    builtin_scoring_metrics,
     mcnemar_metric,
     register_scoring_metric,
     scoring_metric_names,
     scoring_metrics,
     scoring_modes,
     unregister_scoring_metric,
+)
+from sommelier_mlflow.toolcalls._schema_types import (
+    JSON_SCHEMA_TYPES,
+    json_schema_parameters,
+    json_schema_type,
+    parameter_schema,
+    parameter_type,
+    tool_parameters,
 )
 from sommelier_mlflow.toolcalls._score import (
     METRIC_NAMES,
@@ -116,8 +134,14 @@ from sommelier_mlflow.toolcalls._score import (
     score_example,
     score_records,
 )
+from sommelier_mlflow.toolcalls._summary import (
+    ArmResults,
+    ComparisonResults,
+    markdown_table,
+)
 
 __all__ = [
+    "ArmResults",
     "BFCL_CATEGORY_FIELD",
     "BFCL_METRIC_NAMES",
     "BFCL_MODE",
@@ -133,6 +157,7 @@ __all__ = [
     "CallComparison",
     "CallsComparison",
     "CallsParseResult",
+    "ComparisonResults",
     "DEFAULT_MODE",
     "ExampleScore",
     "FORMAT_MISMATCH_FIELDS",
@@ -141,6 +166,7 @@ __all__ = [
     "GoldCall",
     "GoldCalls",
     "JSON_FORMAT",
+    "JSON_SCHEMA_TYPES",
     "METRIC_NAMES",
     "MetricValue",
     "OutputFormat",
@@ -152,7 +178,9 @@ __all__ = [
     "ROOT_PATH",
     "ScoringMetric",
     "ScoringMode",
+    "Tools",
     "bfcl_aggregate",
+    "builtin_scoring_metrics",
     "call_count_value",
     "calls_in_reasoning",
     "category_counts",
@@ -160,6 +188,7 @@ __all__ = [
     "completion_text",
     "compute_calls_metrics",
     "compute_metrics",
+    "find_scoring_mode",
     "flatten_arguments",
     "format_diagnosis",
     "format_hint",
@@ -168,12 +197,18 @@ __all__ = [
     "is_irrelevance_category",
     "is_missing",
     "is_tool_call",
+    "json_schema_parameters",
+    "json_schema_type",
+    "markdown_table",
     "matched_argument_pairs",
     "mcnemar_metric",
     "metrics_from_scores",
     "one_example_score",
     "output_format",
+    "output_format_hint_order",
     "output_format_names",
+    "parameter_schema",
+    "parameter_type",
     "parse_tool_call",
     "parse_tool_calls",
     "register_output_format",
@@ -191,6 +226,7 @@ __all__ = [
     "single_call",
     "standardize_bfcl_string",
     "syntax_found",
+    "tool_parameters",
     "unregister_output_format",
     "unregister_scoring_metric",
 ]

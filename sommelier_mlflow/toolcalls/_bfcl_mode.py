@@ -20,7 +20,10 @@ Metrics, each a per-example 0/1 with exact counts:
 The ``category`` slice (BFCL's category, a field of every imported row) is on
 by default. :func:`bfcl_aggregate` gives BFCL's own aggregation of the
 per-category results: the unweighted mean over the call categories, with
-irrelevance on its own line.
+irrelevance on its own line; the mode's summary hooks print it after an
+arm's metrics and add it to ``comparison_report.md``, and mark the
+irrelevance categories not meaningful when the format read almost no call.
+The mode is registered last, once its hooks are defined.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
 from sommelier_mlflow.toolcalls._modes import Parsed, calls_mode, register_builtin_mode
 from sommelier_mlflow.toolcalls._normalise import gold_calls_of
 from sommelier_mlflow.toolcalls._registry import ScoringMetric
+from sommelier_mlflow.toolcalls._summary import ArmResults, ComparisonResults, markdown_table
 
 __all__ = [
     "BFCL_MODE",
@@ -91,43 +95,6 @@ def _read_gold(value: object, where: str) -> tuple[dict[str, Any], ...]:
         raise DataError(f"{where}: {exc}; --scoring bfcl reads splits from import-bfcl") from exc
     return calls
 
-
-register_builtin_mode(
-    calls_mode(
-        BFCL_MODE,
-        "BFCL's AST rules against the possible answers of a split from import-bfcl.",
-        read_gold=_read_gold,
-        make_gold=BfclGold,
-        compare=BfclComparison,
-        default_slices=(BFCL_CATEGORY_FIELD,),
-    ),
-    (
-        ScoringMetric(
-            "bfcl_ast_accuracy",
-            "Examples passing BFCL's AST rules (possible-answer matching; an undecodable "
-            "output fails, parallel calls may pair in any complete one-to-one way).",
-            _accuracy,
-            binary=True,
-            mcnemar=True,
-            table_column="bfcl_passed",
-        ),
-        ScoringMetric(
-            "bfcl_decode_rate",
-            "Outputs the output format decoded into zero or more calls.",
-            _decoded,
-            binary=True,
-            table_column="bfcl_decoded",
-        ),
-        ScoringMetric(
-            "bfcl_leaderboard_accuracy",
-            "Examples BFCL's own checker passes: as bfcl_ast_accuracy, except that an "
-            "undecodable irrelevance output counts as correct and parallel calls pair greedily.",
-            _leaderboard,
-            binary=True,
-            table_column="bfcl_leaderboard_passed",
-        ),
-    ),
-)
 
 #: The ``bfcl``-mode metric names, in report order.
 BFCL_METRIC_NAMES: Final = ("bfcl_ast_accuracy", "bfcl_decode_rate", "bfcl_leaderboard_accuracy")
@@ -213,3 +180,112 @@ def category_counts(field_slices: Mapping[str, Any], metric: str) -> dict[str, t
             value = entry.metrics[metric]
             out[name[len(prefix) :]] = (value.numerator, value.denominator)
     return out
+
+
+# The leaderboard's own way of summing up, beside this product's per-example counts.
+_AGGREGATED: Final = ("bfcl_ast_accuracy", "bfcl_leaderboard_accuracy")
+
+
+def _summary_lines(arm: ArmResults) -> list[str]:
+    """BFCL's aggregation of one arm, from its ``category:`` slices (the console summary)."""
+    mismatch = arm.format_mismatch
+    note = None if mismatch is None else f"{mismatch.not_meaningful} (see WARNING)"
+    lines: list[str] = []
+    for metric in _AGGREGATED:
+        counts = category_counts(arm.field_slices, metric)
+        if counts:
+            lines += bfcl_aggregate(counts).lines(metric, irrelevance_note=note)
+    return lines
+
+
+def _ratio(counts: tuple[int, int]) -> str:
+    return f"{counts[0] / counts[1]:.4f} ({counts[0]}/{counts[1]})"
+
+
+def _markdown_lines(report: ComparisonResults) -> list[str]:
+    """BFCL's own aggregation of both arms, from the ``category:`` slices' exact counts."""
+    prefix = f"{BFCL_CATEGORY_FIELD}:"
+    categories = [name for name in report.slices if name.startswith(prefix)]
+    if not categories:
+        return []
+    lines = [
+        "## BFCL's own aggregation",
+        "",
+        "As the leaderboard sums up: the unweighted mean of the call categories' accuracies "
+        "(each category counts once, whatever its size), irrelevance on its own line. "
+        "`bfcl_leaderboard_accuracy` is what BFCL's own checker concludes on the same outputs.",
+        "",
+    ]
+    for metric in _AGGREGATED:
+        arms = []
+        for kind in ("base", "adapter"):
+            per_category: dict[str, tuple[int, int]] = {}
+            for name in categories:
+                entry = report.slices[name]
+                value = (entry.base if kind == "base" else entry.adapter)[metric]
+                per_category[name[len(prefix) :]] = (value.numerator, value.denominator)
+            arms.append(bfcl_aggregate(per_category))
+        base, adapter = arms
+        rows = []
+        if base.overall is not None and adapter.overall is not None:
+            overall = [f"{float(base.overall):.4f}", f"{float(adapter.overall):.4f}"]
+            rows.append(["overall: mean of call categories", *overall])
+        for name, counts in base.categories.items():
+            rows.append([name, _ratio(counts), _ratio(adapter.categories[name])])
+        for name, counts in base.irrelevance.items():
+            marks = report.not_meaningful(f"{prefix}{name}")
+            cells = [
+                _ratio(value) + (", not meaningful" if kind in marks else "")
+                for kind, value in (("base", counts), ("adapter", adapter.irrelevance[name]))
+            ]
+            rows.append([f"{name} (own line)", *cells])
+        header = ["BFCL category", "base", "adapter"]
+        lines += [f"### {metric}", "", *markdown_table(header, rows), ""]
+    return lines
+
+
+def _no_call_slice(slice_name: str) -> bool:
+    """Whether the slice is an irrelevance category, which only no call passes."""
+    prefix = f"{BFCL_CATEGORY_FIELD}:"
+    return slice_name.startswith(prefix) and is_irrelevance_category(slice_name[len(prefix) :])
+
+
+register_builtin_mode(
+    calls_mode(
+        BFCL_MODE,
+        "BFCL's AST rules against the possible answers of a split from import-bfcl.",
+        read_gold=_read_gold,
+        make_gold=BfclGold,
+        compare=BfclComparison,
+        default_slices=(BFCL_CATEGORY_FIELD,),
+        summary_lines=_summary_lines,
+        markdown_lines=_markdown_lines,
+        no_call_slice=_no_call_slice,
+    ),
+    (
+        ScoringMetric(
+            "bfcl_ast_accuracy",
+            "Examples passing BFCL's AST rules (possible-answer matching; an undecodable "
+            "output fails, parallel calls may pair in any complete one-to-one way).",
+            _accuracy,
+            binary=True,
+            mcnemar=True,
+            table_column="bfcl_passed",
+        ),
+        ScoringMetric(
+            "bfcl_decode_rate",
+            "Outputs the output format decoded into zero or more calls.",
+            _decoded,
+            binary=True,
+            table_column="bfcl_decoded",
+        ),
+        ScoringMetric(
+            "bfcl_leaderboard_accuracy",
+            "Examples BFCL's own checker passes: as bfcl_ast_accuracy, except that an "
+            "undecodable irrelevance output counts as correct and parallel calls pair greedily.",
+            _leaderboard,
+            binary=True,
+            table_column="bfcl_leaderboard_passed",
+        ),
+    ),
+)

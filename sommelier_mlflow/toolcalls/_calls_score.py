@@ -33,7 +33,7 @@ from sommelier_mlflow.toolcalls._modes import Parsed, calls_mode, register_built
 from sommelier_mlflow.toolcalls._parse import PARSE_STATUSES, is_tool_call
 from sommelier_mlflow.toolcalls._registry import (
     ScoringMetric,
-    scoring_metric_names,
+    builtin_scoring_metrics,
     scoring_metrics,
 )
 from sommelier_mlflow.toolcalls._score import (
@@ -427,7 +427,9 @@ register_builtin_mode(
     ),
 )
 
-CALLS_METRIC_NAMES: Final[tuple[str, ...]] = scoring_metric_names(CALLS_MODE)
+CALLS_METRIC_NAMES: Final[tuple[str, ...]] = tuple(
+    metric.name for metric in builtin_scoring_metrics(CALLS_MODE)
+)
 """The seven ``calls``-mode metric names, in report order."""
 
 

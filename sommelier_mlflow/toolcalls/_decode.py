@@ -48,7 +48,11 @@ __all__ = [
     "skip_whitespace",
     "separated_items",
     "json_values_between",
+    "THINK",
+    "UNTHINK",
     "split_thoughts",
+    "without_thoughts",
+    "llama_call",
     "CALL_NAME",
 ]
 
@@ -208,6 +212,10 @@ def json_values_between(text: str, separator: str) -> list[Any] | None:
     return separated_items(text, separator, json_value_at)
 
 
+THINK: Final = "<think>"
+UNTHINK: Final = "</think>"
+
+
 def split_thoughts(text: str, open_tag: str, close_tag: str) -> tuple[str, str] | None:
     """``text`` without its thoughts, and the thoughts; ``None`` when a thought never closes.
 
@@ -236,3 +244,34 @@ def split_thoughts(text: str, open_tag: str, close_tag: str) -> tuple[str, str] 
         pos = end + len(close_tag)
     answer.append(text[pos:])
     return "".join(answer), "".join(thoughts)
+
+
+def without_thoughts(text: str) -> str | None:
+    """``text`` with every thought removed, or ``None`` when a thought never closes.
+
+    A call written while thinking is not the answer, so formats of models that
+    reason read only what is left: every ``<think>`` up to the first
+    ``</think>`` after it and, when the first ``</think>`` comes before any
+    ``<think>``, everything up to it (a thought the chat template opened in
+    the prompt, as Qwen3's and DeepSeek-V3.1's thinking modes do). Linear.
+    """
+    split = split_thoughts(text, THINK, UNTHINK)
+    return None if split is None else split[0]
+
+
+def llama_call(value: Any) -> dict[str, Any] | None:
+    """``{"name", "arguments"}`` from a Llama-style call object, or ``None`` when it is not one.
+
+    Exactly two keys: ``name`` (a non-empty string) and one of ``parameters``
+    / ``arguments`` (an object). Llama 3 and Phi-4-mini write either key, so
+    both formats share this one reading.
+    """
+    if type(value) is not dict or len(value) != 2:
+        return None
+    name = value.get("name")
+    arguments = value.get("parameters", value.get("arguments"))
+    if type(name) is not str or not name or type(arguments) is not dict:
+        return None
+    if "parameters" in value and "arguments" in value:
+        return None
+    return {"name": name, "arguments": arguments}

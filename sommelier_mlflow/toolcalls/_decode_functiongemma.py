@@ -21,12 +21,11 @@ special tokens kept.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
 from sommelier_mlflow.toolcalls._decode_gemma4 import decode_call_blocks
-from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
+from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 
 __all__ = ["decode_functiongemma"]
 
@@ -36,7 +35,7 @@ _QUOTE: Final = "<escape>"
 
 
 def decode_functiongemma(
-    text: str, tools: Sequence[Mapping[str, Any]] | None = None
+    text: str, tools: Tools = ()
 ) -> CallsParseResult:
     """Decode one completion in the ``functiongemma`` format (see the module docstring).
 

@@ -37,7 +37,6 @@ with special tokens kept.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import orjson
@@ -52,7 +51,7 @@ from sommelier_mlflow.toolcalls._decode import (
     split_thoughts,
     strict_json,
 )
-from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
+from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 from sommelier_mlflow.toolcalls._parse import NOT_JSON
 
 __all__ = ["decode_call_blocks", "plain_object", "decode_gemma4"]
@@ -231,7 +230,7 @@ def decode_call_blocks(text: str, open_tag: str, close_tag: str, quote: str) -> 
     return ok_calls(tuple(calls))
 
 
-def decode_gemma4(text: str, tools: Sequence[Mapping[str, Any]] | None = None) -> CallsParseResult:
+def decode_gemma4(text: str, tools: Tools = ()) -> CallsParseResult:
     """Decode one completion in the ``gemma4`` format (see the module docstring).
 
     Args:

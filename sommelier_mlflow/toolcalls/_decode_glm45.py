@@ -51,11 +51,11 @@ from sommelier_mlflow.toolcalls._decode import (
     JSON_WHITESPACE,
 )
 from sommelier_mlflow.toolcalls._decode_qwen3_xml import Call, read_blocks
-from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
+from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 from sommelier_mlflow.toolcalls._tool_types import (
     BAD_VALUE,
     LONG_INTEGER,
-    tool_parameters,
+    parameter_specs,
     typed_argument,
 )
 
@@ -76,7 +76,7 @@ def _read_block(body: str, tools: Sequence[Mapping[str, Any]] | None) -> Call | 
     name = (body if first_key < 0 else body[:first_key]).strip(JSON_WHITESPACE)
     if CALL_NAME.fullmatch(name) is None:
         return None
-    specs = tool_parameters(tools, name) if tools else None
+    specs = parameter_specs(tools, name) if tools else None
     arguments: dict[str, Any] = {}
     mistyped = False
     pos = len(body) if first_key < 0 else first_key
@@ -99,7 +99,7 @@ def _read_block(body: str, tools: Sequence[Mapping[str, Any]] | None) -> Call | 
     return name, arguments, mistyped
 
 
-def decode_glm45(text: str, tools: Sequence[Mapping[str, Any]] | None = None) -> CallsParseResult:
+def decode_glm45(text: str, tools: Tools = ()) -> CallsParseResult:
     """Decode one completion in the ``glm45`` format (see the module docstring).
 
     Args:

@@ -46,7 +46,6 @@ decoded with special tokens kept.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult, ok_calls
@@ -59,7 +58,7 @@ from sommelier_mlflow.toolcalls._decode import (
     skip_whitespace,
     strict_json,
 )
-from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
+from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 from sommelier_mlflow.toolcalls._parse import NOT_JSON
 
 __all__ = ["decode_harmony"]
@@ -90,7 +89,7 @@ def _content_end(text: str, pos: int) -> tuple[int, str | None]:
     return len(text), None
 
 
-def decode_harmony(text: str, tools: Sequence[Mapping[str, Any]] | None = None) -> CallsParseResult:
+def decode_harmony(text: str, tools: Tools = ()) -> CallsParseResult:
     """Decode one completion in the ``harmony`` format (see the module docstring).
 
     Args:

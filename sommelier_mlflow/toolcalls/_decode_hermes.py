@@ -38,12 +38,14 @@ from sommelier_mlflow.toolcalls._decode import (
     INVALID_SHAPE,
     NO_JSON,
     NO_JSON_CALLS_IN_REASONING,
+    THINK,
+    UNTHINK,
     checked_call,
     parse_piece,
     plain_calls,
     split_thoughts,
 )
-from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
+from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 
 __all__ = ["decode_hermes"]
 
@@ -51,24 +53,25 @@ _OPEN: Final = "<tool_call>"
 _CLOSE: Final = "</tool_call>"
 _OPEN_LENGTH: Final = len(_OPEN)
 _CLOSE_LENGTH: Final = len(_CLOSE)
-_THINK: Final = "<think>"
-_UNTHINK: Final = "</think>"
 
 
-def decode_hermes(text: str) -> CallsParseResult:
+def decode_hermes(text: str, tools: Tools = ()) -> CallsParseResult:
     """Decode one completion in the ``hermes`` format (see the module docstring).
 
     Args:
         text: The raw completion, decoded with special tokens kept: ``<tool_call>``
             is one, and a completion decoded without it reads as ``no_json``.
+        tools: The example's tools; not read, since this format's values are
+            typed already.
 
     Returns:
         The calls in output order, or the status that refuses the output.
         Never raises for any ``str``.
     """
+    del tools  # typed values: the schemas add nothing
     thought_call = False
     if "think>" in text:
-        split = split_thoughts(text, _THINK, _UNTHINK)
+        split = split_thoughts(text, THINK, UNTHINK)
         if split is None:
             return INVALID_JSON
         text, thoughts = split

@@ -34,26 +34,14 @@ from sommelier_mlflow.toolcalls._decode import (
     JSON_WHITESPACE,
     NO_JSON,
     json_values_between,
+    llama_call,
     strict_json,
 )
-from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
+from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 
 __all__ = ["decode_llama3_json"]
 
 _PYTHON_TAG: Final = "<|python_tag|>"
-
-
-def _as_call(value: Any) -> dict[str, Any] | None:
-    """``{"name", "arguments"}`` from one Llama object, or ``None`` when it is not a call."""
-    if type(value) is not dict or len(value) != 2:
-        return None
-    name = value.get("name")
-    arguments = value.get("parameters", value.get("arguments"))
-    if type(name) is not str or not name or type(arguments) is not dict:
-        return None
-    if "parameters" in value and "arguments" in value:
-        return None
-    return {"name": name, "arguments": arguments}
 
 
 def _fast_calls(body: str) -> list[dict[str, Any]] | None:
@@ -66,24 +54,27 @@ def _fast_calls(body: str) -> list[dict[str, Any]] | None:
     for part in body.split(";"):
         if part.lstrip(JSON_WHITESPACE)[:1] != "{":
             return None
-        call = _as_call(strict_json(part))
+        call = llama_call(strict_json(part))
         if call is None:
             return None
         calls.append(call)
     return calls
 
 
-def decode_llama3_json(text: str) -> CallsParseResult:
+def decode_llama3_json(text: str, tools: Tools = ()) -> CallsParseResult:
     """Decode one completion in the ``llama3_json`` format (see the module docstring).
 
     Args:
         text: The raw completion, decoded with special tokens kept when the
             ``<|python_tag|>`` should count (it is also accepted absent).
+        tools: The example's tools; not read, since this format's values are
+            typed already.
 
     Returns:
         The calls in output order, or the status that refuses the output.
         Never raises for any ``str``.
     """
+    del tools  # typed values: the schemas add nothing
     body = text.strip(JSON_WHITESPACE)
     tagged = body.startswith(_PYTHON_TAG)
     if tagged:
@@ -96,7 +87,7 @@ def decode_llama3_json(text: str) -> CallsParseResult:
     values = json_values_between(body, ";")
     if values is None:
         return INVALID_JSON
-    calls = [_as_call(value) for value in values]
+    calls = [llama_call(value) for value in values]
     if None in calls:
         return INVALID_SHAPE
     return CallsParseResult("ok", tuple(call for call in calls if call is not None))

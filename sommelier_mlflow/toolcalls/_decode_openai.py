@@ -33,7 +33,7 @@ from sommelier_mlflow.toolcalls._decode import (
     NO_JSON,
     strict_json,
 )
-from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
+from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 from sommelier_mlflow.toolcalls._parse import NOT_JSON
 
 __all__ = ["decode_openai"]
@@ -57,16 +57,19 @@ def _function_of(item: Any) -> tuple[str, str] | None:
     return name, arguments
 
 
-def decode_openai(text: str) -> CallsParseResult:
+def decode_openai(text: str, tools: Tools = ()) -> CallsParseResult:
     """Decode one completion in the ``openai`` format (see the module docstring).
 
     Args:
         text: The captured ``tool_calls`` message (or bare list) as JSON text.
+        tools: The example's tools; not read, since this format's values are
+            typed already.
 
     Returns:
         The calls in list order, or the status that refuses the output.
         Never raises for any ``str``.
     """
+    del tools  # typed values: the schemas add nothing
     if "{" not in text and "[" not in text:
         return NO_JSON
     value = strict_json(text)

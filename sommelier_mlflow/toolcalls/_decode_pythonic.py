@@ -45,7 +45,7 @@ from sommelier_mlflow.toolcalls._decode import (
     NO_JSON,
     strict_json,
 )
-from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
+from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 
 __all__ = ["decode_pythonic"]
 
@@ -279,16 +279,19 @@ def _decode_plain(body: str) -> CallsParseResult | None:
     return CallsParseResult("ok", tuple(calls))
 
 
-def decode_pythonic(text: str) -> CallsParseResult:
+def decode_pythonic(text: str, tools: Tools = ()) -> CallsParseResult:
     """Decode one completion in the ``pythonic`` format (see the module docstring).
 
     Args:
         text: The raw completion.
+        tools: The example's tools; not read, since this format's values are
+            typed already.
 
     Returns:
         The calls in list order, or the status that refuses the output.
         Never raises for any ``str``, and never evaluates any of it.
     """
+    del tools  # typed values: the schemas add nothing
     if "(" not in text:
         return NO_JSON
     body = text.strip()

@@ -58,11 +58,11 @@ from sommelier_mlflow.toolcalls._decode import (
     NO_JSON_CALLS_IN_REASONING,
     split_thoughts,
 )
-from sommelier_mlflow.toolcalls._modes import OutputFormat, register_output_format
+from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 from sommelier_mlflow.toolcalls._tool_types import (
     BAD_VALUE,
     LONG_INTEGER,
-    tool_parameters,
+    parameter_specs,
     typed_argument,
 )
 
@@ -98,7 +98,7 @@ def _read_block(body: str, tools: Sequence[Mapping[str, Any]] | None) -> Call | 
     if head is None:
         return None
     name: str = head.group(1)
-    specs = tool_parameters(tools, name) if tools else None
+    specs = parameter_specs(tools, name) if tools else None
     arguments: dict[str, Any] = {}
     mistyped = False
     pos = head.end()
@@ -161,7 +161,7 @@ def read_blocks(
 
 
 def decode_qwen3_xml(
-    text: str, tools: Sequence[Mapping[str, Any]] | None = None
+    text: str, tools: Tools = ()
 ) -> CallsParseResult:
     """Decode one completion in the ``qwen3_xml`` format (see the module docstring).
 

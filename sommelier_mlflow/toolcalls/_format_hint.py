@@ -37,7 +37,8 @@ __all__ = [
     "calls_in_reasoning",
 ]
 
-Decoder = Callable[[str], CallsParseResult | ParseResult]
+#: One format's parse of an output, given the output and its example's tools.
+Decoder = Callable[[str, Sequence[Mapping[str, Any]]], CallsParseResult | ParseResult]
 
 #: The status of an output in which a format found none of its call syntax.
 _NO_SYNTAX: Final = "no_json"
@@ -171,7 +172,11 @@ def _makes_a_call(result: CallsParseResult | ParseResult) -> bool:
 
 
 def format_diagnosis(
-    texts: Sequence[str], statuses: Sequence[str], chosen: str, decoders: Mapping[str, Decoder]
+    texts: Sequence[str],
+    statuses: Sequence[str],
+    chosen: str,
+    decoders: Mapping[str, Decoder],
+    tools: Sequence[Sequence[Mapping[str, Any]]] | None = None,
 ) -> tuple[FormatHint | None, FormatMismatch | None]:
     """The hint and the mismatch for ``texts`` scored in ``chosen`` (each ``None`` when quiet).
 
@@ -183,8 +188,12 @@ def format_diagnosis(
         statuses: The parse status ``chosen`` gave each of ``texts`` (scoring
             has them already, so no output is parsed twice the same way).
         chosen: The name of the format they were scored with.
-        decoders: The other registered formats' parses by name (``chosen`` is
-            skipped if present). Ties go to the first name in this order.
+        decoders: The other registered formats' parses by name, each called
+            as ``decoder(text, tools)`` (``chosen`` is skipped if present).
+            Ties go to the first name in this order.
+        tools: Each output's example tools, aligned with ``texts`` (default:
+            none for every output), handed to the decoders as scoring hands
+            them to the chosen format.
 
     Returns:
         ``(hint, mismatch)``: a :class:`FormatHint` when more than a fifth of
@@ -199,8 +208,9 @@ def format_diagnosis(
     if not _over_a_fifth(len(missed), outputs):
         # Then at least four fifths are calls in the chosen syntax: no mismatch either.
         return None, None
+    offered = tools if tools is not None else [()] * outputs
     reads = {
-        name: [_makes_a_call(decoder(texts[row])) for row in missed]
+        name: [_makes_a_call(decoder(texts[row], offered[row])) for row in missed]
         for name, decoder in decoders.items()
         if name != chosen
     }
@@ -229,14 +239,21 @@ def _mismatch(
 
 
 def format_hint(
-    texts: Sequence[str], statuses: Sequence[str], chosen: str, decoders: Mapping[str, Decoder]
+    texts: Sequence[str],
+    statuses: Sequence[str],
+    chosen: str,
+    decoders: Mapping[str, Decoder],
+    tools: Sequence[Sequence[Mapping[str, Any]]] | None = None,
 ) -> FormatHint | None:
     """The hint alone (see :func:`format_diagnosis`), or ``None`` when the format looks right."""
-    return format_diagnosis(texts, statuses, chosen, decoders)[0]
+    return format_diagnosis(texts, statuses, chosen, decoders, tools)[0]
 
 
 def calls_in_reasoning(
-    texts: Sequence[str], statuses: Sequence[str], decode: Callable[[str], CallsParseResult]
+    texts: Sequence[str],
+    statuses: Sequence[str],
+    decode: Callable[[str, Sequence[Mapping[str, Any]]], CallsParseResult],
+    tools: Sequence[Sequence[Mapping[str, Any]]],
 ) -> int:
     """How many outputs made no call in their answer but wrote one while reasoning.
 
@@ -250,9 +267,10 @@ def calls_in_reasoning(
         texts: Every raw output that was scored.
         statuses: The parse status each of ``texts`` was scored with.
         decode: The chosen output format's decoder.
+        tools: Each output's example tools, which the decoder receives.
     """
     return sum(
         1
-        for text, status in zip(texts, statuses, strict=True)
-        if status == _NO_SYNTAX and decode(text).calls_in_reasoning
+        for text, status, offered in zip(texts, statuses, tools, strict=True)
+        if status == _NO_SYNTAX and decode(text, offered).calls_in_reasoning
     )

@@ -14,8 +14,12 @@ third mode is one module that builds its comparison and registers a
 An *output format* is a decoder in front of the mode's strict checks: it
 turns a model's native tool-call syntax (``<tool_call>`` blocks, pythonic
 lists, ...) into zero or more ``{"name", "arguments"}`` calls, repairing
-nothing. The default, ``json``, has no decoder: the mode's own JSON parser
-reads the text, exactly as before formats existed. A decoder's version joins
+nothing. A decoder receives the output and the example's tools
+(``decode(text, tools)``): a format whose values are untyped text types them
+by the tool's schema (:func:`~sommelier_mlflow.toolcalls.parameter_type`);
+the built-in formats write typed JSON and ignore them. The default, ``json``,
+has no decoder: the mode's own JSON parser reads the text, exactly as before
+formats existed. A decoder's version joins
 the report's ``parser_version`` (``sommelier.calls_parser.v1+hermes.v1``), so
 the comparison gate refuses to compare arms decoded differently.
 
@@ -25,6 +29,8 @@ Both registries also load installed plugins from their entry-point groups
 
 from __future__ import annotations
 
+import inspect
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
@@ -44,19 +50,24 @@ from sommelier_mlflow.toolcalls._registry import (
     register_scoring_metric,
     scoring_metrics,
 )
+from sommelier_mlflow.toolcalls._summary import ArmResults, ComparisonResults
 
 __all__ = [
     "Parsed",
     "JSON_FORMAT",
+    "Tools",
+    "Decoder",
     "OutputFormat",
     "ScoringMode",
     "register_scoring_mode",
     "register_builtin_mode",
     "scoring_mode",
+    "find_scoring_mode",
     "scoring_mode_names",
     "register_output_format",
     "output_format",
     "output_format_names",
+    "output_format_hint_order",
     "single_call",
     "calls_mode",
 ]
@@ -66,7 +77,43 @@ Parsed = ParseResult | CallsParseResult
 
 JSON_FORMAT: Final = "json"
 
+#: The example's tools as a decoder receives them: the row's own tool schemas.
+Tools = Sequence[Mapping[str, Any]]
+
+#: An output format's decoder: the raw output and the example's tools to calls.
+Decoder = Callable[[str, Tools], CallsParseResult]
+
 GoldT = TypeVar("GoldT")
+
+_POSITIONAL: Final = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def _reads_text_only(decode: Callable[..., Any]) -> bool:
+    """Whether ``decode`` is the deprecated one-argument form ``decode(text)``.
+
+    A callable whose signature cannot be read (a builtin) is taken at its word
+    as the current form; one that takes a second positional argument, or any
+    number of them, is the current form.
+    """
+    try:
+        parameters = inspect.signature(decode).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    if any(parameter.kind is inspect.Parameter.VAR_POSITIONAL for parameter in parameters):
+        return False
+    return sum(1 for parameter in parameters if parameter.kind in _POSITIONAL) == 1
+
+
+def _with_tools(decode: Callable[[str], CallsParseResult]) -> Decoder:
+    """A one-argument decoder as a current one: it is handed the text and never the tools."""
+
+    def decode_text(text: str, tools: Tools) -> CallsParseResult:
+        del tools  # the old form cannot read them
+        return decode(text)
+
+    decode_text.__wrapped__ = decode  # type: ignore[attr-defined]
+    decode_text.__doc__ = decode.__doc__
+    return decode_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,24 +123,33 @@ class OutputFormat:
     Attributes:
         name: The ``--output-format`` name.
         description: What the format accepts, in one sentence.
-        decode: Pure function from the raw output to a
-            :class:`~sommelier_mlflow.toolcalls.CallsParseResult`: ``no_json``
-            when the text makes no call in this format, ``ok`` with ``()`` for
-            an explicit empty list, ``invalid_json``/``invalid_shape`` for a
-            malformed one. It must never raise for any ``str``. ``None`` only
-            for ``json``: the scoring mode's own parser reads the text.
+        decode: Pure function ``decode(text, tools)`` from the raw output and
+            the example's tools (the row's tool schemas, ``()`` when the caller
+            has none) to a :class:`~sommelier_mlflow.toolcalls.CallsParseResult`:
+            ``no_json`` when the text makes no call in this format, ``ok`` with
+            ``()`` for an explicit empty list, ``invalid_json``/``invalid_shape``
+            for a malformed one. It must never raise for any ``str`` and any
+            tools. ``None`` only for ``json``: the scoring mode's own parser
+            reads the text. Deprecated: a one-argument ``decode(text)`` is
+            still accepted for one release (wrapped, with a
+            ``DeprecationWarning``); it never sees the tools.
         version: The decoder's version string, joined to the mode's parser
             version in reports (``None`` only for ``json``, which adds nothing).
         special_tokens: The format's tags may be special tokens of the
             model's tokenizer (Hermes' ``<tool_call>``), so generation must
             decode without dropping them.
+        variant_of: The format this one reads every output of, and more
+            (``llama4_pythonic``: ``pythonic`` with optional code tokens).
+            When both read calls in as many outputs, the format hint names
+            the base format, the one the user more likely meant.
     """
 
     name: str
     description: str
-    decode: Callable[[str], CallsParseResult] | None
+    decode: Decoder | None
     version: str | None = None
     special_tokens: bool = False
+    variant_of: str | None = None
 
     def __post_init__(self) -> None:
         if (self.decode is None) != (self.version is None):
@@ -103,6 +159,22 @@ class OutputFormat:
             )
         if self.decode is not None and not callable(self.decode):
             raise ConfigError(f"output format {self.name!r}: decode must be callable")
+        if self.variant_of is not None and (
+            type(self.variant_of) is not str or self.variant_of in ("", self.name)
+        ):
+            raise ConfigError(
+                f"output format {self.name!r}: variant_of must name another format, "
+                f"not {self.variant_of!r}"
+            )
+        if self.decode is not None and _reads_text_only(self.decode):
+            warnings.warn(
+                f"output format {self.name!r}: decode(text) is deprecated and will be refused "
+                "in the next release; define decode(text, tools), which also receives the "
+                "example's tool schemas",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            object.__setattr__(self, "decode", _with_tools(self.decode))  # type: ignore[arg-type]
         if self.version is not None and (not self.version or "+" in self.version):
             raise ConfigError(
                 f"output format {self.name!r}: version {self.version!r} must be a non-empty "
@@ -134,6 +206,16 @@ class ScoringMode(Generic[GoldT]):
             rather than read from the row, the function giving its value.
         catalog_reference: What catalog metrics receive as ``reference`` for
             a row with these gold calls (default: the list of calls).
+        summary_lines: The mode's own summing-up of one arm, printed (indented)
+            after the arm's metrics by ``evaluate``, ``score`` and ``main``
+            (BFCL's leaderboard aggregation); ``None``: nothing more.
+        markdown_lines: The mode's own section of ``comparison_report.md``
+            (Markdown lines, after the per-slice tables; escape users' data);
+            ``None``: no section.
+        no_call_slice: Whether only an output making no call passes slice
+            ``name`` (BFCL's ``irrelevance`` categories): an arm whose format
+            found almost no call syntax passes it without judging anything,
+            so summaries mark it not meaningful. ``None``: no such slice.
     """
 
     name: str
@@ -150,12 +232,22 @@ class ScoringMode(Generic[GoldT]):
         default_factory=dict
     )
     catalog_reference: Callable[[Sequence[Mapping[str, Any]]], object] = list
+    summary_lines: Callable[[ArmResults], list[str]] | None = None
+    markdown_lines: Callable[[ComparisonResults], list[str]] | None = None
+    no_call_slice: Callable[[str], bool] | None = None
 
-    def parse(self, text: str, output_format: OutputFormat) -> Parsed:
-        """The mode's parse of one raw output read in ``output_format``."""
+    def parse(self, text: str, output_format: OutputFormat, tools: Tools) -> Parsed:
+        """The mode's parse of one raw output read in ``output_format``.
+
+        Args:
+            text: The raw output.
+            output_format: The format it is written in.
+            tools: The example's tools, handed to the format's decoder (the
+                mode's own JSON parser reads typed JSON and needs none).
+        """
         if output_format.decode is None:
             return self.parse_json(text)
-        return self.accept_calls(output_format.decode(text))
+        return self.accept_calls(output_format.decode(text, tools))
 
     def full_parser_version(self, output_format: OutputFormat) -> str:
         """The report's ``parser_version``: the mode's, plus the decoder's when not ``json``."""
@@ -221,6 +313,15 @@ def scoring_mode(name: str) -> ScoringMode[Any]:
     return _MODES.get(name)
 
 
+def find_scoring_mode(name: str) -> ScoringMode[Any] | None:
+    """The registered mode ``name``, or ``None`` (plugins loaded first).
+
+    For views of a report already scored (summaries, Markdown), which show
+    what they can for a mode whose plugin is not installed here.
+    """
+    return _MODES.get(name) if name in _MODES else None
+
+
 def scoring_mode_names() -> tuple[str, ...]:
     """Every registered scoring mode, plugins included, sorted."""
     return _MODES.names()
@@ -250,6 +351,16 @@ def output_format(name: str) -> OutputFormat:
 def output_format_names() -> tuple[str, ...]:
     """Every registered output format, plugins included, sorted."""
     return _FORMATS.names()
+
+
+def output_format_hint_order() -> tuple[str, ...]:
+    """Every registered output format, sorted, each variant after every base format.
+
+    The format hint breaks ties in this order, so outputs that a format and
+    its variant read alike are said to decode as the base format.
+    """
+    names = _FORMATS.names()
+    return tuple(sorted(names, key=lambda name: _FORMATS.get(name).variant_of is not None))
 
 
 def single_call(decoded: CallsParseResult) -> ParseResult:
@@ -288,6 +399,9 @@ def calls_mode(
     default_slices: tuple[str, ...],
     read_gold: Callable[[object, str], tuple[dict[str, Any], ...]] = _read_gold_calls,
     derived_slices: Mapping[str, Callable[[Sequence[Mapping[str, Any]]], str]] | None = None,
+    summary_lines: Callable[[ArmResults], list[str]] | None = None,
+    markdown_lines: Callable[[ComparisonResults], list[str]] | None = None,
+    no_call_slice: Callable[[str], bool] | None = None,
 ) -> ScoringMode[GoldT]:
     """A scoring mode that reads outputs with the calls parser, as ``calls`` and ``bfcl`` do.
 
@@ -307,6 +421,9 @@ def calls_mode(
         compare=compare,
         default_slices=default_slices,
         derived_slices={} if derived_slices is None else derived_slices,
+        summary_lines=summary_lines,
+        markdown_lines=markdown_lines,
+        no_call_slice=no_call_slice,
     )
 
 

@@ -13,6 +13,15 @@ parsed call with one gold call). Another mode, with its own parser and its
 own comparison, registers its own set under its own name; a report records
 the ``metric_names`` it was scored with, so readers never depend on what
 happens to be registered when they run.
+
+The sets live in a :class:`~sommelier_mlflow._plugins.Registry` whose
+entry-point group, ``sommelier_mlflow.scoring_metrics`` (and the older
+``sommelier_mlflow.metrics``, which the catalog shares), is loaded by every
+function here that lists or reads metrics. Scoring, the evaluator, the genai
+scorers and the training callback all read them through these functions, so
+an installed plugin's metric reaches each of them, never only the commands
+that happen to consult the catalog. Registering loads nothing, and neither
+does :func:`builtin_scoring_metrics`, which tables built at import read.
 """
 
 from __future__ import annotations
@@ -21,7 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
-from sommelier_mlflow._plugins import is_valid_name
+from sommelier_mlflow._plugins import (
+    METRIC_PLUGINS,
+    SCORING_METRICS_GROUP,
+    Registry,
+    is_valid_name,
+)
 from sommelier_mlflow.errors import ConfigError, UnknownMetricError
 
 __all__ = [
@@ -34,6 +48,7 @@ __all__ = [
     "unregister_scoring_metric",
     "scoring_metrics",
     "scoring_metric_names",
+    "builtin_scoring_metrics",
     "mcnemar_metric",
 ]
 
@@ -109,7 +124,11 @@ class ScoringMetric(Generic[ComparisonT]):
         return (f"{self.column}_numerator", f"{self.column}_denominator")
 
 
-_MODES: dict[str, dict[str, ScoringMetric[Any]]] = {DEFAULT_MODE: {}}
+# Each mode's metrics, by mode name: a registry of registries, so names, types and
+# refusals follow the one rule of every seam, and the outer one loads the plugins.
+_METRIC_SETS: Final[Registry[Registry[ScoringMetric[Any]]]] = Registry(
+    "scoring metric", SCORING_METRICS_GROUP, Registry
+)
 # Metrics registered at import by the package itself: plug-ins may add to a
 # mode but not take its specified metrics away.
 _BUILTIN: set[tuple[str, str]] = set()
@@ -118,13 +137,26 @@ _BUILTIN: set[tuple[str, str]] = set()
 _BUILTIN_METRICS: set[int] = set()
 
 
-def _mode(mode: str) -> dict[str, ScoringMetric[Any]]:
+def _load_plugins() -> None:
+    """Load both groups that may hold scoring metrics (each once per process)."""
+    _METRIC_SETS.load_plugins()
+    METRIC_PLUGINS.load_plugins()
+
+
+def _registered_set(mode: str) -> Registry[ScoringMetric[Any]]:
+    """The metric set of ``mode`` as registered so far (plugins load only if it is missing)."""
     try:
-        return _MODES[mode]
-    except KeyError:
+        return _METRIC_SETS.get(mode)
+    except ConfigError:
         raise UnknownMetricError(
-            f"unknown scoring mode {mode!r}; registered modes: {sorted(_MODES)}"
+            f"unknown scoring mode {mode!r}; registered modes: {list(_METRIC_SETS.names())}"
         ) from None
+
+
+def _metric_set(mode: str) -> Registry[ScoringMetric[Any]]:
+    """The metric set of ``mode`` with every plugin's metrics in it."""
+    _load_plugins()
+    return _registered_set(mode)
 
 
 def add_metric_set(mode: str) -> None:
@@ -139,12 +171,18 @@ def add_metric_set(mode: str) -> None:
     """
     if not is_valid_name(mode):
         raise ConfigError(f"scoring mode name {mode!r} must match [a-z][a-z0-9_]*")
-    _MODES.setdefault(mode, {})
+    metrics: Registry[ScoringMetric[Any]] = Registry(
+        f"scoring metric of mode {mode!r}", item_type=ScoringMetric
+    )
+    _METRIC_SETS.setdefault(mode, metrics)
+
+
+add_metric_set(DEFAULT_MODE)
 
 
 def scoring_modes() -> tuple[str, ...]:
-    """The registered scoring modes, in registration order."""
-    return tuple(_MODES)
+    """The scoring modes with a metric set, plugins included, in registration order."""
+    return tuple(name for name, _ in _METRIC_SETS.in_registration_order())
 
 
 def register_scoring_metric(
@@ -167,20 +205,21 @@ def register_scoring_metric(
     """
     if not isinstance(metric, ScoringMetric):
         raise ConfigError(f"expected a ScoringMetric, got {type(metric).__name__}")
-    metrics = _mode(mode)
-    if metric.name in metrics:
+    metrics = _registered_set(mode)
+    registered = metrics.in_registration_order()
+    if any(name == metric.name for name, _ in registered):
         raise ConfigError(
             f"scoring mode {mode!r} already has a metric named {metric.name!r}; "
             "unregister it first or choose another name"
         )
-    taken = {column for other in metrics.values() for column in other.table_columns()}
+    taken = {column for _, other in registered for column in other.table_columns()}
     clash = sorted(taken.intersection(metric.table_columns()))
     if clash:
         raise ConfigError(
             f"scoring metric {metric.name!r} would fill table column(s) {clash} that another "
             f"metric of mode {mode!r} already fills; set table_column"
         )
-    metrics[metric.name] = metric
+    metrics.register(metric.name, metric)
     if builtin:
         _BUILTIN.add((mode, metric.name))
         _BUILTIN_METRICS.add(id(metric))
@@ -199,22 +238,37 @@ def unregister_scoring_metric(name: str, *, mode: str = DEFAULT_MODE) -> None:
         ConfigError: If it is one of the package's own metrics.
         UnknownMetricError: If no such metric is registered.
     """
-    metrics = _mode(mode)
+    metrics = _registered_set(mode)
     if (mode, name) in _BUILTIN:
         raise ConfigError(f"{name!r} is a built-in metric of mode {mode!r} and cannot be removed")
     if name not in metrics:
         raise UnknownMetricError(f"scoring mode {mode!r} has no metric {name!r}")
-    del metrics[name]
+    metrics.unregister(name)
 
 
 def scoring_metrics(mode: str = DEFAULT_MODE) -> tuple[ScoringMetric[Any], ...]:
-    """The metrics of a mode, in registration order (the spec's order first)."""
-    return tuple(_mode(mode).values())
+    """The metrics of a mode, plugins included, in registration order (the spec's order first).
+
+    Raises:
+        UnknownMetricError: (exit 2) No such mode; the message lists the registered ones.
+    """
+    return tuple(metric for _, metric in _metric_set(mode).in_registration_order())
 
 
 def scoring_metric_names(mode: str = DEFAULT_MODE) -> tuple[str, ...]:
     """The names of :func:`scoring_metrics`, in the same order."""
-    return tuple(_mode(mode))
+    return tuple(name for name, _ in _metric_set(mode).in_registration_order())
+
+
+def builtin_scoring_metrics(mode: str = DEFAULT_MODE) -> tuple[ScoringMetric[Any], ...]:
+    """The package's own metrics of a mode, in registration order, without loading plugins.
+
+    For what is built while the package imports (``METRIC_NAMES``, the catalog
+    classes, the named scorers): loading a plugin there would run its
+    ``import sommelier_mlflow`` against a half-imported package.
+    """
+    registered = _registered_set(mode).in_registration_order()
+    return tuple(metric for _, metric in registered if is_builtin_metric(metric))
 
 
 def mcnemar_metric(names: tuple[str, ...] | list[str]) -> str | None:
@@ -223,7 +277,11 @@ def mcnemar_metric(names: tuple[str, ...] | list[str]) -> str | None:
     Reports record their metric names; this finds which of them a comparison
     may test, without assuming the mode that produced them is the default.
     """
+    _load_plugins()
     flagged = {
-        metric.name for metrics in _MODES.values() for metric in metrics.values() if metric.mcnemar
+        metric.name
+        for _, metrics in _METRIC_SETS.in_registration_order()
+        for _, metric in metrics.in_registration_order()
+        if metric.mcnemar
     }
     return next((name for name in names if name in flagged), None)

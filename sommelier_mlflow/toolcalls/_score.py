@@ -43,6 +43,7 @@ from sommelier_mlflow.toolcalls._parse import (
 from sommelier_mlflow.toolcalls._registry import (
     DEFAULT_MODE,
     ScoringMetric,
+    builtin_scoring_metrics,
     is_builtin_metric,
     scoring_metric_names,
     scoring_metrics,
@@ -341,7 +342,7 @@ register_builtin_mode(
     ),
 )
 
-METRIC_NAMES: Final[tuple[str, ...]] = scoring_metric_names()
+METRIC_NAMES: Final[tuple[str, ...]] = tuple(metric.name for metric in builtin_scoring_metrics())
 """The spec's five metric names in the spec's order (the registry may hold more)."""
 
 

@@ -18,7 +18,11 @@ these formats read each value by the JSON type its parameter declares:
 Types are read from the tool's ``parameters`` in either shape a split row
 allows (JSON Schema ``{"type": "object", "properties": ...}``, or xlam's
 flat ``{name: {"type": "int"}}``), with the dataset type names converted by
-the same table native prompts use (:mod:`sommelier_mlflow.data._schema_types`).
+the same table native prompts use (:mod:`~sommelier_mlflow.toolcalls._schema_types`).
+Its :func:`~sommelier_mlflow.toolcalls._schema_types.parameter_type` answers
+the same question for one parameter by converting the whole tool's schema;
+decoding reads several values per output in a hot loop, so this module looks
+up the raw spec and converts each type name once (cached).
 """
 
 from __future__ import annotations
@@ -30,12 +34,13 @@ from typing import Any, Final, TypeGuard
 
 from sommelier_mlflow.toolcalls._decode import strict_json
 from sommelier_mlflow.toolcalls._parse import NOT_JSON
+from sommelier_mlflow.toolcalls._schema_types import json_schema_type
 
 __all__ = [
     "BAD_VALUE",
     "LONG_INTEGER",
     "spec_types",
-    "tool_parameters",
+    "parameter_specs",
     "parameter_types",
     "typed_value",
     "typed_argument",
@@ -66,10 +71,6 @@ def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
 @lru_cache(maxsize=1024)
 def _named_types(name: str) -> tuple[str, ...]:
     """The JSON Schema types a type name stands for (``()``: any value); cached, names repeat."""
-    # Imported here: ``data`` imports ``toolcalls`` at package level, so a
-    # module-level import would make the two packages' initialisations a circle.
-    from sommelier_mlflow.data._schema_types import json_schema_type
-
     converted = json_schema_type(name)[0].get("type")
     if converted is None:
         return ()
@@ -96,7 +97,7 @@ def spec_types(spec: object) -> tuple[str, ...]:
     return tuple(found)
 
 
-def tool_parameters(tools: Sequence[object] | None, name: str) -> Mapping[str, object]:
+def parameter_specs(tools: Sequence[object] | None, name: str) -> Mapping[str, object]:
     """Each parameter of the tool called ``name`` and its spec (``{}``: no such tool).
 
     Tools may be ``{"name", "parameters"}`` rows or the OpenAI shape
@@ -123,7 +124,7 @@ def tool_parameters(tools: Sequence[object] | None, name: str) -> Mapping[str, o
 
 def parameter_types(tools: Sequence[object] | None, name: str) -> dict[str, tuple[str, ...]]:
     """Each parameter of the tool called ``name`` and its JSON types (empty: read as strings)."""
-    return {key: spec_types(spec) for key, spec in tool_parameters(tools, name).items()}
+    return {key: spec_types(spec) for key, spec in parameter_specs(tools, name).items()}
 
 
 def typed_value(text: str, types: tuple[str, ...]) -> Any:
@@ -155,7 +156,7 @@ def typed_value(text: str, types: tuple[str, ...]) -> Any:
 def typed_argument(text: str, spec: object) -> Any:
     """``text`` read as the parameter ``spec`` declares: :func:`typed_value` of its types.
 
-    ``spec`` is the parameter's entry in :func:`tool_parameters` (``None``
+    ``spec`` is the parameter's entry in :func:`parameter_specs` (``None``
     when the tool does not declare it: the text, as a string).
     """
     if spec is None:

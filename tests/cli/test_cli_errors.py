@@ -82,6 +82,19 @@ def test_a_misspelled_flag_names_the_closest_flag_and_an_unknown_one_says_so(
     assert "`sommelier-mlflow backends --help` lists its options" in err
 
 
+def test_a_near_miss_of_a_renamed_flag_names_the_parameter_not_the_old_flag(
+    under_mlflow_run: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`backend_optio` is closest to the old `--backend-option`, which no MLproject declares."""
+    args = ["evaluate", "--test-split", "s", "--model-kind", "base", "--backend_optio", "x=1"]
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    assert (
+        "unknown parameter 'backend_optio': did you mean 'backend_options' (--backend-options)?"
+    ) in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_mlflow_run_with_a_misspelled_parameter(tmp_path: Path) -> None:
     """The real `mlflow run`: it exits 1, the command's line says 2 and the parameter meant."""

@@ -89,7 +89,7 @@ def test_a_registered_backend_runs_evaluate_with_its_typed_options(tmp_path: Pat
         ("repeat=0", "option repeat: Input should be greater than or equal to 1"),
         ("repeat=two", "option repeat: Input should be a valid integer"),
         ("colour=red", "it does not take the option 'colour'"),
-        ("suffix", "--backend-option takes KEY=VALUE"),
+        ("suffix", "--backend-options takes KEY=VALUE"),
     ],
 )
 def test_a_bad_option_is_one_error_line_and_exit_2(

@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.support.mlflow_run import PROJECT, mlflow_run
+from tests.support.mlflow_run import PROJECT, mlflow_run, mlproject_entry_points
 
 #: Entry point -> parameters beyond the defaults, in run order (later ones use earlier runs).
 RECIPES: dict[str, dict[str, str]] = {
@@ -71,11 +70,6 @@ def _bfcl_folder(folder: Path) -> Path:
     return folder
 
 
-def _entry_points() -> dict[str, dict[str, Any]]:
-    document = yaml.safe_load((PROJECT / "MLproject").read_text())
-    return dict(document["entry_points"])
-
-
 def _required(entry: Mapping[str, Any]) -> set[str]:
     return {
         name
@@ -92,7 +86,7 @@ def _recipe(name: str, entry: Mapping[str, Any], values: Mapping[str, str]) -> d
 
 
 def test_every_entry_point_has_a_recipe() -> None:
-    entries = _entry_points()
+    entries = mlproject_entry_points()
     missing = sorted(set(entries) - set(RECIPES))
     assert not missing, f"add a recipe to RECIPES for the entry point(s) {missing}"
     assert not set(RECIPES) - set(entries), "a recipe for an entry point that is gone"
@@ -198,7 +192,7 @@ def test_every_entry_point_logs_through_mlflow_run_as_through_the_cli(
         "bfcl": str(_bfcl_folder(tmp_path / "bfcl")),
         "formatted_out": str(tmp_path / "formatted.jsonl"),  # not into the project folder
     }
-    entries = _entry_points()
+    entries = mlproject_entry_points()
     for name in RECIPES:
         entry = entries[name]
         params = _recipe(name, entry, values)

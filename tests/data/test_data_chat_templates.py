@@ -2,10 +2,12 @@
 
 Each specimen in ``tests/fixtures/chat_templates/`` behaves like a template
 tool-calling models ship (Hermes 3 / vLLM hermes, Mistral v0.3 as in vLLM's
-example, Llama 3.1/3.2, Qwen3), set on a copy of the demo tokenizer as a user
-would. The bundled splits are rendered through each with ``--prompt-format
-native``: no error, the tools shown as JSON Schema, a system prompt honoured
-or refused, and digests that do not depend on the day.
+example and Mistral's v11 tokenizers, Llama 3.1/3.2 and 3.3, Qwen2.5, Qwen3,
+Qwen3-Coder/Qwen3.5, gpt-oss, Gemma 4), set on a copy of the demo tokenizer as
+a user would. The bundled splits are rendered through each with
+``--prompt-format native``: no error, the tools shown as JSON Schema, a system
+prompt honoured or refused, and digests that do not depend on the day (a
+template that writes today's date with no variable to pin it is refused).
 """
 
 from __future__ import annotations
@@ -37,6 +39,14 @@ PYTHON_TYPE = re.compile(
 PINNED = {"date_string": "26 Jul 2024"}
 #: What each specimen needs to render the same prompt on every day.
 KWARGS = {"llama31": PINNED}
+#: A system prompt of one's own: Mistral v11's default one carries today's date.
+SYSTEM_PROMPTS = {"mistral_v11": "You are a helpful assistant."}
+#: Specimens whose every prompt writes today's date, with no variable to pin it (gpt-oss).
+DATED = ("gpt_oss",)
+#: The types JSON Schema names; Qwen3-Coder's template writes each parameter's in <type>.
+SCHEMA_TYPES = {"string", "integer", "number", "boolean", "array", "object", "null"}
+#: A TypeScript parameter (gpt-oss) typed with a Python name instead of JSON Schema's.
+TS_PYTHON_TYPE = re.compile(r"^\w+\??: (?:str|int|float|bool|dict|tuple|list)\b", re.M)
 
 
 @pytest.fixture(scope="module")
@@ -91,24 +101,62 @@ def splits(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[TestExamp
     }
 
 
-def test_the_specimens_are_the_four_families() -> None:
-    assert SPECIMEN_NAMES == ("hermes", "llama31", "mistral", "qwen3")
+def test_the_specimens_are_one_per_family_of_the_readme() -> None:
+    assert SPECIMEN_NAMES == (
+        "gemma4",
+        "gpt_oss",
+        "hermes",
+        "llama31",
+        "llama33",
+        "mistral",
+        "mistral_v11",
+        "qwen25",
+        "qwen3",
+        "qwen3_coder",
+    )
+
+
+def _shows_json_schema_types(text: str) -> bool:
+    """No parameter type in the prompt is written the Python way, in any notation.
+
+    JSON (most templates), Qwen3-Coder's ``<type>`` elements, gpt-oss's TypeScript and
+    Gemma 4's ``type:<|"|>STRING<|"|>`` (upper case, empty for a parameter of any type).
+    """
+    xml_types = re.findall(r"<type>(.*?)</type>", text)
+    gemma_types = re.findall(r'type:<\|"\|>(.*?)<\|"\|>', text)
+    return (
+        not PYTHON_TYPE.search(text)
+        and not TS_PYTHON_TYPE.search(text)
+        and all(kind in SCHEMA_TYPES or kind.startswith("[") for kind in xml_types)
+        and all(
+            part.lower() in SCHEMA_TYPES for kind in gemma_types if kind for part in kind.split(",")
+        )
+    )
 
 
 @pytest.mark.parametrize("split", ["demo", "native", "calls", "bfcl"])
-@pytest.mark.parametrize("name", ["hermes", "llama31", "mistral", "qwen3"])
+@pytest.mark.parametrize("name", SPECIMEN_NAMES)
 def test_every_bundled_split_renders_with_tools_as_json_schema(
     specimens: dict[str, Any], splits: dict[str, list[TestExample]], name: str, split: str
 ) -> None:
     examples = splits[split]
+    if name in DATED:
+        with pytest.raises(ConfigError, match=r"writes the date into the prompt") as info:
+            format_examples(examples, specimens[name], prompt_format="native")
+        assert info.value.exit_code == 2 and name in str(info.value)
+        return
     rendered = format_examples(
-        examples, specimens[name], prompt_format="native", chat_template_kwargs=KWARGS.get(name)
+        examples,
+        specimens[name],
+        prompt_format="native",
+        system_prompt=SYSTEM_PROMPTS.get(name),
+        chat_template_kwargs=KWARGS.get(name),
     )
     assert len(rendered) == len(examples) > 0
     for example in rendered:
         text = example.prompt_text or ""
         assert example.query in text
-        assert not PYTHON_TYPE.search(text), (example.example_id, text)
+        assert _shows_json_schema_types(text), (example.example_id, text)
         for tool in tool_schemas(example.tools):
             assert tool["function"]["name"] in text
             assert tool["function"]["parameters"]["type"] == "object"
@@ -144,7 +192,12 @@ def test_hermes_recurses_on_xlam_type_names_and_renders_json_schema(
     assert "f(city: str) - d" in text and '"type": "string"' in text
 
 
-@pytest.mark.parametrize("name", ["hermes", "llama31", "qwen3"])
+#: Every specimen that honours a system prompt beside tools (vLLM's Mistral one drops it; gpt-oss's
+#: is refused for its date before the system prompt is looked at).
+HONOURING = [name for name in SPECIMEN_NAMES if name not in ("mistral", *DATED)]
+
+
+@pytest.mark.parametrize("name", HONOURING)
 def test_a_system_prompt_is_honoured(
     specimens: dict[str, Any], splits: dict[str, list[TestExample]], name: str
 ) -> None:
@@ -226,3 +279,116 @@ def test_qwen3_takes_enable_thinking_and_records_it(
     assert [e.chat_template_kwargs for e in direct] == [{"enable_thinking": False}] * 2
     assert all(e.to_json()["chat_template_kwargs"] == {"enable_thinking": False} for e in direct)
     assert all("chat_template_kwargs" not in e.to_json() for e in thinking)
+
+
+@pytest.mark.parametrize("name", [name for name in SPECIMEN_NAMES if name not in DATED])
+def test_digests_are_the_same_on_two_days(
+    specimens: dict[str, Any],
+    splits: dict[str, list[TestExample]],
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+) -> None:
+    clock, digests = _Clock(monkeypatch), []
+    for day in (datetime(2026, 12, 4, 12), datetime(2027, 1, 5, 12)):
+        clock.set(day)
+        rendered = format_examples(
+            splits["native"][:2],
+            specimens[name],
+            prompt_format="native",
+            system_prompt=SYSTEM_PROMPTS.get(name),
+            chat_template_kwargs=KWARGS.get(name),
+        )
+        digests.append([example.prompt_sha256 for example in rendered])
+    assert digests[0] == digests[1]
+
+
+def test_mistral_v11_writes_the_date_unless_given_a_system_prompt(
+    specimens: dict[str, Any], splits: dict[str, list[TestExample]]
+) -> None:
+    # Its default system prompt carries today's date; a system prompt of one's own replaces it.
+    with pytest.raises(ConfigError, match=r"mistral_v11' writes the date into the prompt"):
+        format_examples(splits["native"][:1], specimens["mistral_v11"], prompt_format="native")
+    [example] = format_examples(
+        splits["native"][:1],
+        specimens["mistral_v11"],
+        prompt_format="native",
+        system_prompt="Be brief.",
+    )
+    text = example.prompt_text or ""
+    assert "[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT]" in text
+    assert text.index("[AVAILABLE_TOOLS]") < text.index("[INST]")
+
+
+def test_gpt_oss_shows_instructions_and_typescript_tools_on_a_fixed_day(
+    specimens: dict[str, Any], splits: dict[str, list[TestExample]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No variable pins gpt-oss's date (format_examples refuses it above); on one fixed day the
+    # template shows the system prompt as developer instructions and the tools as TypeScript.
+    _Clock(monkeypatch).set(datetime(2026, 12, 4, 12))
+    example = splits["native"][0]
+    text = specimens["gpt_oss"].apply_chat_template(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": example.query}],
+        tools=tool_schemas(example.tools),
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    assert "Current date: 2026-12-04" in text
+    assert "<|start|>developer<|message|># Instructions\n\nBe brief." in text
+    assert "namespace functions {" in text and text.endswith("<|start|>assistant")
+    assert not TS_PYTHON_TYPE.search(text) and ": string," in text
+    for tool in tool_schemas(example.tools):
+        assert f"type {tool['function']['name']} = (_: {{" in text
+
+
+def test_qwen3_coder_opens_thinking_unless_disabled(
+    specimens: dict[str, Any], splits: dict[str, list[TestExample]]
+) -> None:
+    coder, examples = specimens["qwen3_coder"], splits["native"][:1]
+    [thinking] = format_examples(examples, coder, prompt_format="native")
+    [direct] = format_examples(
+        examples, coder, prompt_format="native", chat_template_kwargs={"enable_thinking": False}
+    )
+    assert (thinking.prompt_text or "").endswith("<|im_start|>assistant\n<think>\n")
+    assert (direct.prompt_text or "").endswith("<think>\n\n</think>\n\n")
+    assert "<function=example_function_name>" in (thinking.prompt_text or "")
+
+
+def test_gemma4_declares_tools_in_its_own_notation_and_thinks_on_request(
+    specimens: dict[str, Any], splits: dict[str, list[TestExample]]
+) -> None:
+    gemma, examples = specimens["gemma4"], splits["native"][:1]
+    [plain] = format_examples(examples, gemma, prompt_format="native")
+    [thinking] = format_examples(
+        examples, gemma, prompt_format="native", chat_template_kwargs={"enable_thinking": True}
+    )
+    text = plain.prompt_text or ""
+    assert text.startswith("<s><|turn>system\n<|tool>declaration:")
+    assert 'type:<|"|>OBJECT<|"|>' in text and text.endswith("<|turn>model\n")
+    assert (thinking.prompt_text or "").startswith("<s><|turn>system\n<|think|>\n<|tool>")
+
+
+#: The specimens written for issue 30's item 4, each of which renders tool calls and results.
+WITH_TOOL_TURNS = ("gemma4", "gpt_oss", "llama33", "mistral_v11", "qwen25", "qwen3_coder")
+
+
+@pytest.mark.parametrize("name", WITH_TOOL_TURNS)
+def test_a_call_and_its_result_render_in_the_family_s_own_syntax(
+    specimens: dict[str, Any], monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # A conversation split will replay earlier turns: the assistant's call and the tool's
+    # answer must reach the prompt in the family's syntax, after the request.
+    _Clock(monkeypatch).set(datetime(2026, 12, 4, 12))
+    tool = {"name": "get_weather", "description": "d", "parameters": {"city": {"type": "str"}}}
+    call = {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "name": "get_weather", "content": "sunny"},
+    ]
+    text = specimens[name].apply_chat_template(
+        messages, tools=tool_schemas([tool]), tokenize=False, add_generation_prompt=True
+    )
+    asked = text.index("Weather in Oslo?")
+    assert asked < text.index("Oslo", asked + len("Weather in Oslo?")) < text.index("sunny")
+    assert text.count("get_weather") >= 2 and "Be brief." in text

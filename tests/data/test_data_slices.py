@@ -10,6 +10,7 @@ from sommelier_mlflow.data import (
     call_count_value,
     check_slice_fields,
     encode_slice_value,
+    slice_field_names,
     slice_sections,
 )
 from sommelier_mlflow.data._slices import MAX_ENCODED_VALUE
@@ -81,6 +82,15 @@ def test_two_slices_sharing_a_section_exit_2() -> None:
 
 def test_call_count_values() -> None:
     assert [call_count_value(n) for n in range(5)] == ["0", "1", "2+", "2+", "2+"]
+
+
+def test_slice_by_means_the_same_fields_in_every_spelling() -> None:
+    """``-P slice_by=a,b``, ``--slice-by a --slice-by b,c`` and the evaluator's list."""
+    assert slice_field_names("topic, tier") == ["topic", "tier"]
+    assert slice_field_names(["topic", "tier,lang ", ""]) == ["topic", "tier", "lang"]
+    assert slice_field_names("") == [] and slice_field_names(()) == []
+    with pytest.raises(ConfigError, match="names"):
+        slice_field_names(["topic", 3])  # type: ignore[list-item]
 
 
 def test_slice_fields() -> None:

@@ -10,7 +10,7 @@ from sommelier_mlflow._json import canonical_json, sha256_text
 from sommelier_mlflow.data import Decoding, GenerationRecord
 from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
 from sommelier_mlflow.evaluation import derive_seed, paired_bootstrap, score_run
-from sommelier_mlflow.evaluation._report import coverage_to_dict, intervals_to_dict
+from sommelier_mlflow.evaluation._serialise import coverage_to_dict, intervals_to_dict
 from sommelier_mlflow.toolcalls import METRIC_NAMES, PARSER_VERSION
 from tests.evaluation.report_docs import doc
 

@@ -65,7 +65,7 @@ def test_main_with_the_demo_gets_its_model_adapter_split_and_drop_summary(
         f"--adapter={tmp_path / 'lora'}",
         "--seed",
         "3",
-        "--backend-option",
+        "--backend-options",
         "dtype=float64",
         "--drop-summary",
         str(tmp_path / "splits" / "drop_summary.json"),
@@ -86,7 +86,7 @@ def test_an_explicit_split_is_kept_and_evaluate_gets_no_drop_summary(
         str(tmp_path / "base"),
         "--adapter",
         "",
-        "--backend-option",
+        "--backend-options",
         "dtype=float64",
     ]
 
@@ -94,9 +94,12 @@ def test_an_explicit_split_is_kept_and_evaluate_gets_no_drop_summary(
 @pytest.mark.parametrize(
     "extra",
     [
+        ["--backend-options", "dtype=float32"],
+        ["--backend-options=max_retries=1, dtype=bfloat16"],
+        # The spelling before issue 31, still accepted for one release.
         ["--backend-option", "dtype=float32"],
         ["--backend-option", "max_retries=1, dtype=bfloat16"],
-        ["--backend", "server", "--backend-option", "base_url=http://h/v1"],
+        ["--backend", "server", "--backend-options", "base_url=http://h/v1"],
     ],
 )
 def test_the_demo_precision_yields_to_an_explicit_one_and_to_other_backends(

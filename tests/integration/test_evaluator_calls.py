@@ -1,4 +1,4 @@
-"""The evaluator with evaluator_config {"scoring": "calls"} and slice_columns."""
+"""The evaluator with evaluator_config {"scoring": "calls"} and slice_by (once slice_columns)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ def _evaluate(store: Store, config: dict[str, Any]) -> tuple[Any, str]:
 
 
 def test_calls_scoring_through_mlflow_evaluate(store: Store) -> None:
-    result, run_id = _evaluate(store, {"scoring": "calls", "slice_columns": ["topic"]})
+    # slice_by as the MLproject spells it: one comma-separated string.
+    result, run_id = _evaluate(store, {"scoring": "calls", "slice_by": "topic"})
     metrics = result.metrics
     for name in CALLS_METRIC_NAMES:
         assert f"overall/{name}" in metrics
@@ -72,10 +73,19 @@ def test_calls_scoring_through_mlflow_evaluate(store: Store) -> None:
 def test_bad_calls_configuration_is_refused(store: Store) -> None:
     with pytest.raises(MlflowException, match="scoring must be one of"):
         _evaluate(store, {"scoring": "multi"})
-    with pytest.raises(MlflowException, match="slice_columns names 'missing'"):
-        _evaluate(store, {"scoring": "calls", "slice_columns": ["missing"]})
+    with pytest.raises(MlflowException, match="slice_by names 'missing'"):
+        _evaluate(store, {"scoring": "calls", "slice_by": ["missing"]})
+    both = {"scoring": "calls", "slice_by": ["topic"], "slice_columns": ["topic"]}
+    with pytest.raises(MlflowException, match="slice_columns is the old name of slice_by"):
+        _evaluate(store, both)
     with pytest.raises(MlflowException, match="list must hold exactly one call"):
         _evaluate(store, {})  # single scoring refuses multi-call gold
+
+
+def test_the_old_config_key_slice_columns_still_slices_and_warns(store: Store) -> None:
+    with pytest.warns(DeprecationWarning, match="slice_columns is renamed slice_by"):
+        result, _ = _evaluate(store, {"scoring": "calls", "slice_columns": ["topic"]})
+    assert result.metrics["topic:small.20talk/abstention_accuracy"] == 0.5
 
 
 def test_single_scoring_output_is_unchanged_by_the_calls_options() -> None:
@@ -90,7 +100,7 @@ def test_calls_evaluator_report_reads_back_as_written() -> None:
         DATA["output"].tolist(),
         DATA["gold"].tolist(),
         scoring="calls",
-        slice_columns={"topic": DATA["topic"].tolist()},
+        slice_by={"topic": DATA["topic"].tolist()},
     )
     document = scores.report.to_json()
     assert document["scoring"] == "calls" and document["slice_by"] == ["calls", "topic"]
@@ -99,6 +109,19 @@ def test_calls_evaluator_report_reads_back_as_written() -> None:
     assert again.field_slices["topic:small talk"].metrics == (
         scores.report.field_slices["topic:small talk"].metrics
     )
+
+
+def test_score_predictions_takes_slice_columns_as_the_old_name_of_slice_by() -> None:
+    topics = {"topic": DATA["topic"].tolist()}
+    new = score_predictions(
+        DATA["output"].tolist(), DATA["gold"].tolist(), scoring="calls", slice_by=topics
+    )
+    with pytest.warns(DeprecationWarning, match="slice_columns is renamed slice_by") as caught:
+        old = score_predictions(
+            DATA["output"].tolist(), DATA["gold"].tolist(), scoring="calls", slice_columns=topics
+        )
+    assert caught[0].filename == __file__  # the warning points at the caller's line
+    assert old.metrics == new.metrics and "topic:weather/call_f1" in old.metrics
 
 
 def test_calls_scorers_score_rows_offline() -> None:

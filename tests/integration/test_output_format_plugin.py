@@ -1,7 +1,9 @@
 """An output format registered from this module reaches the CLI, the evaluator and the scorers.
 
 Registering a format is the whole of adding one: no other change, and the
-decoder's version is recorded next to the mode's parser version.
+decoder's version is recorded next to the mode's parser version. The format
+here keeps the deprecated one-argument ``decode(text)`` on purpose: existing
+plugins written that way must keep working for one release.
 """
 
 from __future__ import annotations
@@ -51,10 +53,17 @@ def _decode(text: str) -> CallsParseResult:
 
 @pytest.fixture
 def callline() -> Iterator[str]:
-    register_output_format(
-        OutputFormat(
-            NAME, "One 'CALL <json>' line per call.", decode=_decode, version="callline.v1"
+    # The one-argument decode(text) of the first plugins: still accepted for one
+    # release, with a DeprecationWarning, and wrapped to the decode(text, tools) seam.
+    with pytest.warns(DeprecationWarning, match=r"'callline': decode\(text\) is deprecated"):
+        registered = register_output_format(
+            OutputFormat(
+                NAME, "One 'CALL <json>' line per call.", decode=_decode, version="callline.v1"
+            )
         )
+    assert registered.decode is not None
+    assert registered.decode("CALL " + json.dumps(gold("Paris")), []) == _decode(
+        "CALL " + json.dumps(gold("Paris"))
     )
     yield NAME
     unregister_output_format(NAME)

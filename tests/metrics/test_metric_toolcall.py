@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from sommelier_mlflow.errors import InputError
+from sommelier_mlflow.errors import InputError, MetricConfigError
 from sommelier_mlflow.metrics import CompositeMetric, CountsMetric, MetricSpec, get_metric
 from sommelier_mlflow.metrics.builtin import ToolCallMetric
 from sommelier_mlflow.toolcalls import METRIC_NAMES, compute_metrics, parse_tool_call
@@ -63,3 +63,31 @@ def test_missing_or_broken_reference_is_a_clear_error() -> None:
         metric.score("{}", reference="{nope")
     with pytest.raises(InputError, match="gold call must be"):
         metric.score("{}", reference={"name": "f"})
+
+
+def test_mode_and_format_are_configuration_defaulting_to_single_and_json() -> None:
+    assert get_metric("full_call_exact_match")().config == {
+        "scoring": "single",
+        "output_format": "json",
+    }
+    # A calls-mode metric defaults to its own mode; Hermes outputs are read when configured.
+    metric = get_metric("call_f1").from_config('{"output_format": "hermes"}')
+    assert metric.config == {"scoring": "calls", "output_format": "hermes"}
+    same = get_metric("call_f1").from_config(scoring="calls", output_format="hermes")
+    gold = [{"name": "f", "arguments": {"a": 1}}, {"name": "g", "arguments": {}}]
+    text = "".join(f"<tool_call>\n{json.dumps(call)}\n</tool_call>\n" for call in gold)
+    both = {"value": 1.0, "numerator": 4, "denominator": 4}  # 2 of 2 predicted, 2 of 2 gold
+    assert metric.score(text, reference=gold) == {"call_f1": both}
+    assert same.score(text, reference=gold) == {"call_f1": both}
+    # Read as json (the default), only the first balanced {...} span is a call.
+    first = {"value": 2 / 3, "numerator": 2, "denominator": 3}  # 1 of 1 predicted, 1 of 2 gold
+    assert get_metric("call_f1")().score(text, reference=gold) == {"call_f1": first}
+
+
+def test_a_mode_without_the_metric_or_an_unknown_format_is_refused() -> None:
+    with pytest.raises(MetricConfigError, match="scoring mode 'calls' has no metric"):
+        get_metric("full_call_exact_match").from_config(scoring="calls")
+    with pytest.raises(MetricConfigError, match="unknown output format 'nope'"):
+        get_metric("full_call_exact_match").from_config(output_format="nope")
+    with pytest.raises(MetricConfigError, match="unknown scoring mode 'nope'"):
+        get_metric("call_f1").from_config(scoring="nope")

@@ -15,7 +15,8 @@ from typing import Any, Final
 
 REPO: Final = Path(__file__).resolve().parents[2]
 SPECIMENS: Final = REPO / "tests" / "fixtures" / "chat_templates"
-#: The specimens by name: hermes, llama31, mistral, qwen3.
+#: The specimens by name: gemma4, gpt_oss, hermes, llama31, llama33, mistral, mistral_v11,
+#: qwen25, qwen3, qwen3_coder.
 SPECIMEN_NAMES: Final = tuple(sorted(path.stem for path in SPECIMENS.glob("*.jinja")))
 DEMO_TOKENIZER: Final = REPO / "examples" / "demo" / "model" / "base_model"
 

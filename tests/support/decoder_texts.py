@@ -79,6 +79,21 @@ _FRAGMENTS = [
     "<start_function_call>call:f{",
     "<end_function_call>",
     "<escape>",
+    # kimi_k2, deepseek_v31, phi4_mini_json, llama4_pythonic
+    "<|tool_calls_section_begin|>",
+    "<|tool_call_begin|>",
+    "functions.f:0",
+    "<|tool_call_argument_begin|>",
+    "<|tool_call_end|>",
+    "<|tool_calls_section_end|>",
+    "<\uff5ctool\u2581calls\u2581begin\uff5c>",
+    "<\uff5ctool\u2581call\u2581begin\uff5c>",
+    "<\uff5ctool\u2581sep\uff5c>",
+    "<\uff5ctool\u2581call\u2581end\uff5c>",
+    "<\uff5ctool\u2581calls\u2581end\uff5c>",
+    "functools",
+    "<|python_start|>",
+    "<|python_end|>",
 ]
 
 #: Random texts built from format fragments, JSON values and arbitrary characters.

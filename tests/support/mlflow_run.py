@@ -9,8 +9,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 PROJECT = Path(__file__).resolve().parents[2]
 MLFLOW = str(Path(sys.executable).with_name("mlflow"))
+
+
+def mlproject_entry_points() -> dict[str, dict[str, Any]]:
+    """The MLproject's entry points as declared: name -> ``parameters`` and ``command``."""
+    document = yaml.safe_load((PROJECT / "MLproject").read_text(encoding="utf-8"))
+    return dict(document["entry_points"])
 
 
 def mlflow_run_process(

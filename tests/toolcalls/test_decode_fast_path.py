@@ -24,7 +24,7 @@ from sommelier_mlflow.toolcalls._decode import (
     checked_call,
     parse_piece,
     plain_calls,
-    split_thoughts,
+    without_thoughts,
 )
 from sommelier_mlflow.toolcalls._decode_hermes import decode_hermes
 from sommelier_mlflow.toolcalls._parse import is_tool_call
@@ -170,10 +170,10 @@ def test_integers_beyond_64_bits_stay_exact(number: str) -> None:
 def _hermes_general(text: str) -> tuple[str, Any]:
     """``decode_hermes`` as its docstring specifies it, on the general reader (no fast path)."""
     if "think>" in text:
-        split = split_thoughts(text, "<think>", "</think>")
-        if split is None:
+        answer = without_thoughts(text)
+        if answer is None:
             return "invalid_json", None
-        text = split[0]
+        text = answer
     calls: list[Any] = []
     all_calls = True
     start = text.find("<tool_call>")
@@ -219,3 +219,34 @@ def test_a_plain_output_is_read_without_the_general_checks(monkeypatch: pytest.M
     ]
     text = "\n".join(f"<tool_call>{json.dumps(call)}</tool_call>" for call in calls)
     assert decode_hermes(text).calls == tuple(calls)
+
+
+def _list_general(body: str, read: Any) -> tuple[str, Any]:
+    """A JSON list of calls read as ``xlam`` and ``phi4_mini_json`` specify it, no shortcut."""
+    try:
+        value = loads(body, reject_duplicate_keys=True)
+    except JSONDecodeError:
+        return "invalid_json", None
+    if type(value) is not list:
+        return "invalid_shape", None
+    calls = [read(element) for element in value]
+    if any(call is None for call in calls):
+        return "invalid_shape", None
+    return "ok", canonical_json(calls)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_call_texts(), max_size=3), st.sampled_from([", ", ",\n", ","]))
+def test_the_list_formats_read_as_the_general_path_reads(calls: list[str], joiner: str) -> None:
+    from sommelier_mlflow.toolcalls._decode import llama_call
+    from sommelier_mlflow.toolcalls._decode_phi4_mini import decode_phi4_mini_json
+    from sommelier_mlflow.toolcalls._decode_xlam import decode_xlam
+
+    body = "[" + joiner.join(calls) + "]"
+    for decode, text, read in (
+        (decode_xlam, body, lambda value: value if is_tool_call(value) else None),
+        (decode_phi4_mini_json, "functools" + body, llama_call),
+    ):
+        result = decode(text)
+        got = (result.status, None if result.calls is None else canonical_json(list(result.calls)))
+        assert got == _list_general(body, read)

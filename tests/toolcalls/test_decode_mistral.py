@@ -17,7 +17,7 @@ def segment(call: dict[str, object]) -> str:
 
 def test_the_registered_format_is_this_decoder_at_its_version() -> None:
     registered = output_format("mistral")
-    assert (registered.decode, registered.version) == (decode_mistral, "mistral.v1")
+    assert (registered.decode, registered.version) == (decode_mistral, "mistral.v2")
 
 
 @pytest.mark.parametrize(
@@ -48,8 +48,9 @@ def test_the_registered_format_is_this_decoder_at_its_version() -> None:
         ("[TOOL_CALLS]", "invalid_json", None),
         ("[TOOL_CALLS] " + json.dumps([W]) + " done", "invalid_json", None),
         ("[TOOL_CALLS] " + json.dumps([W])[:-1], "invalid_json", None),
-        ("[TOOL_CALLS]get_weather{}", "invalid_json", None),  # no [ARGS]
         ("[TOOL_CALLS][ARGS]{}", "invalid_json", None),  # no name
+        ("[TOOL_CALLS]{}", "invalid_json", None),  # no name, no [ARGS]
+        ("[TOOL_CALLS]get_weather", "invalid_json", None),  # a name, no value
         ("[TOOL_CALLS]get weather[ARGS]{}", "invalid_json", None),
         ("[TOOL_CALLS]f[ARGS]{} and then", "invalid_json", None),
         ("[TOOL_CALLS]f[ARGS]42", "invalid_json", None),
@@ -61,5 +62,39 @@ def test_the_registered_format_is_this_decoder_at_its_version() -> None:
     ],
 )
 def test_statuses(text: str, status: str, calls: tuple[object, ...] | None) -> None:
+    result = decode_mistral(text)
+    assert (result.status, result.calls) == (status, calls)
+
+
+def stripped(call: dict[str, object]) -> str:
+    """The v11 segment as a server returns it with special tokens skipped: no ``[ARGS]``."""
+    return f"[TOOL_CALLS]{call['name']}{json.dumps(call['arguments'])}"
+
+
+@pytest.mark.parametrize(
+    ("text", "status", "calls"),
+    [
+        # vLLM's reading of v11 outputs with [ARGS] stripped: [TOOL_CALLS]name{...}
+        (stripped(W), "ok", (W,)),
+        (stripped(W) + stripped(T), "ok", (W, T)),
+        ('[TOOL_CALLS]get_weather {"city": "Paris"}', "ok", (W,)),  # whitespace as after [ARGS]
+        (segment(W) + stripped(T), "ok", (W, T)),  # each segment reads on its own
+        (
+            '[TOOL_CALLS]f{"q": "[ARGS]x[TOOL_CALLS]g{}"}',
+            "ok",
+            ({"name": "f", "arguments": {"q": "[ARGS]x[TOOL_CALLS]g{}"}},),
+        ),
+        ("[TOOL_CALLS]get weather{}", "invalid_json", None),  # a name holds no whitespace
+        ("[TOOL_CALLS]f{} and then", "invalid_json", None),
+        ('[TOOL_CALLS]f{"a": 1,}', "invalid_json", None),
+        ("[TOOL_CALLS]f[1]", "invalid_shape", None),
+        # produced elsewhere and not cut at the end-of-sequence token: refused
+        (stripped(W) + "</s>", "invalid_json", None),
+        (segment(W) + "</s>", "invalid_json", None),
+    ],
+)
+def test_the_v11_form_with_args_stripped(
+    text: str, status: str, calls: tuple[object, ...] | None
+) -> None:
     result = decode_mistral(text)
     assert (result.status, result.calls) == (status, calls)

@@ -19,7 +19,7 @@ from sommelier_mlflow.toolcalls._format_hint import FormatHint
 from sommelier_mlflow.toolcalls._format_hint import format_hint as hint_from_statuses
 
 DECODERS = {
-    "json": parse_tool_calls,
+    "json": lambda text, _tools: parse_tool_calls(text),
     "hermes": decode_hermes,
     "llama3_json": decode_llama3_json,
     "pythonic": decode_pythonic,
@@ -33,7 +33,7 @@ PROSE = "I cannot help with that."
 
 
 def format_hint(texts: list[str], chosen: str, decoders: dict[str, Any]) -> FormatHint | None:
-    statuses = [decoders[chosen](text).status for text in texts]
+    statuses = [decoders[chosen](text, ()).status for text in texts]
     return hint_from_statuses(texts, statuses, chosen, decoders)
 
 
@@ -64,12 +64,14 @@ def test_silent_at_a_fifth_or_less_and_when_nothing_else_reads_them() -> None:
 
 
 def test_the_single_call_parser_can_be_the_chosen_decoder() -> None:
-    hint = format_hint([LLAMA] * 3, "json", {**DECODERS, "json": parse_tool_call})
+    hint = format_hint(
+        [LLAMA] * 3, "json", {**DECODERS, "json": lambda text, _tools: parse_tool_call(text)}
+    )
     assert hint == FormatHint("json", "llama3_json", 3, 3)
 
 
 def diagnosis(texts: list[str], chosen: str) -> tuple[FormatHint | None, FormatMismatch | None]:
-    statuses = [DECODERS[chosen](text).status for text in texts]
+    statuses = [DECODERS[chosen](text, ()).status for text in texts]
     return format_diagnosis(texts, statuses, chosen, DECODERS)
 
 

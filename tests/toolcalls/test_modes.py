@@ -23,7 +23,9 @@ W = {"name": "get_weather", "arguments": {"city": "Paris"}}
 
 
 def _fixed(result: CallsParseResult) -> OutputFormat:
-    return OutputFormat("fixed", "always the same", decode=lambda _text: result, version="fixed.v1")
+    return OutputFormat(
+        "fixed", "always the same", decode=lambda _text, _tools: result, version="fixed.v1"
+    )
 
 
 def test_single_and_calls_are_two_registrations() -> None:
@@ -57,9 +59,9 @@ def test_single_mode_accepts_exactly_one_call_from_any_format(
     decoded: CallsParseResult, expected: ParseResult
 ) -> None:
     assert single_call(decoded) == expected
-    assert scoring_mode("single").parse("ignored", _fixed(decoded)) == expected
+    assert scoring_mode("single").parse("ignored", _fixed(decoded), ()) == expected
     # The calls mode takes what the decoder found as it is.
-    assert scoring_mode("calls").parse("ignored", _fixed(decoded)) == decoded
+    assert scoring_mode("calls").parse("ignored", _fixed(decoded), ()) == decoded
 
 
 def test_unknown_names_are_exit_2_listing_the_registered_ones() -> None:
@@ -74,10 +76,18 @@ def test_unknown_names_are_exit_2_listing_the_registered_ones() -> None:
 
 def test_a_decoder_needs_a_version_and_json_has_neither() -> None:
     with pytest.raises(ConfigError, match="needs a version"):
-        OutputFormat("bad", "no version", decode=lambda _text: CallsParseResult("no_json"))
+        OutputFormat("bad", "no version", decode=lambda _text, _tools: CallsParseResult("no_json"))
     with pytest.raises(ConfigError, match="without '\\+'"):
-        OutputFormat("bad", "d", decode=lambda _t: CallsParseResult("no_json"), version="a+b")
+        OutputFormat("bad", "d", decode=lambda _t, _o: CallsParseResult("no_json"), version="a+b")
     assert output_format(JSON_FORMAT).decode is None
+
+
+def test_a_variant_names_another_format() -> None:
+    decode = _fixed(CallsParseResult("no_json")).decode
+    for base in ("", "mine", 3):
+        with pytest.raises(ConfigError, match="variant_of must name another format"):
+            OutputFormat("mine", "d", decode=decode, version="mine.v1", variant_of=base)  # type: ignore[arg-type]
+    assert OutputFormat("mine", "d", decode=decode, version="v", variant_of="json").variant_of
 
 
 def test_each_mode_reads_and_checks_its_gold() -> None:
@@ -87,3 +97,27 @@ def test_each_mode_reads_and_checks_its_gold() -> None:
     assert scoring_mode("calls").gold_calls("[]", "gold") == ()
     assert scoring_mode("single").gold_problem(0) is not None
     assert scoring_mode("calls").gold_problem(0) is None
+
+
+def test_the_built_in_formats_take_the_tools_and_the_one_argument_form_is_wrapped() -> None:
+    for name in output_format_names():
+        decode = output_format(name).decode
+        assert decode is None or not hasattr(decode, "__wrapped__"), name  # no wrapper
+    with pytest.warns(DeprecationWarning, match=r"'old': decode\(text\) is deprecated"):
+        old = OutputFormat("old", "d", decode=lambda text: CallsParseResult("no_json"), version="o")
+    assert old.decode is not None and old.decode("x", [{"name": "f"}]).status == "no_json"
+
+
+class _Decoder:
+    def __call__(self, text: str, tools: object) -> CallsParseResult:
+        return CallsParseResult("ok", ()) if tools else CallsParseResult("no_json")
+
+
+def test_a_two_argument_callable_is_taken_as_it_is() -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fmt = OutputFormat("new", "d", decode=_Decoder(), version="n")
+    assert scoring_mode("calls").parse("x", fmt, [{"name": "f"}]) == CallsParseResult("ok", ())
+    assert scoring_mode("calls").parse("x", fmt, ()) == CallsParseResult("no_json")

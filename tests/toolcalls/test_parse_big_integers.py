@@ -80,6 +80,15 @@ def _in_format(fmt: str, number: str) -> str:
         "harmony": f"<|channel|>commentary to=functions.f <|constrain|>json<|message|>{arguments}",
         "gemma4": f"<|tool_call>call:f{{n:{number}}}<tool_call|>",
         "functiongemma": f"<start_function_call>call:f{{n:{number}}}<end_function_call>",
+        "kimi_k2": "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0"
+        f"<|tool_call_argument_begin|>{arguments}<|tool_call_end|><|tool_calls_section_end|>",
+        "deepseek_v31": "<\uff5ctool\u2581calls\u2581begin\uff5c>"
+        "<\uff5ctool\u2581call\u2581begin\uff5c>f"
+        f"<\uff5ctool\u2581sep\uff5c>{arguments}<\uff5ctool\u2581call\u2581end\uff5c>"
+        "<\uff5ctool\u2581calls\u2581end\uff5c>",
+        "phi4_mini_json": f"functools[{call}]",
+        "llama4_pythonic": f"<|python_start|>[f(n={number})]<|python_end|>",
+        "xlam": f"[{call}]",
     }[fmt]
 
 
@@ -88,28 +97,14 @@ _TOOLS = [{"name": "f", "parameters": {"n": {"type": "int"}}}]
 
 
 def _decode(fmt: str, text: str) -> tuple[str, object]:
-    if fmt == "json":
-        result = parse_tool_calls(text)
-    elif fmt in ("qwen3_xml", "glm45"):
-        result = output_format(fmt).decode(text, _TOOLS)  # type: ignore[call-arg,misc]
-    else:
-        result = output_format(fmt).decode(text)  # type: ignore[misc]
+    decode = output_format(fmt).decode
+    result = parse_tool_calls(text) if decode is None else decode(text, _TOOLS)
     return result.status, result.calls and result.calls[0]["arguments"]["n"]
 
 
-FORMATS = [
-    "json",
-    "hermes",
-    "llama3_json",
-    "mistral",
-    "openai",
-    "pythonic",
-    "qwen3_xml",
-    "glm45",
-    "harmony",
-    "gemma4",
-    "functiongemma",
-]
+FORMATS = ["json", "hermes", "llama3_json", "mistral", "openai", "pythonic"]
+FORMATS += ["kimi_k2", "deepseek_v31", "phi4_mini_json", "llama4_pythonic", "xlam"]
+FORMATS += ["qwen3_xml", "glm45", "harmony", "gemma4", "functiongemma"]
 LONGEST = 10**MAX_INT_DIGITS - 1
 
 

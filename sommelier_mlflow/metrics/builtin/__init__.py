@@ -10,13 +10,14 @@ from sommelier_mlflow.metrics.builtin._counts import (
     count_tokens,
 )
 from sommelier_mlflow.metrics.builtin._json_format import JsonFormatConfig, JsonFormatMetric
-from sommelier_mlflow.metrics.builtin._toolcall import ToolCallMetric
+from sommelier_mlflow.metrics.builtin._toolcall import ToolCallConfig, ToolCallMetric
 
 __all__ = [
     "CountsConfig",
     "CountsMetric",
     "JsonFormatConfig",
     "JsonFormatMetric",
+    "ToolCallConfig",
     "ToolCallMetric",
     "count_characters",
     "count_encodings",

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from sommelier_mlflow.data import tool_schemas
-from sommelier_mlflow.data._schema_types import json_schema_parameters, json_schema_type
+from sommelier_mlflow.toolcalls._schema_types import json_schema_parameters, json_schema_type
 
 
 @pytest.mark.parametrize(

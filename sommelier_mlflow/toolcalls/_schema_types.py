@@ -1,4 +1,4 @@
-"""Parameter types as JSON Schema, for the tools a chat template renders.
+"""Parameter types as JSON Schema, for chat templates and for decoders that type values.
 
 Datasets name parameter types the way their authors' code did: xlam writes
 ``"str"``, ``"int"``, ``"List[str]"`` and ``"str, optional"``; BFCL writes
@@ -9,6 +9,13 @@ template turns a type into Python's spelling with a macro that recurses
 without end on a type name it does not know. So the tools a model is shown
 are converted here, while the row keeps its original tools for scoring.
 
+The same view serves an output format whose parameter values are untyped
+text (``<parameter=days>3</parameter>``): its decoder receives the example's
+tools as the row holds them and asks :func:`parameter_type` what JSON Schema
+type a parameter has, whichever shape (xlam's flat one, or JSON Schema) the
+row used. The module lives in ``toolcalls`` so those decoders can reach it;
+``data`` imports it from here for the templates.
+
 The conversion reads only what a type name says. A name it does not know
 loses its type (any value) rather than being guessed; a JSON Schema type
 stays exactly as it is, so converting a schema twice changes nothing.
@@ -16,10 +23,17 @@ stays exactly as it is, so converting a schema twice changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-__all__ = ["JSON_SCHEMA_TYPES", "json_schema_type", "json_schema_parameters"]
+__all__ = [
+    "JSON_SCHEMA_TYPES",
+    "json_schema_type",
+    "json_schema_parameters",
+    "tool_parameters",
+    "parameter_schema",
+    "parameter_type",
+]
 
 #: Type names (lower-cased) and their JSON Schema type; ``None``: any value, no ``type``.
 JSON_SCHEMA_TYPES: Final[Mapping[str, str | None]] = {
@@ -175,3 +189,76 @@ def json_schema_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
         if not optional and "default" not in spec:
             required.append(name)
     return {"type": "object", "properties": properties, "required": required}
+
+
+def _function_of(tool: object) -> Mapping[str, Any] | None:
+    """The ``{"name", "parameters"}`` part of a tool: a row's own, or OpenAI's ``function``."""
+    if not isinstance(tool, Mapping):
+        return None
+    function = tool.get("function")
+    if "name" not in tool and isinstance(function, Mapping):
+        return function
+    return tool
+
+
+def tool_parameters(tools: Sequence[Mapping[str, Any]], name: str) -> dict[str, Any] | None:
+    """The parameters of the offered tool ``name`` as one JSON Schema object, or ``None``.
+
+    Args:
+        tools: The example's tools as a decoder receives them (the row's own
+            shape: xlam's flat parameters, JSON Schema, or OpenAI's
+            ``{"type": "function", "function": ...}``).
+        name: The tool the output calls.
+
+    Returns:
+        ``{"type": "object", "properties": ..., "required": [...]}`` with JSON
+        Schema types (see :func:`json_schema_parameters`); ``None`` when no
+        offered tool has that name, so a decoder can tell an unknown tool from
+        a tool without parameters. Malformed tools are skipped, never raised
+        on: a decoder must not raise.
+    """
+    for tool in tools:
+        function = _function_of(tool)
+        if function is None or function.get("name") != name:
+            continue
+        parameters = function.get("parameters", {})
+        return json_schema_parameters(parameters if isinstance(parameters, Mapping) else {})
+    return None
+
+
+def parameter_schema(
+    tools: Sequence[Mapping[str, Any]], tool: str, parameter: str
+) -> dict[str, Any] | None:
+    """The JSON Schema of one parameter of one offered tool, or ``None`` if not offered."""
+    parameters = tool_parameters(tools, tool)
+    if parameters is None:
+        return None
+    properties = parameters.get("properties")
+    found = properties.get(parameter) if isinstance(properties, Mapping) else None
+    return dict(found) if isinstance(found, Mapping) else None
+
+
+def parameter_type(
+    tools: Sequence[Mapping[str, Any]], tool: str, parameter: str
+) -> str | tuple[str, ...] | None:
+    """The JSON Schema type of one parameter: what a decoder of untyped values reads it as.
+
+    Args:
+        tools: The example's tools, as the decoder received them.
+        tool: The called tool's name.
+        parameter: The argument's name.
+
+    Returns:
+        ``"integer"``, ``"string"``, ``"number"``, ``"boolean"``, ``"array"``
+        or ``"object"`` (xlam's ``"int"`` reads as ``"integer"``); a tuple of
+        them for a union (``Union[int, str]``); ``None`` when the tool or the
+        parameter is not offered or its type says any value, where the decoder
+        must not guess.
+    """
+    schema = parameter_schema(tools, tool, parameter)
+    declared = None if schema is None else schema.get("type")
+    if isinstance(declared, str):
+        return declared
+    if isinstance(declared, list) and all(isinstance(item, str) for item in declared):
+        return tuple(declared)
+    return None

@@ -1,4 +1,4 @@
-"""Readers for test splits and generations that refuse anything they cannot trust.
+"""The test-split reader, which refuses anything it cannot trust.
 
 A comparison is only as good as the files under it, so nothing here guesses:
 an unknown schema version, a mistyped field, a duplicate id, a malformed
@@ -45,42 +45,22 @@ not use; the listed ones are required.
 from __future__ import annotations
 
 import os
-import re
-import sys
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, Final
 
-from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads
+from sommelier_mlflow._json import JSONDecodeError, loads
 from sommelier_mlflow._json import sha256_text as _sha256_text
-from sommelier_mlflow.data._jsonl import JsonlReader, iter_jsonl_objects, open_data_file
-from sommelier_mlflow.data._provenance import Decoding, check_model_kind
+from sommelier_mlflow.data._jsonl import JsonlReader
+from sommelier_mlflow.data._row_checks import _HEX64, _kind, _Line, _schema_of
 from sommelier_mlflow.data._schemas import (
     DEFAULT_PROMPT_FORMAT,
-    GENERATION_FIELDS,
-    GENERATION_SCHEMA,
     TEST_EXAMPLE_SCHEMA,
-    GenerationRecord,
     TestExample,
     TestSplit,
-    validate_language,
 )
 from sommelier_mlflow.data._tools import gold_call_problem, tools_problem
-from sommelier_mlflow.errors import (
-    ConfigError,
-    DataError,
-    DependencyError,
-    InputError,
-    InvariantViolationError,
-)
-from sommelier_mlflow.toolcalls import (
-    PARSE_STATUSES,
-    ParseStatus,
-    is_tool_call,
-    parse_tool_call,
-    scoring_mode,
-)
+from sommelier_mlflow.errors import DataError, InputError
+from sommelier_mlflow.toolcalls import scoring_mode
 
 __all__ = [
     "PREPARED_EXAMPLE_V2_SCHEMA",
@@ -88,11 +68,6 @@ __all__ = [
     "TEST_SPLIT_SCHEMAS",
     "read_test_split",
     "check_scoring_mode",
-    "read_generations",
-    "GenerationPrefix",
-    "read_generation_prefix",
-    "PrecomputedGeneration",
-    "read_precomputed",
 ]
 
 PREPARED_EXAMPLE_V2_SCHEMA: Final = "sommelier.prepared_example.v2"
@@ -148,96 +123,6 @@ _SPLIT_NAMES: Final = frozenset({"train", "validation", "test"})
 # compact JSON of the tools; a JSON string cannot contain a raw newline, so
 # the last occurrence is always the real separator.
 _FORMATTED_TOOLS_MARKER: Final = "\nAvailable tools:\n"
-_PRECOMPUTED_REQUIRED: Final = frozenset({"example_id", "raw_text"})
-_PRECOMPUTED_OPTIONAL: Final = frozenset({"language", "prompt_sha256"})
-_HEX64: Final = re.compile(r"[0-9a-f]{64}")
-
-
-class _Line:
-    """Where a row came from, so every check can build a precise error."""
-
-    __slots__ = ("line", "path", "row")
-
-    def __init__(self, path: str, line: int, row: dict[str, Any]) -> None:
-        self.path = path
-        self.line = line
-        self.row = row
-
-    @property
-    def where(self) -> str:
-        """The row's place in its source, as messages about another row cite it."""
-        return f"line {self.line}"
-
-    def error(self, message: str) -> DataError:
-        return DataError(message, path=self.path, line=self.line)
-
-    def invariant(self, message: str) -> InvariantViolationError:
-        return InvariantViolationError(f"{self.path}:{self.line}: {message}")
-
-    def require(self, key: str) -> Any:
-        if key not in self.row:
-            raise self.error(f"missing field {key!r}")
-        return self.row[key]
-
-    def string(self, key: str, *, non_empty: bool = True) -> str:
-        value = self.require(key)
-        if not isinstance(value, str):
-            raise self.error(f"field {key!r} must be a string, got {_kind(value)}")
-        if non_empty and not value.strip():
-            raise self.error(f"field {key!r} is empty")
-        return value
-
-    def optional_string(self, key: str) -> str | None:
-        value = self.row.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, str) or not value:
-            raise self.error(f"field {key!r} must be a non-empty string or null, got {value!r}")
-        return value
-
-    def language(self, *, default: str | None) -> str:
-        if default is not None and "language" not in self.row:
-            return default
-        value = self.require("language")
-        try:
-            return validate_language(value)
-        except InputError as exc:
-            raise self.error(str(exc)) from exc
-
-    def exact_fields(self, required: frozenset[str], optional: frozenset[str]) -> None:
-        missing = sorted(required - self.row.keys())
-        if missing:
-            raise self.error(f"missing field {missing[0]!r}")
-        unknown = sorted(self.row.keys() - required - optional)
-        if unknown:
-            allowed = ", ".join(sorted(required | optional))
-            raise self.error(f"unknown field {unknown[0]!r}; allowed fields: {allowed}")
-
-
-def _kind(value: object) -> str:
-    """Name a JSON value's type the way a user writing JSON thinks of it."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "an object"
-
-
-def _schema_of(src: _Line, accepted: tuple[str, ...]) -> str:
-    if "schema_version" not in src.row:
-        raise src.error(f"missing schema_version; expected one of {', '.join(accepted)}")
-    version = src.row["schema_version"]
-    if not isinstance(version, str) or version not in accepted:
-        raise src.error(
-            f"unknown schema_version {version!r}; this reader accepts {', '.join(accepted)}"
-        )
-    return version
 
 
 def _checked_tools(src: _Line, tools: object) -> list[Any]:
@@ -569,276 +454,3 @@ def check_scoring_mode(split: TestSplit, scoring: str) -> None:
         problem = mode.gold_problem(len(example.gold_calls))
         if problem is not None:
             raise DataError(f"example {example.example_id!r} {problem}", path=split.path, line=line)
-
-
-def _generation(src: _Line) -> GenerationRecord:
-    _schema_of(src, (GENERATION_SCHEMA,))
-    src.exact_fields(GENERATION_FIELDS, frozenset())
-    try:
-        model_kind = check_model_kind(src.row["model_kind"])
-    except InputError as exc:
-        raise src.error(str(exc)) from None
-    digest = src.row["prompt_sha256"]
-    if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
-        raise src.error("field 'prompt_sha256' must be 64 lowercase hex digits")
-    raw_text = src.string("raw_text", non_empty=False)
-    status = src.row["parse_status"]
-    if status not in PARSE_STATUSES:
-        raise src.error(f"parse_status must be one of {', '.join(PARSE_STATUSES)}, got {status!r}")
-    parsed = src.row["parsed_call"]
-    if status == "ok" and not is_tool_call(parsed):
-        raise src.error("parse_status is 'ok' but parsed_call is not a {name, arguments} call")
-    if status != "ok" and parsed is not None:
-        raise src.error(f"parse_status is {status!r} but parsed_call is not null")
-    try:
-        decoding = Decoding.from_dict(src.row["decoding"]).to_dict()
-    except ConfigError as exc:
-        raise src.error(str(exc)) from exc
-    try:
-        return GenerationRecord(
-            example_id=src.string("example_id"),
-            model_kind=model_kind,
-            language=src.language(default=None),
-            prompt_sha256=digest,
-            raw_text=raw_text,
-            parse_status=status,
-            parsed_call=parsed,
-            decoding=decoding,
-        )
-    except InputError as exc:
-        raise src.error(str(exc)) from exc
-
-
-def read_generations(path: str | os.PathLike[str]) -> list[GenerationRecord]:
-    """Read a ``generations/<slice>.jsonl`` file written by the generation layer.
-
-    Beyond per-row validation, a file must come from one arm run: one
-    ``model_kind`` and one decoding dict throughout.
-
-    Raises:
-        DataError: On a malformed or mistyped row, an unknown schema version, a
-            duplicate ``example_id``, mixed ``model_kind`` or an empty file.
-        InvariantViolationError: If the decoding dict differs between rows
-            (greedy results are only comparable under one decoding).
-    """
-    records: list[GenerationRecord] = []
-    lines: dict[str, int] = {}
-    name = os.fspath(path)
-    for line_no, row in iter_jsonl_objects(name):
-        src = _Line(name, line_no, row)
-        record = _generation(src)
-        first = lines.get(record.example_id)
-        if first is not None:
-            raise src.error(f"duplicate example_id {record.example_id!r} (first at line {first})")
-        if records:
-            if record.model_kind != records[0].model_kind:
-                raise src.error(
-                    f"model_kind {record.model_kind!r} differs from {records[0].model_kind!r} "
-                    "on line 1; one generations file holds one arm"
-                )
-            if canonical_json(record.decoding) != canonical_json(records[0].decoding):
-                raise src.invariant(
-                    f"decoding {canonical_json(record.decoding)} differs from line 1's "
-                    f"{canonical_json(records[0].decoding)}; one run must use one decoding"
-                )
-        lines[record.example_id] = line_no
-        records.append(record)
-    if not records:
-        raise DataError("generations file is empty", path=name)
-    return records
-
-
-@dataclass(frozen=True, slots=True)
-class GenerationPrefix:
-    """The complete records of a generations file an interrupted run left behind.
-
-    Attributes:
-        records: One record per complete line, in file order (line ``i + 1``).
-        lines: Each record's line exactly as stored, newline included, so a
-            resuming writer can check it would write the same bytes.
-        complete_bytes: Length of the complete lines; truncate to it before appending.
-        size: The file's length (larger than ``complete_bytes`` when the last
-            line is torn).
-    """
-
-    records: tuple[GenerationRecord, ...]
-    lines: tuple[bytes, ...]
-    complete_bytes: int
-    size: int
-
-
-def read_generation_prefix(path: str | os.PathLike[str]) -> GenerationPrefix:
-    """Read the complete lines of a generations file that a killed writer may have left torn.
-
-    A last line without its newline is the torn write of a killed process: it
-    is not read (the caller regenerates it). Every complete line must be a
-    valid generation record, checked exactly as :func:`read_generations`
-    checks one, and no example may occur twice. Unlike that reader, an empty
-    file is fine (nothing was finished yet) and agreement with the run
-    (its examples, arm and decoding) is the caller's to check.
-
-    Raises:
-        DataError: An unreadable file, or a complete line that is not JSON, not
-            a generation record, or a repeated ``example_id``.
-    """
-    name = os.fspath(path)
-    with open_data_file(name) as handle:
-        data = handle.read()
-    complete_end = data.rfind(b"\n") + 1
-    # Split on b"\n" only: the writer escapes every other control character.
-    lines = tuple(chunk + b"\n" for chunk in data[:complete_end].split(b"\n")[:-1])
-    records: list[GenerationRecord] = []
-    first_line: dict[str, int] = {}
-    for number, line in enumerate(lines, start=1):
-        try:
-            row = loads(line)
-        except JSONDecodeError as exc:
-            raise DataError(f"not a JSON line ({exc})", path=name, line=number) from exc
-        if not isinstance(row, dict) or set(row) != GENERATION_FIELDS:
-            found = sorted(row) if isinstance(row, dict) else type(row).__name__
-            raise DataError(f"not a generation record (fields {found})", path=name, line=number)
-        src = _Line(name, number, row)
-        record = _generation(src)
-        first = first_line.setdefault(record.example_id, number)
-        if first != number:
-            raise src.error(f"duplicate example_id {record.example_id!r} (first at line {first})")
-        records.append(record)
-    return GenerationPrefix(tuple(records), lines, complete_end, len(data))
-
-
-@dataclass(frozen=True, slots=True)
-class PrecomputedGeneration:
-    """A completion produced elsewhere, re-parsed with this package's parser.
-
-    Attributes:
-        example_id: The test example it answers.
-        raw_text: The completion exactly as supplied.
-        language: The language the file claims, if it gave one; callers join on
-            ``example_id`` and should check it against the test split.
-        parse_status: This package's parse of ``raw_text``.
-        parsed_call: The parsed call when ``parse_status == "ok"``.
-        prompt_sha256: The digest of the prompt the producer answered, if the
-            file gave one; callers check it against the example's prompt.
-    """
-
-    example_id: str
-    raw_text: str
-    language: str | None
-    parse_status: ParseStatus
-    parsed_call: dict[str, Any] | None
-    prompt_sha256: str | None = None
-
-
-def _csv_rows(name: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """CSV rows keyed by the header; line numbers count the header as line 1.
-
-    An empty ``language`` cell means "not given" (CSV has no null); every
-    other cell is kept as the exact string, empty ``raw_text`` included. A
-    UTF-8 byte-order mark (spreadsheets write one) is not part of the first
-    column's name; a column named twice is refused, since either cell could be
-    the one meant; a cell is as long as it needs to be, as in JSONL and Parquet.
-    """
-    import csv
-
-    try:
-        handle = open(name, encoding="utf-8-sig", newline="")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise DataError(f"cannot read the file: {exc.strerror or exc}", path=name) from exc
-    # The csv module's field limit (128 KiB) is process-wide: raised for this read only.
-    limit = csv.field_size_limit(sys.maxsize)
-    try:
-        with handle:
-            lines = list(enumerate(csv.reader(handle, strict=True), start=1))
-    except (csv.Error, UnicodeDecodeError) as exc:
-        raise DataError(f"not a readable UTF-8 CSV file: {exc}", path=name) from exc
-    finally:
-        csv.field_size_limit(limit)
-    if not lines:
-        return
-    header = lines[0][1]
-    for column in header:
-        if header.count(column) > 1:
-            raise DataError(
-                f"column {column!r} appears twice in the header; keep one", path=name, line=1
-            )
-    for index, cells in lines[1:]:
-        if len(cells) != len(header):
-            raise DataError(f"{len(cells)} cells for {len(header)} columns", path=name, line=index)
-        row: dict[str, Any] = dict(zip(header, cells, strict=True))
-        if row.get("language") == "":
-            del row["language"]
-        yield index, row
-
-
-def _parquet_rows(name: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Parquet rows as dicts; row numbers start at 1, a null ``language`` is "not given"."""
-    try:
-        import pandas as pd
-
-        records = pd.read_parquet(name).to_dict(orient="records")
-    except ImportError as exc:
-        raise DependencyError(
-            f"reading {name} needs pandas with pyarrow: pip install pyarrow"
-        ) from exc
-    except (OSError, ValueError) as exc:  # UnicodeDecodeError too: strings that are not UTF-8
-        raise DataError(f"not a readable Parquet file: {exc}", path=name) from exc
-    for index, record in enumerate(records, start=1):
-        row = {str(key): value for key, value in record.items()}
-        if "language" in row and (row["language"] is None or row["language"] != row["language"]):
-            del row["language"]  # None or NaN: the column exists but this row has no value
-        yield index, row
-
-
-def _precomputed_rows(name: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    suffix = Path(name).suffix.lower()
-    if suffix == ".csv":
-        return _csv_rows(name)
-    if suffix in (".parquet", ".pq"):
-        return _parquet_rows(name)
-    return iter_jsonl_objects(name)
-
-
-def read_precomputed(path: str | os.PathLike[str]) -> list[PrecomputedGeneration]:
-    """Read completions made outside this package: ``{example_id, raw_text}`` rows.
-
-    Optional fields: ``language`` and ``prompt_sha256`` (the digest of the
-    prompt the producer answered), which callers check against the split.
-
-    Any stored parse in such a file is not trusted (different parsers are
-    differently lenient), so only the raw text is accepted and it is parsed
-    here with ``sommelier.parser.v1``. JSONL is the native form; a ``.csv``
-    (header row) or ``.parquet`` file with the same columns is read the same
-    way, because outputs collected by other tools often arrive as tables.
-
-    Raises:
-        DataError: On a malformed row, a missing or unknown field, a duplicate
-            ``example_id`` or an empty file.
-    """
-    name = os.fspath(path)
-    results: list[PrecomputedGeneration] = []
-    lines: dict[str, int] = {}
-    for line_no, row in _precomputed_rows(name):
-        src = _Line(name, line_no, row)
-        src.exact_fields(_PRECOMPUTED_REQUIRED, _PRECOMPUTED_OPTIONAL)
-        example_id = src.string("example_id")
-        raw_text = src.string("raw_text", non_empty=False)
-        language = src.language(default=None) if "language" in row else None
-        prompt_sha256 = src.string("prompt_sha256") if "prompt_sha256" in row else None
-        first = lines.get(example_id)
-        if first is not None:
-            raise src.error(f"duplicate example_id {example_id!r} (first at line {first})")
-        lines[example_id] = line_no
-        parsed = parse_tool_call(raw_text)
-        results.append(
-            PrecomputedGeneration(
-                example_id=example_id,
-                raw_text=raw_text,
-                language=language,
-                parse_status=parsed.status,
-                parsed_call=parsed.call,
-                prompt_sha256=prompt_sha256,
-            )
-        )
-    if not results:
-        raise DataError("generations file is empty", path=name)
-    return results

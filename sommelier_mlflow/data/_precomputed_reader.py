@@ -1,0 +1,166 @@
+"""The reader of completions made outside this package, which re-parses every one.
+
+Outputs collected by other tools arrive as JSONL, CSV or Parquet tables of
+``{example_id, raw_text}`` rows. Any parse stored beside them is not trusted
+(parsers differ in leniency), so only the raw text is read and this
+package's parser reads it; the rows are checked like every other input
+(unknown fields, duplicate ids and empty files are refused, naming file and
+line).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from sommelier_mlflow.data._jsonl import iter_jsonl_objects
+from sommelier_mlflow.data._row_checks import _Line
+from sommelier_mlflow.errors import DataError, DependencyError
+from sommelier_mlflow.toolcalls import ParseStatus, parse_tool_call
+
+__all__ = ["PrecomputedGeneration", "read_precomputed"]
+
+_PRECOMPUTED_REQUIRED: Final = frozenset({"example_id", "raw_text"})
+_PRECOMPUTED_OPTIONAL: Final = frozenset({"language", "prompt_sha256"})
+
+
+@dataclass(frozen=True, slots=True)
+class PrecomputedGeneration:
+    """A completion produced elsewhere, re-parsed with this package's parser.
+
+    Attributes:
+        example_id: The test example it answers.
+        raw_text: The completion exactly as supplied.
+        language: The language the file claims, if it gave one; callers join on
+            ``example_id`` and should check it against the test split.
+        parse_status: This package's parse of ``raw_text``.
+        parsed_call: The parsed call when ``parse_status == "ok"``.
+        prompt_sha256: The digest of the prompt the producer answered, if the
+            file gave one; callers check it against the example's prompt.
+    """
+
+    example_id: str
+    raw_text: str
+    language: str | None
+    parse_status: ParseStatus
+    parsed_call: dict[str, Any] | None
+    prompt_sha256: str | None = None
+
+
+def _csv_rows(name: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """CSV rows keyed by the header; line numbers count the header as line 1.
+
+    An empty ``language`` cell means "not given" (CSV has no null); every
+    other cell is kept as the exact string, empty ``raw_text`` included. A
+    UTF-8 byte-order mark (spreadsheets write one) is not part of the first
+    column's name; a column named twice is refused, since either cell could be
+    the one meant; a cell is as long as it needs to be, as in JSONL and Parquet.
+    """
+    import csv
+
+    try:
+        handle = open(name, encoding="utf-8-sig", newline="")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise DataError(f"cannot read the file: {exc.strerror or exc}", path=name) from exc
+    # The csv module's field limit (128 KiB) is process-wide: raised for this read only.
+    limit = csv.field_size_limit(sys.maxsize)
+    try:
+        with handle:
+            lines = list(enumerate(csv.reader(handle, strict=True), start=1))
+    except (csv.Error, UnicodeDecodeError) as exc:
+        raise DataError(f"not a readable UTF-8 CSV file: {exc}", path=name) from exc
+    finally:
+        csv.field_size_limit(limit)
+    if not lines:
+        return
+    header = lines[0][1]
+    for column in header:
+        if header.count(column) > 1:
+            raise DataError(
+                f"column {column!r} appears twice in the header; keep one", path=name, line=1
+            )
+    for index, cells in lines[1:]:
+        if len(cells) != len(header):
+            raise DataError(f"{len(cells)} cells for {len(header)} columns", path=name, line=index)
+        row: dict[str, Any] = dict(zip(header, cells, strict=True))
+        if row.get("language") == "":
+            del row["language"]
+        yield index, row
+
+
+def _parquet_rows(name: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Parquet rows as dicts; row numbers start at 1, a null ``language`` is "not given"."""
+    try:
+        import pandas as pd
+
+        records = pd.read_parquet(name).to_dict(orient="records")
+    except ImportError as exc:
+        raise DependencyError(
+            f"reading {name} needs pandas with pyarrow: pip install pyarrow"
+        ) from exc
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError too: strings that are not UTF-8
+        raise DataError(f"not a readable Parquet file: {exc}", path=name) from exc
+    for index, record in enumerate(records, start=1):
+        row = {str(key): value for key, value in record.items()}
+        if "language" in row and (row["language"] is None or row["language"] != row["language"]):
+            del row["language"]  # None or NaN: the column exists but this row has no value
+        yield index, row
+
+
+def _precomputed_rows(name: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    suffix = Path(name).suffix.lower()
+    if suffix == ".csv":
+        return _csv_rows(name)
+    if suffix in (".parquet", ".pq"):
+        return _parquet_rows(name)
+    return iter_jsonl_objects(name)
+
+
+def read_precomputed(path: str | os.PathLike[str]) -> list[PrecomputedGeneration]:
+    """Read completions made outside this package: ``{example_id, raw_text}`` rows.
+
+    Optional fields: ``language`` and ``prompt_sha256`` (the digest of the
+    prompt the producer answered), which callers check against the split.
+
+    Any stored parse in such a file is not trusted (different parsers are
+    differently lenient), so only the raw text is accepted and it is parsed
+    here with ``sommelier.parser.v1``. JSONL is the native form; a ``.csv``
+    (header row) or ``.parquet`` file with the same columns is read the same
+    way, because outputs collected by other tools often arrive as tables.
+
+    Raises:
+        DataError: On a malformed row, a missing or unknown field, a duplicate
+            ``example_id`` or an empty file.
+    """
+    name = os.fspath(path)
+    results: list[PrecomputedGeneration] = []
+    lines: dict[str, int] = {}
+    for line_no, row in _precomputed_rows(name):
+        src = _Line(name, line_no, row)
+        src.exact_fields(_PRECOMPUTED_REQUIRED, _PRECOMPUTED_OPTIONAL)
+        example_id = src.string("example_id")
+        raw_text = src.string("raw_text", non_empty=False)
+        language = src.language(default=None) if "language" in row else None
+        prompt_sha256 = src.string("prompt_sha256") if "prompt_sha256" in row else None
+        first = lines.get(example_id)
+        if first is not None:
+            raise src.error(f"duplicate example_id {example_id!r} (first at line {first})")
+        lines[example_id] = line_no
+        parsed = parse_tool_call(raw_text)
+        results.append(
+            PrecomputedGeneration(
+                example_id=example_id,
+                raw_text=raw_text,
+                language=language,
+                parse_status=parsed.status,
+                parsed_call=parsed.call,
+                prompt_sha256=prompt_sha256,
+            )
+        )
+    if not results:
+        raise DataError("generations file is empty", path=name)
+    return results

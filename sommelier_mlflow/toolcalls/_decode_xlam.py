@@ -1,0 +1,87 @@
+"""The ``xlam`` output format (Salesforce xLAM-2), decoder ``xlam.v1``.
+
+xLAM models answer a call with a JSON list of calls and nothing else::
+
+    [{"name": "get_weather", "arguments": {"city": "Paris"}}]
+
+What the decoder accepts, exactly:
+
+1. Thoughts are removed first, as in ``hermes`` (a call written while
+   thinking is not the answer); a ``<think>`` that never closes refuses the
+   output (``invalid_json``).
+2. After trimming JSON whitespace, text without any ``{`` or ``[`` is zero
+   calls (``no_json``): the model answered in prose.
+3. Any other text must be, as a whole, one strict JSON array (``invalid_json``
+   if not: prose around it, a code fence, a cut-off array); ``[]`` is ``ok``
+   with zero calls.
+4. Every element is exactly ``{"name": <non-empty str>, "arguments": <object>}``;
+   anything else, a single call object not in a list included, is
+   ``invalid_shape``.
+"""
+
+from __future__ import annotations
+
+from sommelier_mlflow._json import JSONDecodeError
+from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult, ok_calls
+from sommelier_mlflow.toolcalls._decode import (
+    INVALID_JSON,
+    INVALID_SHAPE,
+    JSON_WHITESPACE,
+    NO_JSON,
+    parse_piece,
+    plain_calls,
+    strict_json,
+    without_thoughts,
+)
+from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
+from sommelier_mlflow.toolcalls._parse import NOT_JSON, is_tool_call
+
+__all__ = ["decode_xlam"]
+
+
+def decode_xlam(text: str, tools: Tools = ()) -> CallsParseResult:
+    """Decode one completion in the ``xlam`` format (see the module docstring).
+
+    Args:
+        text: The raw completion.
+        tools: The example's tools; unused, the arguments are JSON already.
+
+    Returns:
+        The calls in list order, or the status that refuses the output.
+        Never raises for any ``str``.
+    """
+    del tools
+    if "think>" in text:
+        answer = without_thoughts(text)
+        if answer is None:
+            return INVALID_JSON
+        text = answer
+    body = text.strip(JSON_WHITESPACE)
+    if "[" not in body and "{" not in body:
+        return NO_JSON
+    try:
+        value = parse_piece(body)
+    except JSONDecodeError:
+        return INVALID_JSON
+    if type(value) is list and plain_calls(body, value):  # the common case, at once
+        return ok_calls(tuple(value))
+    value = strict_json(body)
+    if value is NOT_JSON:
+        return INVALID_JSON
+    if type(value) is not list:
+        return INVALID_SHAPE
+    if not all(is_tool_call(element) for element in value):
+        return INVALID_SHAPE
+    return ok_calls(tuple(value))
+
+
+register_output_format(
+    OutputFormat(
+        "xlam",
+        'xLAM: the whole answer is one JSON list of {"name", "arguments"} calls; '
+        "thoughts in <think> removed first.",
+        decode=decode_xlam,
+        version="xlam.v1",
+        special_tokens=False,
+    )
+)
