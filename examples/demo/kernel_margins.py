@@ -146,7 +146,9 @@ def _generate_with_logits(
     def keep(_module: Any, _inputs: Any, output: Any) -> None:
         steps.append(output[:, -1, :].detach().double().numpy().copy())
 
-    model: Any = generator._model  # the runner drives it; the hook only watches
+    # The runner drives the model; the hook only watches its output layer (the
+    # base model's, which the adapter arm's peft wrapper shares).
+    model: Any = generator._lease.engine.model
     hook = model.get_output_embeddings().register_forward_hook(keep)
     rows: list[Any] = []
     try:
@@ -169,6 +171,7 @@ def _generate_with_logits(
         )
     finally:
         hook.remove()
+        generator.close()
     digest = hashlib.sha256()
     for language in sorted(paths):
         digest.update(paths[language].read_bytes())

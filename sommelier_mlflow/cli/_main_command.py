@@ -134,11 +134,11 @@ def _arm_worker(
 
     Any failure just ends the worker: the arm is then generated (or resumed)
     again in the main process, which reports the error exactly as without
-    ``--parallel-arms``.
+    ``--parallel-arms``. The arm's backend is closed either way.
     """
     _exit_with_parent(parent_alive)
     try:
-        generate_arm(split, declared, plan, out_dir, scoring)
+        generate_arm(split, declared, plan, out_dir, scoring).close()
     except Exception:  # the main process reports it when it generates the arm again
         sys.exit(1)
 
@@ -154,7 +154,8 @@ def _generate_side_by_side(
     Only generations are written here; both arms are then scored (and logged)
     one after the other as usual, finding their generations on disk. A worker
     that failed leaves its arm to be generated again then. Returns the adapter
-    arm as loaded here, so that scoring it does not load its model again.
+    arm as loaded here, so that scoring it does not load its model again; the
+    caller closes it (here, only if something fails after it was generated).
     """
     import multiprocessing
 
@@ -174,13 +175,17 @@ def _generate_side_by_side(
         worker.start()
         parent_alive.close()
         try:
-            return generate_arm(split, *arms["adapter"], out / "adapter", scoring)
+            adapter = generate_arm(split, *arms["adapter"], out / "adapter", scoring)
         except BaseException:
             # The error is what matters now; what the worker appended so far is resumed by a rerun.
             worker.terminate()
-            raise
-        finally:
             worker.join()
+            raise
+        with contextlib.ExitStack() as on_error:
+            on_error.callback(adapter.close)
+            worker.join()
+            on_error.pop_all()  # joined: the caller owns the arm now
+        return adapter
     finally:
         alive.close()
 
@@ -263,6 +268,7 @@ def _log_parent(parent_id: str, report: ComparisonReport, drop_summary: Path | N
 def run_main(args: argparse.Namespace) -> int:
     """Evaluate base and adapter on the same split, compare, and (under MLflow) log all."""
     from sommelier_mlflow.cli._registry import resolve_registry_options
+    from sommelier_mlflow.generation import keep_engines
 
     claims = read_claims_option(args.claims)
     # With --require-registered, refuse before hours of generation, not after.
@@ -281,11 +287,14 @@ def run_main(args: argparse.Namespace) -> int:
     side_by_side = _side_by_side(args.parallel_arms, plans["base"], model)
     if side_by_side:
         plans = {kind: plan.sharing_cores() for kind, plan in plans.items()}
-    with parent as parent_id:
+    # Both arms run on one engine where their backend shares one (the hf backend's base
+    # model is loaded once); every backend and engine is closed at the end, on error too.
+    with parent as parent_id, keep_engines(), contextlib.ExitStack() as opened:
         loaded: dict[str, LoadedArm] = {}
         if side_by_side:
             pairs = {kind: (declared[kind], plans[kind]) for kind in ARMS}
-            loaded["adapter"] = _generate_side_by_side(split, pairs, out, scoring)
+            adapter_arm = _generate_side_by_side(split, pairs, out, scoring)
+            loaded["adapter"] = opened.enter_context(adapter_arm)
         arms: dict[str, ArmOutput] = {}
         child_ids: dict[str, str] = {}
         for kind in ARMS:

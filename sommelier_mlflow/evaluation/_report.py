@@ -229,6 +229,9 @@ class EvaluationReport:
             format found its call syntax in under a fifth of the outputs while
             another format reads calls in more of them (written only when
             set; the reader recounts ``syntax_found`` from the rows' statuses).
+        calls_in_reasoning: Outputs that made no call in their answer but wrote
+            the format's call syntax while reasoning (written only when some
+            did; the reader refuses more than the rows scored ``no_json``).
     """
 
     identity: ArmIdentity
@@ -249,6 +252,7 @@ class EvaluationReport:
     field_slices: Mapping[str, SliceResult] = field(default_factory=lambda: MappingProxyType({}))
     format_hint: str | None = None
     format_mismatch: FormatMismatch | None = None
+    calls_in_reasoning: int = 0
 
     @cached_property
     def field_slice_rows(self) -> dict[str, NDArray[np.intp]]:
@@ -324,6 +328,7 @@ class EvaluationReport:
                 run.scored.format_hint.message if run.scored.format_hint is not None else None
             ),
             format_mismatch=run.scored.format_mismatch,
+            calls_in_reasoning=run.scored.calls_in_reasoning,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -381,6 +386,7 @@ class EvaluationReport:
                 if self.format_mismatch is not None
                 else {}
             ),
+            **({"calls_in_reasoning": self.calls_in_reasoning} if self.calls_in_reasoning else {}),
         }
 
     # The three parts below are written only when scoring is not ``single`` or
@@ -583,7 +589,7 @@ def _read(document: object, source: str) -> EvaluationReport:
         )
     identity_entry, identity = _read_identity(check, top)
     slice_by = identity.slice_by
-    optional_top = {"format_hint", "format_mismatch"} & set(top)
+    optional_top = {"format_hint", "format_mismatch", "calls_in_reasoning"} & set(top)
     check.mapping(
         top, "report", _TOP_KEYS | ({"field_slices"} if slice_by else set()) | optional_top
     )
@@ -604,6 +610,7 @@ def _read(document: object, source: str) -> EvaluationReport:
     if check.count(top["examples"], "examples") != len(ids):
         check.broken("examples", f"is {top['examples']} but per_example holds {len(ids)} rows")
     mismatch = _format_mismatch(check, top, statuses)
+    in_reasoning = _calls_in_reasoning(check, top, statuses)
     metrics = check.metrics(top["metrics"], "metrics", names)
     check.same_metrics(metrics, metrics_from_components(numerators, denominators, names), "metrics")
 
@@ -651,7 +658,25 @@ def _read(document: object, source: str) -> EvaluationReport:
         document_sha256=sha256_text(canonical_json(top)),
         format_hint=format_hint,
         format_mismatch=mismatch,
+        calls_in_reasoning=in_reasoning,
     )
+
+
+def _calls_in_reasoning(
+    check: ReportChecker, top: dict[str, Any], statuses: Sequence[ParseStatus]
+) -> int:
+    """The optional ``calls_in_reasoning`` count: at most the rows scored ``no_json``."""
+    if "calls_in_reasoning" not in top:
+        return 0
+    count = check.count(top["calls_in_reasoning"], "calls_in_reasoning")
+    no_call = sum(1 for status in statuses if status == "no_json")
+    if not 0 < count <= no_call:
+        check.broken(
+            "calls_in_reasoning",
+            f"is {count} but {no_call} rows were scored no_json (it counts some of those, "
+            "and is left out when none)",
+        )
+    return count
 
 
 def _format_mismatch(

@@ -325,6 +325,9 @@ class ScoredExamples:
         format_mismatch: Set when ``output_format`` found its call syntax in
             under a fifth of the outputs while another format reads calls in
             more of them: the scores then measure the format, not the model.
+        calls_in_reasoning: Outputs that made no call in their answer but wrote
+            the format's call syntax while reasoning (``<think>``, harmony's
+            ``analysis`` channel); they score as making no call.
     """
 
     metrics_scored: tuple[ScoringMetric[Any], ...]
@@ -340,6 +343,7 @@ class ScoredExamples:
     output_format: str = JSON_FORMAT
     format_hint: FormatHint | None = None
     format_mismatch: FormatMismatch | None = None
+    calls_in_reasoning: int = 0
 
     @property
     def metric_names(self) -> tuple[str, ...]:

@@ -52,6 +52,7 @@ from sommelier_mlflow.toolcalls import (
     ScoringMetric,
     ScoringMode,
     Tools,
+    calls_in_reasoning,
     format_diagnosis,
     output_format_hint_order,
     score_components,
@@ -323,6 +324,16 @@ def score_completions(
     ) as bar:
         parses, comparisons = _parse_and_compare(rows, mode, fmt, bar)
     hint, mismatch = _format_diagnosis(rows, parses, mode, fmt)
+    in_reasoning = (
+        0
+        if fmt.decode is None
+        else calls_in_reasoning(
+            [completion.raw_text for completion in rows],
+            [parsed.status for parsed in parses],
+            fmt.decode,
+            [completion.tools for completion in rows],
+        )
+    )
     numerators, denominators = _component_arrays(comparisons, chosen)
     values = [_slice_values(completion, fields, mode) for completion in rows]
     results = tuple(
@@ -362,6 +373,7 @@ def score_completions(
         output_format=fmt.name,
         format_hint=hint,
         format_mismatch=mismatch,
+        calls_in_reasoning=in_reasoning,
     )
 
 

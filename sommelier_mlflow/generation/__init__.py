@@ -1,7 +1,9 @@
 """Greedy generation: named backends behind one protocol, and a resumable runner.
 
 Importing this package is cheap: torch, transformers and peft are imported
-only when the ``hf`` backend is built. Importing it also registers the
+only when the ``hf`` backend is built. A backend is closed by whoever built it
+(:func:`close_backend`); backends loading the same model share one engine
+(:func:`shared_engine`). Importing it also registers the
 built-in backends (``hf``, ``replay``, ``server``), so :func:`create_backend` knows them
 whichever module a caller reaches first.
 """
@@ -9,6 +11,12 @@ whichever module a caller reaches first.
 from __future__ import annotations
 
 from sommelier_mlflow.generation._context import ContextCheck, check_context
+from sommelier_mlflow.generation._engines import (
+    EngineLease,
+    keep_engines,
+    open_engines,
+    shared_engine,
+)
 from sommelier_mlflow.generation._hf import (
     DTYPES,
     HFGenerator,
@@ -32,6 +40,7 @@ from sommelier_mlflow.generation._protocol import (
     BackendRequest,
     Completion,
     GenerationBackend,
+    SupportsClose,
     SupportsCompletionDetails,
     SupportsContextLength,
     SupportsExampleKeys,
@@ -39,6 +48,7 @@ from sommelier_mlflow.generation._protocol import (
     SupportsPromptLengths,
     SupportsRunRecord,
     TextGenerator,
+    close_backend,
 )
 from sommelier_mlflow.generation._registry import (
     BackendFactory,
@@ -66,6 +76,7 @@ __all__ = [
     "Completion",
     "ContextCheck",
     "DTYPES",
+    "EngineLease",
     "GENERATIONS_DIR",
     "GenerationBackend",
     "HFGenerator",
@@ -79,6 +90,7 @@ __all__ = [
     "ServerGenerator",
     "ServerOptions",
     "ServerTransport",
+    "SupportsClose",
     "SupportsCompletionDetails",
     "SupportsContextLength",
     "SupportsExampleKeys",
@@ -91,15 +103,19 @@ __all__ = [
     "backend_names",
     "backend_spec",
     "check_context",
+    "close_backend",
     "create_backend",
     "declared_adapter",
     "declared_identity",
     "find_recorded_identity",
     "greedy_completions",
     "greedy_generation_config",
+    "keep_engines",
     "load_tokenizer",
+    "open_engines",
     "physical_cores",
     "read_example_seconds",
     "register_backend",
     "run_generation",
+    "shared_engine",
 ]

@@ -7,19 +7,23 @@ work on machines that only score existing generations.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import re
+import threading
 import typing
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import Field
 
 from sommelier_mlflow._redact import redact
-from sommelier_mlflow.errors import ConfigError, DependencyError
+from sommelier_mlflow.errors import ConfigError, DependencyError, InvariantViolationError
+from sommelier_mlflow.generation._engines import shared_engine
 from sommelier_mlflow.generation._identity import (
     LocalSources,
     adapter_digest,
@@ -146,11 +150,160 @@ def _check_adapter_dir(adapter: str | os.PathLike[str]) -> Path:
     return path.resolve()
 
 
+@dataclass(frozen=True)
+class _EngineKey:
+    """What an ``hf`` engine loads: backends with equal keys share one model and tokenizer.
+
+    Everything that changes the loaded weights or how they compute is in it;
+    the adapter is not (it is chosen per call), nor the Hub token (a secret,
+    and the revision already pins the files).
+    """
+
+    model: str
+    revision: str | None
+    tokenizer: str
+    tokenizer_revision: str | None
+    device: str
+    dtype: str
+    trust_remote_code: bool
+    backend: str = "hf"
+
+
+class _HFEngine:
+    """One loaded base model and its tokenizer, shared by the ``hf`` backends of every arm on it.
+
+    Arms of one base differ only by their adapter, so the adapters are peft's
+    named adapters on one ``PeftModel``, loaded once each. peft wraps the base
+    model in place (it swaps LoRA layers into it), which is what the base arm
+    must never see: once an adapter is loaded, the base arm generates under
+    ``disable_adapter()``, where every LoRA layer returns its base layer's
+    output, the very computation of the unwrapped model, and an adapter arm
+    makes its own adapter the active one first. One lock makes choosing and
+    generating a single step, so two arms in two threads cannot interleave.
+    An adapter that fails to load may leave the base model half-wrapped: the
+    engine is then *damaged*, refuses every further use, and is shared no more.
+    """
+
+    def __init__(
+        self, model: Any, tokenizer: Any, revision: str | None, context: int | None, device: str
+    ) -> None:
+        self.model: Any = model
+        self.tokenizer: Any = tokenizer
+        self.revision = revision
+        self.context_length = context
+        self.device = device
+        self.damaged: str | None = None
+        self._peft: Any = None
+        self._adapters: dict[tuple[str, str], str] = {}
+        self._lock = threading.RLock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {name: value for name, value in vars(self).items() if name != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        self._lock = threading.RLock()
+
+    def _check(self) -> None:
+        if self.damaged is not None:
+            raise InvariantViolationError(
+                f"the shared model was left unusable ({self.damaged}); load the backend again"
+            )
+
+    def attach(self, path: Path, sha256: str, token: str | None) -> str:
+        """The peft name of the adapter at ``path``, loading it onto the model the first time.
+
+        Raises:
+            DependencyError: The adapter does not fit the model (the engine is then damaged).
+        """
+        from peft import PeftModel
+
+        with self._lock:
+            self._check()
+            name = self._adapters.get((str(path), sha256))
+            if name is not None:
+                return name
+            # The first keeps peft's default name, so a lone adapter loads exactly as before.
+            name = f"adapter_{len(self._adapters)}" if self._adapters else "default"
+            # peft raises RuntimeError for weights whose shapes do not fit the base model.
+            errors: tuple[type[Exception], ...] = (*load_errors(), RuntimeError)
+            try:
+                with warnings.catch_warnings():
+                    # peft 0.21 probes transformers' deprecated ``is_gradient_checkpointing``;
+                    # the deprecation is theirs to fix and says nothing about this adapter.
+                    warnings.filterwarnings(
+                        "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
+                    )
+                    if self._peft is None:
+                        self._peft = PeftModel.from_pretrained(
+                            self.model,
+                            str(path),
+                            adapter_name=name,
+                            is_trainable=False,
+                            token=token,
+                        )
+                    else:
+                        self._peft.load_adapter(
+                            str(path), adapter_name=name, is_trainable=False, token=token
+                        )
+            except BaseException as exc:
+                self.damaged = f"the adapter {str(path)!r} failed to load onto it"
+                if not isinstance(exc, errors):
+                    raise
+                raise DependencyError(
+                    f"could not load the adapter {str(path)!r} onto {self.model.name_or_path!r}: "
+                    f"{redact(str(exc), secrets=[token])}; check that the adapter was trained "
+                    "for this base model"
+                ) from exc
+            peft_model = self._peft
+            peft_model.generation_config = greedy_generation_config(
+                peft_model.generation_config, self.tokenizer
+            )
+            peft_model.to(self.device)
+            peft_model.eval()
+            self._adapters[(str(path), sha256)] = name
+            return name
+
+    @contextlib.contextmanager
+    def selected(self, adapter: str | None) -> Iterator[Any]:
+        """The model to generate with, ``adapter`` active (``None``: the base model alone)."""
+        with self._lock:
+            self._check()
+            peft_model = self._peft
+            if peft_model is None:
+                yield self.model
+            elif adapter is None:
+                with peft_model.disable_adapter():
+                    yield peft_model.get_base_model()
+            else:
+                if peft_model.active_adapter != adapter:
+                    peft_model.set_adapter(adapter)
+                yield peft_model
+
+    def close(self) -> None:
+        """Drop the model and tokenizer, returning accelerator memory before the next load."""
+        with self._lock:
+            self.damaged = "it was closed"
+            self.model = self._peft = self.tokenizer = None
+            self._adapters.clear()
+        if self.device.startswith("cuda"):
+            import gc
+
+            import torch
+
+            gc.collect()  # peft's wrappers hold cycles: free them before emptying the cache
+            torch.cuda.empty_cache()
+
+
 class HFGenerator(LocalSources):
     """A Hugging Face causal LM (plus optional LoRA/peft adapter) decoding greedily.
 
     The model is loaded when the generator is built, so a missing model,
-    tokenizer, adapter or package fails before any output is written.
+    tokenizer, adapter or package fails before any output is written. It is
+    loaded once per process for every generator open on the same model,
+    tokenizer, device and dtype (:func:`shared_engine`): ``main``'s base and
+    adapter arms run on one copy, each with its own adapter selected (the
+    base with none, see :class:`_HFEngine`). :meth:`close` lets it go.
 
     Decoding is pure greedy (argmax, one beam): the model's own
     ``generation_config`` sampling defaults (temperature, top-p, repetition
@@ -232,15 +385,36 @@ class HFGenerator(LocalSources):
         if num_threads is not None:
             torch.set_num_threads(num_threads)
         self._device, self._dtype_name = self._choose_device(device, dtype)
-        self._torch_dtype = getattr(torch, self._dtype_name)
         self._trust_remote_code = trust_remote_code
         self._keep_special_tokens = keep_special_tokens
-        # The token is passed down, never kept: nothing reachable from self holds it.
-        self._tokenizer = self._load_tokenizer(hf_token)
-        self._model, resolved_revision = self._load_model(model_local, hf_token)
-        self._revision = resolved_revision
+        key = _EngineKey(
+            self._model_source,
+            self._revision,
+            self._tokenizer_source,
+            self._tokenizer_revision,
+            self._device,
+            self._dtype_name,
+            trust_remote_code,
+        )
+        # The token is passed down, never kept: nothing reachable from self holds it
+        # (the registry keeps the engine, never its factory).
+        self._lease = shared_engine(key, lambda: self._load_engine(model_local, hf_token))
+        engine = self._lease.engine
+        try:
+            self._adapter_name = (
+                None
+                if self._adapter_path is None or self._adapter_sha256 is None
+                else engine.attach(self._adapter_path, self._adapter_sha256, hf_token)
+            )
+        except BaseException:
+            if engine.damaged:
+                self._lease.retire()  # nobody else may load onto a half-wrapped model
+            self._lease.close()
+            raise
+        self._context_length = engine.context_length
+        self._revision = engine.revision
         if tokenizer is None:
-            self._tokenizer_revision = resolved_revision
+            self._tokenizer_revision = engine.revision
 
     def __repr__(self) -> str:
         return (
@@ -289,9 +463,12 @@ class HFGenerator(LocalSources):
         tokenizer.padding_side = "left"
         return tokenizer
 
-    def _load_model(self, model_local: bool, token: str | None) -> tuple[Any, str | None]:
+    def _load_engine(self, model_local: bool, token: str | None) -> _HFEngine:
+        """Tokenizer and base model, once per engine key (see :func:`shared_engine`)."""
+        import torch
         from transformers import AutoModelForCausalLM
 
+        tokenizer = self._load_tokenizer(token)
         model = load_pretrained(
             AutoModelForCausalLM.from_pretrained,
             "model",
@@ -301,44 +478,16 @@ class HFGenerator(LocalSources):
             _offline_hint(),
             "pass an existing model directory or Hub id",
             trust_remote_code=self._trust_remote_code,
-            **{_dtype_keyword(): self._torch_dtype},
+            **{_dtype_keyword(): getattr(torch, self._dtype_name)},
         )
         # A Hub revision such as a tag is recorded as the commit it resolved to.
         commit = getattr(model.config, "_commit_hash", None)
-        self._context_length = model_context_length(model.config, self._tokenizer)
+        context_length = model_context_length(model.config, tokenizer)
         resolved = self._revision if model_local or not isinstance(commit, str) else commit
-        model.generation_config = self._clean_generation_config(model.generation_config)
-        if self._adapter_path is not None:
-            model = self._attach_adapter(model, token)
-            model.generation_config = self._clean_generation_config(model.generation_config)
+        model.generation_config = greedy_generation_config(model.generation_config, tokenizer)
         model.to(self._device)
         model.eval()
-        return model, resolved
-
-    def _attach_adapter(self, model: Any, token: str | None) -> Any:
-        from peft import PeftModel
-
-        # peft raises RuntimeError for weights whose shapes do not fit the base model.
-        errors: tuple[type[Exception], ...] = (*load_errors(), RuntimeError)
-        try:
-            with warnings.catch_warnings():
-                # peft 0.21 probes transformers' deprecated ``is_gradient_checkpointing``;
-                # the deprecation is theirs to fix and says nothing about this adapter.
-                warnings.filterwarnings(
-                    "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
-                )
-                return PeftModel.from_pretrained(
-                    model, str(self._adapter_path), is_trainable=False, token=token
-                )
-        except errors as exc:
-            raise DependencyError(
-                f"could not load the adapter {str(self._adapter_path)!r} onto "
-                f"{self._model_source!r}: {redact(str(exc), secrets=[token])}; check that the "
-                "adapter was trained for this base model"
-            ) from exc
-
-    def _clean_generation_config(self, original: Any) -> Any:
-        return greedy_generation_config(original, self._tokenizer)
+        return _HFEngine(model, tokenizer, resolved, context_length, self._device)
 
     # -- identity ----------------------------------------------------------------
 
@@ -376,7 +525,7 @@ class HFGenerator(LocalSources):
     @property
     def tokenizer(self) -> Any:
         """The loaded tokenizer (left padding, pad token set)."""
-        return self._tokenizer
+        return self._lease.engine.tokenizer
 
     def context_length(self) -> int | None:
         """The model's context, from its config (see :func:`model_context_length`)."""
@@ -388,7 +537,7 @@ class HFGenerator(LocalSources):
         """Token count of each prompt exactly as :meth:`generate` will encode it."""
         if not prompts:
             return []
-        encoded = self._tokenizer(list(prompts), add_special_tokens=False)
+        encoded = self.tokenizer(list(prompts), add_special_tokens=False)
         return [len(ids) for ids in encoded["input_ids"]]
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int) -> list[str]:
@@ -419,14 +568,15 @@ class HFGenerator(LocalSources):
         """
         import torch
 
+        engine = self._lease.engine
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), engine.selected(self._adapter_name) as model:
                 return greedy_completions(
-                    self._model,
-                    self._tokenizer,
+                    model,
+                    engine.tokenizer,
                     prompts,
                     max_new_tokens=max_new_tokens,
-                    generation_config=self._model.generation_config,
+                    generation_config=model.generation_config,
                     device=self._device,
                     keep_special_tokens=self._keep_special_tokens,
                 )
@@ -435,6 +585,23 @@ class HFGenerator(LocalSources):
                 f"out of memory generating a batch of {len(prompts)} prompts on "
                 f"{self._device}; lower the batch size or max_new_tokens"
             ) from exc
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def close(self) -> None:
+        """Let go of the model; the shared engine closes with its last backend.
+
+        Idempotent. The adapter stays loaded in the engine until it closes: a
+        later arm on the same adapter reuses it, and the base arm runs with it
+        disabled.
+        """
+        self._lease.close()
+
+    def __enter__(self) -> HFGenerator:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 def greedy_generation_config(original: Any, tokenizer: Any) -> Any:

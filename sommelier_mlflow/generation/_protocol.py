@@ -10,7 +10,8 @@ into resume safety checks (:class:`SupportsFingerprint`).
 :mod:`sommelier_mlflow.generation._registry`): a text generator that also
 says which model it is (for the comparison gate) and which tokenizer renders
 its prompts (for formatting). :class:`BackendRequest` is the one set of
-inputs every backend factory receives.
+inputs every backend factory receives. :class:`SupportsClose` is the optional
+lifecycle: whoever builds a backend closes it once (:func:`close_backend`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ __all__ = [
     "SupportsExampleKeys",
     "SupportsRunRecord",
     "SupportsContextLength",
+    "SupportsClose",
+    "close_backend",
     "GenerationBackend",
     "BackendRequest",
 ]
@@ -186,6 +189,30 @@ class SupportsContextLength(Protocol):
 
 
 @runtime_checkable
+class SupportsClose(Protocol):
+    """A backend (or engine) holding something that must be let go: a model, a GPU, a client.
+
+    Optional: a backend without ``close()`` is closed by being dropped. Whoever
+    creates a backend closes it exactly once when done, also on error: the
+    command line does for every arm (``evaluate``, ``main`` and its worker,
+    ``score --precomputed``), as does the training callback. After ``close()``
+    the backend may refuse to generate; an engine it shares with other
+    backends (:func:`~sommelier_mlflow.generation.shared_engine`) closes with
+    its last user.
+    """
+
+    def close(self) -> None:
+        """Release what the backend holds; called once, when its user is done."""
+        ...
+
+
+def close_backend(backend: object) -> None:
+    """Call ``backend.close()`` if it has one (a third-party backend may not)."""
+    if isinstance(backend, SupportsClose):
+        backend.close()
+
+
+@runtime_checkable
 class GenerationBackend(TextGenerator, SupportsFingerprint, Protocol):
     """A named generation backend: completions plus everything recorded about them.
 
@@ -205,6 +232,10 @@ class GenerationBackend(TextGenerator, SupportsFingerprint, Protocol):
     * how prompts are rendered: :attr:`tokenizer` is the chat-template
       tokenizer that formats unformatted examples, or ``None`` when the
       backend cannot render (then the split must already carry its prompts).
+
+    Its lifecycle is optional (:class:`SupportsClose`): a backend that holds
+    a model or a connection defines ``close()``, and whoever built it calls
+    :func:`close_backend` once done, on error too.
     """
 
     @property

@@ -27,7 +27,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow._plugins import BACKENDS_GROUP, Registry
 from sommelier_mlflow.errors import ConfigError, InvariantViolationError
-from sommelier_mlflow.generation._protocol import BackendRequest, GenerationBackend
+from sommelier_mlflow.generation._protocol import (
+    BackendRequest,
+    GenerationBackend,
+    close_backend,
+)
 
 __all__ = [
     "BackendOptions",
@@ -241,6 +245,9 @@ def create_backend(name: str, request: BackendRequest) -> GenerationBackend:
     """Build the backend registered as ``name`` for ``request``.
 
     ``request.options`` are checked against the backend's options model first.
+    The caller owns the backend: it calls
+    :func:`~sommelier_mlflow.generation.close_backend` once done, on error
+    too (a backend refused here is closed before the error is raised).
 
     Raises:
         ConfigError: No backend has that name (the message lists them), its
@@ -253,6 +260,16 @@ def create_backend(name: str, request: BackendRequest) -> GenerationBackend:
     """
     spec = backend_spec(name)
     backend = spec.factory(request, spec.parse_options(request.options))
+    try:
+        _check_backend(name, backend)
+    except BaseException:
+        close_backend(backend)  # refused, so nobody else will close it
+        raise
+    return backend
+
+
+def _check_backend(name: str, backend: object) -> None:
+    """Refuse a factory's result that is no backend, or whose fingerprint lacks its identity."""
     if not isinstance(backend, GenerationBackend):
         raise InvariantViolationError(
             f"the factory of backend {name!r} returned {type(backend).__name__}, which does "
@@ -269,4 +286,3 @@ def create_backend(name: str, request: BackendRequest) -> GenerationBackend:
                 f"backend {name!r}: fingerprint()[{key!r}] must equal the backend's own "
                 f"{key}, so that its generations can be re-scored from their manifest"
             )
-    return backend

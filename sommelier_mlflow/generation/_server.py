@@ -260,6 +260,7 @@ class ServerGenerator(LocalSources):
             self._tokenizer_source, self._tokenizer_revision = self._model_source, self._revision
         self._tokenizer = self._load_tokenizer(trust_remote_code)
         self._server_version = transport.server_version()
+        self._closed = False
 
     def __repr__(self) -> str:
         return (
@@ -477,6 +478,10 @@ class ServerGenerator(LocalSources):
                 a missing text); nothing of the batch is returned.
         """
         check_generate_args(prompts, max_new_tokens)
+        if self._closed:
+            raise InvariantViolationError(
+                f"the server backend for {self._shown_url} was closed; build it again to generate"
+            )
         if not prompts:
             return []
         size = math.ceil(len(prompts) / self._concurrency)
@@ -493,6 +498,17 @@ class ServerGenerator(LocalSources):
         busy = time.perf_counter() - started
         self._record(chunks, answers, busy)
         return [text for answer in answers for text in answer.texts]
+
+    def close(self) -> None:
+        """Send nothing more. Idempotent.
+
+        There is no connection to shut: every request opens its own and closes
+        it when answered (or abandoned at its deadline), and the thread pool of
+        a batch ends with the batch. Closing stops a backend that is done from
+        being used by mistake, and keeps this backend's lifecycle the one every
+        backend has.
+        """
+        self._closed = True
 
     def _record(self, chunks: list[list[str]], answers: list[_Answer], busy: float) -> None:
         lines = []

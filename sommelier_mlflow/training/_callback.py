@@ -50,7 +50,7 @@ from sommelier_mlflow.data import (
     read_test_split,
     sample_examples,
 )
-from sommelier_mlflow.errors import ConfigError
+from sommelier_mlflow.errors import ConfigError, InvariantViolationError
 from sommelier_mlflow.evaluation import (
     EVALUATION_REPORT_FILENAME,
     EvaluationReport,
@@ -133,7 +133,13 @@ def _evaluation_mode(model: Any, tokenizer: Any) -> Iterator[None]:
 
 
 class _TrainingModelGenerator:
-    """The model being trained, as a text generator the shared runner can drive."""
+    """The model being trained, as a text generator the shared runner can drive.
+
+    It borrows the trainer's model and tokenizer for one evaluation: closing
+    it (the backend lifecycle) only lets go of them, never frees or alters
+    what the trainer goes on training, and a closed generator refuses to
+    generate, so no later evaluation can run on a model it no longer sees.
+    """
 
     def __init__(
         self, model: Any, tokenizer: Any, fingerprint: dict[str, Any], keep_special_tokens: bool
@@ -144,10 +150,18 @@ class _TrainingModelGenerator:
         self._config = greedy_generation_config(model.generation_config, tokenizer)
         self._fingerprint = fingerprint
 
+    def close(self) -> None:
+        """Forget the borrowed model and tokenizer (the trainer keeps them). Idempotent."""
+        self._model = self._tokenizer = None
+
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int) -> list[str]:
         return [c.text for c in self.generate_details(prompts, max_new_tokens=max_new_tokens)]
 
     def generate_details(self, prompts: Sequence[str], *, max_new_tokens: int) -> list[Completion]:
+        if self._model is None:
+            raise InvariantViolationError(
+                "SommelierCallback generated with an evaluation's model after the evaluation ended"
+            )
         return greedy_completions(
             self._model,
             self._tokenizer,
@@ -442,17 +456,20 @@ class SommelierCallback(TrainerCallback):
         )
         started = time.perf_counter()
         with _evaluation_mode(model, self._tokenizer), adapter_off:
+            # Built in evaluation mode (the pad token it reads may be set only there), and
+            # closed when generation ends, however it ends: the trainer keeps its model.
             generator = _TrainingModelGenerator(
                 model, self._tokenizer, fingerprint, self._keep_special_tokens
             )
-            paths = run_generation(
-                prepared.split.examples,
-                generator,
-                decoding=self._decoding,
-                model_kind=kind,
-                out_dir=out,
-                progress=False,
-            )
+            with contextlib.closing(generator):
+                paths = run_generation(
+                    prepared.split.examples,
+                    generator,
+                    decoding=self._decoding,
+                    model_kind=kind,
+                    out_dir=out,
+                    progress=False,
+                )
         generated = time.perf_counter()
         records = [record for path in paths.values() for record in read_generations(path)]
         scored = self._score(

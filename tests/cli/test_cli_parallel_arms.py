@@ -21,6 +21,7 @@ from sommelier_mlflow.cli._main_command import SIDE_BY_SIDE_MAX_BYTES, _side_by_
 from sommelier_mlflow.cli._options import GenerationPlan
 from sommelier_mlflow.generation import TIMING_NAME
 from tests.cli.cli_helpers import examples, tiny_arms
+from tests.generation.generation_helpers import count_model_loads
 from tests.support.mlflow_run import PROJECT
 
 ARMS = ("base", "adapter")
@@ -78,12 +79,15 @@ def test_arms_generated_side_by_side_are_byte_identical_and_logged_alike(
         return create(name, request)
 
     monkeypatch.setattr(generation, "create_backend", counted)
+    model_loads = count_model_loads(monkeypatch)
     together, in_turn = tmp_path / "together", tmp_path / "in_turn"
     logged = ("--mlflow", "--num-threads")
     assert main(_main(tiny, together, "--parallel-arms", "true", *logged, "2")) == 0
     assert sorted(loads) == ["adapter", "base"]  # the worker's base load is its own
+    assert model_loads == ["model"]  # scoring the base arm here reused the adapter arm's model
     assert main(_main(tiny, in_turn, "--parallel-arms", "false", *logged, "1")) == 0
     assert loads[2:] == ["base", "adapter"]
+    assert model_loads == ["model", "model"]  # one base model for both arms, one after the other
     _assert_same_outputs(together, in_turn)
     for arm in ARMS:
         manifest = json.loads((together / arm / "generation_manifest.json").read_text())
@@ -96,6 +100,36 @@ def test_arms_generated_side_by_side_are_byte_identical_and_logged_alike(
         assert run.info.status == "FINISHED"
         assert run.data.params["num_threads.resolved"] == "1"
         assert run.data.metrics["generation/prompts"] == len(examples())
+
+
+def test_main_loads_the_base_model_once_and_generates_what_each_arm_alone_does(
+    tiny: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both arms of ``main`` run on one copy of the base model (before: one load per arm).
+
+    The reference is each arm alone, ``evaluate`` loading a model of its own and
+    closing it: the generations, manifests and reports are the same bytes, so
+    the adapter loaded into the shared model never reached the base arm.
+    """
+    from sommelier_mlflow.generation import open_engines
+
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    model_loads = count_model_loads(monkeypatch)
+    already_open = set(open_engines())  # other tests' generators in this process
+    shared = tmp_path / "shared"
+    assert main(_main(tiny, shared, "--parallel-arms", "false", "--num-threads", "1")) == 0
+    assert model_loads == ["model"]
+    assert set(open_engines()) == already_open  # and closed once main was done
+    alone = tmp_path / "alone"
+    for arm in ARMS:
+        argv = _main(tiny, alone / arm, "--num-threads", "1")
+        argv[0] = "evaluate"
+        argv[argv.index("--log-traces") : argv.index("--log-traces") + 2] = []
+        if arm == "base":
+            argv[argv.index("--adapter") : argv.index("--adapter") + 2] = []
+        assert main([*argv, "--model-kind", arm]) == 0
+    assert model_loads == ["model", "model", "model"]
+    _assert_same_outputs(shared, alone)
 
 
 @pytest.mark.parametrize("broken", ["model", "adapter"])

@@ -159,3 +159,22 @@ def snapshot(directory: Path) -> dict[str, bytes]:
         for path in sorted(directory.rglob("*"))
         if path.is_file() and path.name != TIMING_NAME
     }
+
+
+def count_model_loads(monkeypatch: Any) -> list[str]:
+    """Record every causal LM transformers loads from now on (its folder's name), in order.
+
+    A spy, not a stand-in: each call still loads the model. ``monkeypatch``
+    (pytest's fixture) undoes it after the test.
+    """
+    from transformers import AutoModelForCausalLM
+
+    loaded: list[str] = []
+    original = AutoModelForCausalLM.from_pretrained.__func__
+
+    def counted(cls: Any, source: Any, *args: Any, **kwargs: Any) -> Any:
+        loaded.append(Path(str(source)).name)
+        return original(cls, source, *args, **kwargs)
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", classmethod(counted))
+    return loaded

@@ -180,7 +180,7 @@ def test_the_hf_dtype_option_sets_the_precision_and_names_the_outputs(tiny: Tiny
     request = BackendRequest(model=str(tiny.model_dir), options={"dtype": "float64"})
     backend = create_backend("hf", request)
     assert backend.runtime_info()["dtype"] == "float64"
-    assert str(next(backend._model.parameters()).dtype) == "torch.float64"
+    assert str(next(backend._lease.engine.model.parameters()).dtype) == "torch.float64"
     assert isinstance(backend.generate(["hello"], max_new_tokens=3)[0], str)
     spec = backend_spec("hf")
     assert spec.parse_options({"dtype": "float64"}).job_identity() == {"dtype": "float64"}

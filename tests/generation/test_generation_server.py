@@ -147,6 +147,17 @@ def test_a_batch_is_spread_over_concurrent_requests_in_prompt_order(
     assert all(line["finish_reason"] == "stop" for line in lines)
 
 
+def test_a_closed_backend_sends_nothing_more(tiny: TinyModels) -> None:
+    with running_stub(_models(str(tiny.model_dir))) as stub:
+        generator = _generator(stub.url, tiny)
+        assert generator.generate(["one prompt"], max_new_tokens=4) == ["one prompt"[-8:][::-1]]
+        generator.close()
+        generator.close()
+        with pytest.raises(InvariantViolationError, match="was closed"):
+            generator.generate(["another prompt"], max_new_tokens=4)
+    assert [r["prompt"] for r in stub.requests] == [["one prompt"]]
+
+
 def test_special_tokens_are_kept_only_when_the_output_format_needs_them(
     tiny: TinyModels,
 ) -> None:

@@ -17,7 +17,7 @@ from sommelier_mlflow.data import (
     sample_examples,
     write_test_split,
 )
-from sommelier_mlflow.errors import ConfigError, InputError
+from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
 from tests.generation.generation_helpers import corpus, make_examples
 from tests.support.tiny_models import build_tiny_llama, build_tokenizer
 
@@ -287,3 +287,32 @@ def test_chat_template_kwargs_render_the_subset_and_reach_the_report(
     assert sorted(callback.reports) == [0]
     assert callback.reports[0].identity.chat_template_kwargs == pinned
     assert callback.reports[0].to_json()["identity"]["chat_template_kwargs"] == pinned
+
+
+def test_closing_an_evaluation_generator_lets_go_of_the_model_without_freeing_it(
+    tiny_pair: tuple[Path, Any],
+) -> None:
+    """The callback closes the generator that borrowed the trainer's model after each evaluation.
+
+    Closing only forgets the model: a closed generator refuses to generate, and
+    the model the trainer holds decodes exactly as before.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from sommelier_mlflow.training._callback import _TrainingModelGenerator
+
+    model_dir, tokenizer = tiny_pair
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    tokenizer.padding_side = "left"
+    prompts = [example.prompt_text or "" for example in make_examples(tokenizer, 2)]
+    generator = _TrainingModelGenerator(model, tokenizer, {}, keep_special_tokens=False)
+    with torch.no_grad():
+        before = generator.generate(prompts, max_new_tokens=6)
+    generator.close()
+    generator.close()
+    with pytest.raises(InvariantViolationError, match="after the evaluation ended"):
+        generator.generate(prompts, max_new_tokens=6)
+    again = _TrainingModelGenerator(model, tokenizer, {}, keep_special_tokens=False)
+    with torch.no_grad():
+        assert again.generate(prompts, max_new_tokens=6) == before
