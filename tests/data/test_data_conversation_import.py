@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +12,9 @@ import pytest
 from sommelier_mlflow.cli import main
 from sommelier_mlflow.data import (
     CONVERSATION_DROP_REASONS,
-    SourceConversation,
-    conversation_format,
     input_format_names,
     prepare,
     read_test_split,
-    register_input_format,
 )
 from sommelier_mlflow.errors import ConfigError, DataError
 from tests.data.data_helpers import WriteLines
@@ -440,31 +438,47 @@ def test_conversation_formats_refuse_xlam_only_options(tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())
 
 
-def test_a_format_registered_elsewhere_is_used_by_name(
-    write_lines: WriteLines, tmp_path: Path
+_PLUGIN = """
+from sommelier_mlflow.data import SourceConversation, conversation_format, register_input_format
+
+TOOL = {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}
+
+
+def read(record):
+    call = {"type": "function", "function": {"name": "get_weather", "arguments": record["a"]}}
+    return SourceConversation(
+        messages=[
+            {"role": "user", "content": record["q"]},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+        ],
+        labels=["q", "a"],
+        tools=[TOOL],
+    )
+
+
+register_input_format(conversation_format("qa_pairs", "A question and its call.", read))
+"""
+
+
+def test_an_installed_plugin_format_is_loaded_by_its_entry_point(
+    write_lines: WriteLines, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from sommelier_mlflow._plugins import INPUT_FORMATS_GROUP
     from sommelier_mlflow.data._input_formats import _INPUT_FORMATS
+    from tests.test_plugins import _install_plugin
 
-    def read(record: dict[str, Any]) -> SourceConversation:
-        return SourceConversation(
-            messages=[
-                {"role": "user", "content": record["q"]},
-                {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [call("get_weather", record["a"])],
-                },
-            ],
-            labels=["q", "a"],
-            tools=[WEATHER["function"]],
-        )
-
-    register_input_format(conversation_format("qa_pairs", "A question and its call.", read))
+    root = tmp_path / "site"
+    root.mkdir()
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.delitem(sys.modules, "toy_plugin_module", raising=False)
+    monkeypatch.setattr(_INPUT_FORMATS, "_plugins_loaded", False)
+    _install_plugin(root, _PLUGIN, "toy_plugin_module", INPUT_FORMATS_GROUP)
+    path = write_lines([{"q": "Weather in Rome?", "a": {"city": "Rome"}}])
     try:
-        path = write_lines([{"q": "Weather in Rome?", "a": {"city": "Rome"}}])
         result = prepare(path, tmp_path, seed=0, split_sizes=sizes(1), input_format="qa_pairs")
     finally:
-        _INPUT_FORMATS.unregister("qa_pairs")
+        if "qa_pairs" in _INPUT_FORMATS._items:
+            _INPUT_FORMATS.unregister("qa_pairs")
     (row,) = rows_of(result.split_paths["test"])
     assert row["gold_calls"] == [{"name": "get_weather", "arguments": {"city": "Rome"}}]
     assert row["example_id"] == "conversation-1:1"
