@@ -1,5 +1,11 @@
 """Turn raw xlam-shaped rows into seeded train/validation/test splits with counted drops.
 
+:func:`prepare` is the one entry for every input format: it looks the
+format up by name (``data/_input_formats.py``) and runs it. This module is
+the ``xlam`` format (:func:`prepare_xlam`, the default, registered by
+``data/_import_xlam.py``); the conversation formats live in
+``data/_conversation_import.py`` and the ``data/_import_<name>.py`` modules.
+
 Raw rows carry ``tools`` and ``answers`` as JSON *strings*, exactly as the
 xlam-function-calling-60k dataset ships them, plus an optional ``language``
 and, on translated rows, the ``source_example_id`` of the root they
