@@ -37,6 +37,8 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
         seed=args.seed,
         split_sizes={"train": args.train, "validation": args.validation, "test": args.test},
         keep_multi_call=args.keep_multi_call,
+        input_format=args.input_format,
+        strict=args.strict,
     )
     for name, path in result.split_paths.items():
         print(f"{name}: {path}")

@@ -368,7 +368,7 @@ def _command_prepare(sub: Any) -> None:
         dest="raw",
         required=True,
         metavar="PATH",
-        help="raw JSONL (query/tools/answers strings)",
+        help="raw file (xlam: JSONL of query/tools/answers strings; see --input-format)",
     )
     prepare.add_argument("--out", required=True, help="output folder for the splits")
     prepare.add_argument("--seed", type=_bounded_int(0, _MAX_SEED), default=0)
@@ -380,12 +380,25 @@ def _command_prepare(sub: Any) -> None:
             type=_nonneg_int,
             required=True,
             metavar="N",
-            help=f"{split} roots",
+            help=f"{split} roots (xlam) or conversations",
         )
     _switch(
         prepare,
         "--keep-multi-call",
         "keep rows answered by several calls or none (abstention); score with --scoring calls",
+    )
+    prepare.add_argument(
+        "--input-format",
+        default="xlam",
+        metavar="NAME",
+        help="layout of the raw file: xlam (default), openai, hermes_fc, sharegpt, toolace, "
+        "glaive, or a plugin's; conversation formats make every assistant turn an example "
+        "and count split sizes in conversations (docs/conversations.md)",
+    )
+    _switch(
+        prepare,
+        "--strict",
+        "conversation formats: stop (exit 2) at the first drop, naming file, line and message",
     )
     _add_mlflow_flag(prepare)
 

@@ -7,6 +7,14 @@ plumbing under the readers stays in its private module.
 
 from __future__ import annotations
 
+from sommelier_mlflow.data import (  # noqa: F401  (importing registers each input format)
+    _import_glaive,
+    _import_hermes_fc,
+    _import_openai,
+    _import_sharegpt,
+    _import_toolace,
+    _import_xlam,
+)
 from sommelier_mlflow.data._bfcl import (
     BFCL_ACCEPTED_CATEGORIES,
     BFCL_DEFAULT_CATEGORIES,
@@ -14,6 +22,12 @@ from sommelier_mlflow.data._bfcl import (
     BFCL_DROP_SUMMARY_SCHEMA,
     BfclImportResult,
     import_bfcl,
+)
+from sommelier_mlflow.data._conversation_import import (
+    CONVERSATION_DROP_REASONS,
+    ConversationProblem,
+    SourceConversation,
+    conversation_format,
 )
 from sommelier_mlflow.data._dataset_records import (
     DATASET_RECORD_TAGS,
@@ -40,6 +54,13 @@ from sommelier_mlflow.data._generation_reader import (
     GenerationPrefix,
     read_generation_prefix,
     read_generations,
+)
+from sommelier_mlflow.data._input_formats import (
+    DEFAULT_INPUT_FORMAT,
+    InputFormat,
+    input_format,
+    input_format_names,
+    register_input_format,
 )
 from sommelier_mlflow.data._precomputed_reader import PrecomputedGeneration, read_precomputed
 from sommelier_mlflow.data._prepare import (
@@ -99,8 +120,11 @@ __all__ = [
     "BfclImportResult",
     "CALLS_SLICE_FIELD",
     "COMPARISON_REPORT_SCHEMA",
+    "CONVERSATION_DROP_REASONS",
     "ChatTemplateTokenizer",
+    "ConversationProblem",
     "DATASET_RECORD_TAGS",
+    "DEFAULT_INPUT_FORMAT",
     "DEFAULT_PROMPT_FORMAT",
     "DROP_REASONS",
     "DROP_SUMMARY_SCHEMA",
@@ -113,6 +137,7 @@ __all__ = [
     "GENERATION_SCHEMA",
     "GenerationPrefix",
     "GenerationRecord",
+    "InputFormat",
     "MAX_PROMPT_CHARS",
     "MODEL_KINDS",
     "ModelIdentity",
@@ -127,6 +152,7 @@ __all__ = [
     "SAMPLE_RULE",
     "SPLIT_NAMES",
     "SYSTEM_INSTRUCTION",
+    "SourceConversation",
     "TEST_EXAMPLE_SCHEMA",
     "TEST_SPLIT_SCHEMAS",
     "TestExample",
@@ -137,10 +163,13 @@ __all__ = [
     "check_prompt_formats",
     "check_scoring_mode",
     "check_slice_fields",
+    "conversation_format",
     "dataset_records",
     "encode_slice_value",
     "format_examples",
     "import_bfcl",
+    "input_format",
+    "input_format_names",
     "prepare",
     "prompt_format",
     "prompt_format_names",
@@ -150,6 +179,7 @@ __all__ = [
     "read_generations",
     "read_precomputed",
     "read_test_split",
+    "register_input_format",
     "register_prompt_format",
     "render_target",
     "sample_examples",
