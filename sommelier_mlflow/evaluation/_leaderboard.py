@@ -56,7 +56,9 @@ LEADERBOARD_SCHEMA: Final = "sommelier_mlflow.leaderboard.v1"
 LEADERBOARD_FILENAME: Final = "leaderboard.json"
 LEADERBOARD_MARKDOWN_FILENAME: Final = "leaderboard.md"
 #: How a row's p-value was computed (see :func:`select_p_value`).
-_PValueMethod = Literal["exact_mcnemar_one_sided", "paired_bootstrap_one_sided"]
+_PValueMethod = Literal[
+    "exact_mcnemar_one_sided", "exact_sign_flip_one_sided", "paired_bootstrap_one_sided"
+]
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,8 @@ def select_p_value(
     """
     overall = comparison.slices[OVERALL]
     if metric == overall.mcnemar_metric:
+        if overall.mcnemar.differences is not None:
+            return overall.mcnemar.one_sided(), "exact_sign_flip_one_sided"
         return mcnemar_one_sided(overall.mcnemar.b, overall.mcnemar.c), "exact_mcnemar_one_sided"
     try:
         return bootstrap_p_value(draws.column(metric), 0.0), "paired_bootstrap_one_sided"

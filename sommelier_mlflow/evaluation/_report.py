@@ -50,6 +50,7 @@ from sommelier_mlflow.evaluation._results import (
     PairedSlice,
     ScoredRun,
     SliceResult,
+    cluster_labels,
     metrics_from_components,
 )
 from sommelier_mlflow.evaluation._serialise import (
@@ -229,6 +230,9 @@ class EvaluationReport:
             format found its call syntax in under a fifth of the outputs while
             another format reads calls in more of them (written only when
             set; the reader recounts ``syntax_found`` from the rows' statuses).
+        conversation_ids: Each row's conversation (``None`` for a row that is
+            not a turn of one); empty when no row is, so single-turn reports
+            keep their bytes. Intervals and tests resample conversations.
     """
 
     identity: ArmIdentity
@@ -249,6 +253,14 @@ class EvaluationReport:
     field_slices: Mapping[str, SliceResult] = field(default_factory=lambda: MappingProxyType({}))
     format_hint: str | None = None
     format_mismatch: FormatMismatch | None = None
+    conversation_ids: tuple[str | None, ...] = ()
+
+    @cached_property
+    def clusters(self) -> list[str] | None:
+        """Each row's resampling unit (its conversation), ``None`` without conversations."""
+        if not self.conversation_ids:
+            return None
+        return cluster_labels(self.conversation_ids, self.example_ids)
 
     @cached_property
     def field_slice_rows(self) -> dict[str, NDArray[np.intp]]:
@@ -324,6 +336,11 @@ class EvaluationReport:
                 run.scored.format_hint.message if run.scored.format_hint is not None else None
             ),
             format_mismatch=run.scored.format_mismatch,
+            conversation_ids=(
+                tuple(example.conversation_id for example in examples)
+                if run.scored.clusters is not None
+                else ()
+            ),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -372,6 +389,7 @@ class EvaluationReport:
                     "numerators": numerators[row],
                     "denominators": denominators[row],
                     **self._row_slice_values(row),
+                    **self._row_conversation(row),
                 }
                 for row in range(self.examples)
             ],
@@ -418,6 +436,11 @@ class EvaluationReport:
                 for name, entry in self.field_slices.items()
             }
         }
+
+    def _row_conversation(self, row: int) -> dict[str, Any]:
+        if not self.conversation_ids or self.conversation_ids[row] is None:
+            return {}
+        return {"conversation_id": self.conversation_ids[row]}
 
     def _row_slice_values(self, row: int) -> dict[str, Any]:
         if not self.identity.slice_by:
@@ -488,7 +511,10 @@ def _check_rows(
     previous = ""
     for index, raw in enumerate(rows):
         where = f"per_example[{index}]"
-        row = check.mapping(raw, where, row_keys)
+        given = check.mapping(raw, where)
+        row = check.mapping(
+            given, where, row_keys | {"conversation_id"} if "conversation_id" in given else row_keys
+        )
         example_id = check.text(row["example_id"], f"{where}.example_id")
         if ids and example_id <= previous:
             check.fail(
@@ -532,8 +558,9 @@ def _paired(
     prompts: Sequence[str],
     numerators: NDArray[np.int64],
     denominators: NDArray[np.int64],
+    clusters: Sequence[str] | None = None,
 ) -> PairedSlice:
-    """Read one gap and check its pairs, digest and metrics against the report's rows."""
+    """Read one gap and check its pairs, digest, metrics and clusters against the report's rows."""
     result = read_gap(check, language, value, ReportKeys.GAP | {"pair_ids"}, slices, names)
     where = f"paired_slices.{language}"
     root_rows: list[int] = []
@@ -557,6 +584,12 @@ def _paired(
         check.broken(f"{where}.pair_set_sha256", "does not match the listed pairs and prompts")
     roots = np.array(root_rows, dtype=np.int64)
     targets = np.array(target_rows, dtype=np.int64)
+    expected = None if clusters is None else len({clusters[row] for row in root_rows})
+    if result.bootstrap.clusters != expected:
+        check.broken(
+            f"{where}.bootstrap.clusters",
+            f"is {result.bootstrap.clusters}, the pairs' conversations say {expected}",
+        )
     check.same_metrics(
         result.root_metrics,
         metrics_from_components(numerators[roots], denominators[roots], names),
@@ -595,6 +628,8 @@ def _read(document: object, source: str) -> EvaluationReport:
     ids, languages, prompts, statuses, numerators, denominators = _check_rows(
         check, top["per_example"], names, slice_by
     )
+    conversations = _row_conversations(check, top["per_example"])
+    clusters = cluster_labels(conversations, ids)
     row_values = _row_values(check, top["per_example"], slice_by)
     if not ids:
         check.fail("per_example", "is empty; a report covers at least one example")
@@ -625,6 +660,7 @@ def _read(document: object, source: str) -> EvaluationReport:
             prompts,
             numerators,
             denominators,
+            clusters,
         )
         for language, raw in paired_entries.items()
     }
@@ -651,7 +687,18 @@ def _read(document: object, source: str) -> EvaluationReport:
         document_sha256=sha256_text(canonical_json(top)),
         format_hint=format_hint,
         format_mismatch=mismatch,
+        conversation_ids=tuple(conversations) if clusters is not None else (),
     )
+
+
+def _row_conversations(check: ReportChecker, rows: list[Any]) -> list[str | None]:
+    """Each row's optional ``conversation_id`` (rows are already checked mappings)."""
+    return [
+        check.text(row["conversation_id"], f"per_example[{index}].conversation_id")
+        if "conversation_id" in row
+        else None
+        for index, row in enumerate(rows)
+    ]
 
 
 def _format_mismatch(
