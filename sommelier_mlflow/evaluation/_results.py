@@ -383,7 +383,7 @@ class ScoredExamples:
 
     @property
     def clusters(self) -> list[str] | None:
-        """Each row's resampling unit (see :func:`cluster_labels`); ``None`` without conversations."""
+        """Each row's resampling unit (:func:`cluster_labels`); ``None`` without conversations."""
         return cluster_labels(
             [example.conversation_id for example in self.examples],
             [example.example_id for example in self.examples],

@@ -437,9 +437,7 @@ def _cluster_sums(
     index, k = cluster_indices(labels, n)
     order = np.argsort(index, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(index[order]) != 0])
-    sums = {
-        label: np.add.reduceat(array[order], starts, axis=0) for label, array in comps.items()
-    }
+    sums = {label: np.add.reduceat(array[order], starts, axis=0) for label, array in comps.items()}
     largest = max(int(array.max()) for array in sums.values())
     if k * largest >= _EXACT_FLOAT_LIMIT:
         raise InputError(
@@ -676,7 +674,7 @@ def mcnemar_from_outcomes(correct_a: ArrayLike, correct_b: ArrayLike) -> McNemar
 
 
 def _binomial_row(m: int, exact: bool) -> list[Any]:
-    """``C(m, k)`` for ``k = 0..m``: Python ints, or each divided by ``2**m`` (correctly rounded)."""
+    """``C(m, k)`` for ``k = 0..m``: ints, or each over ``2**m`` (a correctly rounded float)."""
     row: list[Any] = [1] * (m + 1)
     for k in range(1, m + 1):
         row[k] = row[k - 1] * (m - k + 1) // k
