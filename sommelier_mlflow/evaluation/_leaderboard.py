@@ -159,9 +159,10 @@ def select_p_value(
     On the comparison's McNemar outcome (``full_call_exact_match``: right or
     wrong per example) the test is the exact one-sided McNemar test on the
     discordant pairs, which is valid at any sample size, so Holm over the
-    family controls the error exactly. Any other metric is tested from the
-    very bootstrap draws behind its published interval, as a claim is: a good
-    approximation, not an exact test.
+    family controls the error exactly; on a conversation split it is the exact
+    one-sided sign-flip test over conversations that replaces McNemar there.
+    Any other metric is tested from the very bootstrap draws behind its
+    published interval, as a claim is: a good approximation, not an exact test.
 
     Raises:
         ConfigError: ``metric`` was not compared.

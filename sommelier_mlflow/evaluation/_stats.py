@@ -41,12 +41,12 @@ __all__ = [
     "PairedBootstrapResult",
     "BootstrapDraws",
     "McNemarResult",
+    "cluster_indices",
     "paired_bootstrap_draws",
     "paired_bootstrap",
     "mcnemar_exact",
     "mcnemar_one_sided",
     "mcnemar_from_outcomes",
-    "cluster_indices",
     "sign_flip_p_values",
     "cluster_test_from_outcomes",
 ]

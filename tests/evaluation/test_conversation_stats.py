@@ -27,7 +27,7 @@ from sommelier_mlflow.evaluation._stats import (
     cluster_test_from_outcomes,
     sign_flip_p_values,
 )
-from tests.evaluation.report_docs import doc, typed
+from tests.evaluation.report_docs import doc, markdown_of, typed
 
 # Each English root is a turn of a two-turn conversation, and so is its French translation.
 CONVERSATIONS = {
@@ -222,6 +222,9 @@ def test_clustered_reports_record_the_method_and_read_back_byte_for_byte(kit):
     assert entry["bootstrap"]["resampling"] == "conversation"
     assert entry["mcnemar"]["method"] == CLUSTER_TEST_METHOD
     assert ComparisonReport.from_json(comparison).to_json() == comparison
+    markdown = markdown_of(comparison)
+    assert "resampling 6 conversations" in markdown
+    assert "Sign-flip test over 6 conversations on full_call_exact_match" in markdown
     # The reader recomputes the test from its differences: an edited p-value is refused.
     entry["mcnemar"]["p_value"] = 0.123
     with pytest.raises(Exception, match="p_value"):
