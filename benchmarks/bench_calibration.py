@@ -426,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--clustered", action="store_true", help="run only the clustered (conversation) settings"
     )
     parser.add_argument("--conversations", type=int, default=100)
-    parser.add_argument("--clustered-trials", type=int, default=500)
+    parser.add_argument("--clustered-trials", type=int, default=300)
     options = parser.parse_args(argv)
     print(
         f"python {platform.python_version()}, numpy {np.__version__}, "
