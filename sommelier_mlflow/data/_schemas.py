@@ -117,6 +117,9 @@ class TestExample:
     slice_values: tuple[tuple[str, str], ...]
     prompt_format: str
     chat_template_kwargs: dict[str, Any]
+    messages: tuple[dict[str, Any], ...] | None
+    conversation_id: str | None
+    turn: int | None
 
     def __init__(
         self,
@@ -133,6 +136,9 @@ class TestExample:
         slice_values: Mapping[str, str] | Sequence[tuple[str, str]] = (),
         prompt_format: str = DEFAULT_PROMPT_FORMAT,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        messages: Sequence[dict[str, Any]] | None = None,
+        conversation_id: str | None = None,
+        turn: int | None = None,
     ) -> None:
         if gold_call is None and gold_calls is None:
             raise InputError(
@@ -162,6 +168,9 @@ class TestExample:
         assign(self, "slice_values", tuple(sorted((str(k), v) for k, v in pairs)))
         assign(self, "prompt_format", prompt_format)
         assign(self, "chat_template_kwargs", dict(chat_template_kwargs or {}))
+        assign(self, "messages", None if messages is None else tuple(messages))
+        assign(self, "conversation_id", conversation_id)
+        assign(self, "turn", turn)
         self._validate()
 
     def _validate(self) -> None:

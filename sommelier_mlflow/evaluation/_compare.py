@@ -40,6 +40,7 @@ from sommelier_mlflow.evaluation._results import BootstrapSettings, metrics_from
 from sommelier_mlflow.evaluation._seeds import derive_seed
 from sommelier_mlflow.evaluation._stats import (
     BootstrapDraws,
+    cluster_test_from_outcomes,
     mcnemar_from_outcomes,
     paired_bootstrap_draws,
 )
@@ -98,6 +99,7 @@ GATE_FIELDS: Final[tuple[str, ...]] = (
     "paired_slices",
     "pair_set_sha256.<language>",
     "example_ids",
+    "conversation_ids",
 )
 """The gate's checks in order; ``ComparisonRefusedError.field`` names the first failing one
 (``<language>`` is replaced by the slice, languages in sorted order). ``model_kind`` is
@@ -127,6 +129,8 @@ _HINTS: Final = {
     "paired_slices": "evaluate both arms on the same split so the same languages are paired",
     "pair_set_sha256": "evaluate both arms on the same split so the same rows are paired",
     "example_ids": "evaluate both arms on the same examples",
+    "conversation_ids": "evaluate both arms on the same split, whose rows name the same "
+    "conversations (intervals and tests resample whole conversations)",
 }
 
 
@@ -253,6 +257,14 @@ def _gate(base: EvaluationReport, adapter: EvaluationReport) -> None:
             [i for i in differing if i in set(base.example_ids)][:5],
             [i for i in differing if i in set(adapter.example_ids)][:5],
         )
+    if base.conversation_ids != adapter.conversation_ids:
+        _refuse(
+            "conversation_ids",
+            base,
+            adapter,
+            sorted({c for c in base.conversation_ids if c is not None})[:5],
+            sorted({c for c in adapter.conversation_ids if c is not None})[:5],
+        )
 
 
 def _gate_selection(base: EvaluationReport, adapter: EvaluationReport) -> None:
@@ -311,6 +323,9 @@ def _compare_slice(
     column = names.index(outcome)
     base_num, base_den = base.numerators[rows], base.denominators[rows]
     adapter_num, adapter_den = adapter.numerators[rows], adapter.denominators[rows]
+    # The gate proved both arms name the same conversations: one clustering serves both.
+    clusters = None if base.clusters is None else np.array(base.clusters)[rows]
+    base_right, adapter_right = base_num[:, column] == 1, adapter_num[:, column] == 1
     draws = paired_bootstrap_draws(
         base_num,
         base_den,
@@ -320,6 +335,7 @@ def _compare_slice(
         seed=derive_seed(settings.seed, f"delta/{name}"),
         confidence=settings.confidence,
         metric_names=names,
+        clusters=clusters,
     )
     entry = report_types.SliceComparison(
         examples=len(base_num),
@@ -327,7 +343,11 @@ def _compare_slice(
         adapter=MappingProxyType(metrics_from_components(adapter_num, adapter_den, names)),
         delta=draws.result,
         mcnemar_metric=outcome,
-        mcnemar=mcnemar_from_outcomes(base_num[:, column] == 1, adapter_num[:, column] == 1),
+        mcnemar=(
+            mcnemar_from_outcomes(base_right, adapter_right)
+            if clusters is None
+            else cluster_test_from_outcomes(base_right, adapter_right, clusters)
+        ),
     )
     return entry, draws
 

@@ -254,6 +254,7 @@ def _answered(example: TestExample, record: GenerationRecord) -> AnsweredExample
         gold_calls=example.gold_calls,
         slice_values=example.slice_values,
         tools=example.tools,
+        conversation_id=example.conversation_id,
     )
 
 

@@ -207,12 +207,20 @@ def _slice_lines(
         ],
         rows,
     )
+    # A conversation split resamples and tests whole conversations (written only then,
+    # so single-turn reports keep their Markdown).
+    units = "" if delta.clusters is None else f", resampling {delta.clusters} conversations"
+    test = (
+        "McNemar"
+        if mcnemar.clusters is None
+        else f"Sign-flip test over {mcnemar.clusters} conversations"
+    )
     lines += [
         "",
         f"Delta bootstrap: seed {delta.seed}, {delta.resamples} resamples over "
-        f"n = {delta.n} paired examples.",
+        f"n = {delta.n} paired examples{units}.",
         "",
-        f"McNemar on {entry.mcnemar_metric} ({mcnemar.method}): b = {mcnemar.b} "
+        f"{test} on {entry.mcnemar_metric} ({mcnemar.method}): b = {mcnemar.b} "
         f"(base right, adapter wrong), c = {mcnemar.c} (base wrong, adapter right), "
         f"n = {mcnemar.n}, p = {format_p_value(mcnemar.p_value)}.",
         "",

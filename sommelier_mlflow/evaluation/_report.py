@@ -50,6 +50,7 @@ from sommelier_mlflow.evaluation._results import (
     PairedSlice,
     ScoredRun,
     SliceResult,
+    cluster_labels,
     metrics_from_components,
 )
 from sommelier_mlflow.evaluation._serialise import (
@@ -232,6 +233,9 @@ class EvaluationReport:
         calls_in_reasoning: Outputs that made no call in their answer but wrote
             the format's call syntax while reasoning (written only when some
             did; the reader refuses more than the rows scored ``no_json``).
+        conversation_ids: Each row's conversation (``None`` for a row that is
+            not a turn of one); empty when no row is, so single-turn reports
+            keep their bytes. Intervals and tests resample conversations.
     """
 
     identity: ArmIdentity
@@ -253,6 +257,14 @@ class EvaluationReport:
     format_hint: str | None = None
     format_mismatch: FormatMismatch | None = None
     calls_in_reasoning: int = 0
+    conversation_ids: tuple[str | None, ...] = ()
+
+    @cached_property
+    def clusters(self) -> list[str] | None:
+        """Each row's resampling unit (its conversation), ``None`` without conversations."""
+        if not self.conversation_ids:
+            return None
+        return cluster_labels(self.conversation_ids, self.example_ids)
 
     @cached_property
     def field_slice_rows(self) -> dict[str, NDArray[np.intp]]:
@@ -329,6 +341,11 @@ class EvaluationReport:
             ),
             format_mismatch=run.scored.format_mismatch,
             calls_in_reasoning=run.scored.calls_in_reasoning,
+            conversation_ids=(
+                tuple(example.conversation_id for example in examples)
+                if run.scored.clusters is not None
+                else ()
+            ),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -377,6 +394,7 @@ class EvaluationReport:
                     "numerators": numerators[row],
                     "denominators": denominators[row],
                     **self._row_slice_values(row),
+                    **self._row_conversation(row),
                 }
                 for row in range(self.examples)
             ],
@@ -424,6 +442,11 @@ class EvaluationReport:
                 for name, entry in self.field_slices.items()
             }
         }
+
+    def _row_conversation(self, row: int) -> dict[str, Any]:
+        if not self.conversation_ids or self.conversation_ids[row] is None:
+            return {}
+        return {"conversation_id": self.conversation_ids[row]}
 
     def _row_slice_values(self, row: int) -> dict[str, Any]:
         if not self.identity.slice_by:
@@ -494,7 +517,10 @@ def _check_rows(
     previous = ""
     for index, raw in enumerate(rows):
         where = f"per_example[{index}]"
-        row = check.mapping(raw, where, row_keys)
+        given = check.mapping(raw, where)
+        row = check.mapping(
+            given, where, row_keys | {"conversation_id"} if "conversation_id" in given else row_keys
+        )
         example_id = check.text(row["example_id"], f"{where}.example_id")
         if ids and example_id <= previous:
             check.fail(
@@ -538,8 +564,9 @@ def _paired(
     prompts: Sequence[str],
     numerators: NDArray[np.int64],
     denominators: NDArray[np.int64],
+    clusters: Sequence[str] | None = None,
 ) -> PairedSlice:
-    """Read one gap and check its pairs, digest and metrics against the report's rows."""
+    """Read one gap and check its pairs, digest, metrics and clusters against the report's rows."""
     result = read_gap(check, language, value, ReportKeys.GAP | {"pair_ids"}, slices, names)
     where = f"paired_slices.{language}"
     root_rows: list[int] = []
@@ -563,6 +590,12 @@ def _paired(
         check.broken(f"{where}.pair_set_sha256", "does not match the listed pairs and prompts")
     roots = np.array(root_rows, dtype=np.int64)
     targets = np.array(target_rows, dtype=np.int64)
+    expected = None if clusters is None else len({clusters[row] for row in root_rows})
+    if result.bootstrap.clusters != expected:
+        check.broken(
+            f"{where}.bootstrap.clusters",
+            f"is {result.bootstrap.clusters}, the pairs' conversations say {expected}",
+        )
     check.same_metrics(
         result.root_metrics,
         metrics_from_components(numerators[roots], denominators[roots], names),
@@ -601,6 +634,8 @@ def _read(document: object, source: str) -> EvaluationReport:
     ids, languages, prompts, statuses, numerators, denominators = _check_rows(
         check, top["per_example"], names, slice_by
     )
+    conversations = _row_conversations(check, top["per_example"])
+    clusters = cluster_labels(conversations, ids)
     row_values = _row_values(check, top["per_example"], slice_by)
     if not ids:
         check.fail("per_example", "is empty; a report covers at least one example")
@@ -632,6 +667,7 @@ def _read(document: object, source: str) -> EvaluationReport:
             prompts,
             numerators,
             denominators,
+            clusters,
         )
         for language, raw in paired_entries.items()
     }
@@ -659,6 +695,7 @@ def _read(document: object, source: str) -> EvaluationReport:
         format_hint=format_hint,
         format_mismatch=mismatch,
         calls_in_reasoning=in_reasoning,
+        conversation_ids=tuple(conversations) if clusters is not None else (),
     )
 
 
@@ -677,6 +714,16 @@ def _calls_in_reasoning(
             "and is left out when none)",
         )
     return count
+
+
+def _row_conversations(check: ReportChecker, rows: list[Any]) -> list[str | None]:
+    """Each row's optional ``conversation_id`` (rows are already checked mappings)."""
+    return [
+        check.text(row["conversation_id"], f"per_example[{index}].conversation_id")
+        if "conversation_id" in row
+        else None
+        for index, row in enumerate(rows)
+    ]
 
 
 def _format_mismatch(

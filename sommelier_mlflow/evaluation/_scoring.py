@@ -35,6 +35,7 @@ from sommelier_mlflow.evaluation._results import (
     PairedSlice,
     ScoredExamples,
     SliceResult,
+    cluster_labels,
     metrics_from_components,
 )
 from sommelier_mlflow.evaluation._seeds import derive_seed
@@ -125,6 +126,7 @@ def _result_row(
         score,
         parsed.calls if isinstance(parsed, CallsParseResult) else None,
         slice_values,
+        completion.conversation_id,
     )
 
 
@@ -147,7 +149,16 @@ def _paired_slices(
     gap_scope: str,
     settings: BootstrapSettings,
 ) -> dict[str, PairedSlice]:
-    """Matched-pair gaps: per target language, its pairs, their metrics and bootstrap."""
+    """Matched-pair gaps: per target language, its pairs, their metrics and bootstrap.
+
+    In a split with conversations, a pair belongs to its root's conversation,
+    and the bootstrap resamples conversations of pairs (all the pairs of one
+    conversation together), as the deltas do.
+    """
+    clusters = cluster_labels(
+        [completion.conversation_id for completion in completions],
+        [completion.example_id for completion in completions],
+    )
     row_of = {completion.example_id: row for row, completion in enumerate(completions)}
     translated: dict[str, list[int]] = defaultdict(list)
     for row, completion in enumerate(completions):
@@ -171,6 +182,7 @@ def _paired_slices(
             seed=derive_seed(settings.seed, f"gap/{gap_scope}/{language}"),
             confidence=settings.confidence,
             metric_names=metric_names,
+            clusters=None if clusters is None else [clusters[root] for root in roots.tolist()],
         )
         pair_digest = _pair_digest(completions, pair_rows)
         paired[language] = PairedSlice(
