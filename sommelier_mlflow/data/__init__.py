@@ -15,6 +15,13 @@ from sommelier_mlflow.data._bfcl import (
     BfclImportResult,
     import_bfcl,
 )
+from sommelier_mlflow.data._conversations import (
+    AFTER_SLICE_FIELD,
+    CONVERSATION_SLICE_FIELDS,
+    TURN_SLICE_FIELD,
+    conversation_slice_values,
+    messages_problem,
+)
 from sommelier_mlflow.data._dataset_records import (
     DATASET_RECORD_TAGS,
     dataset_records,
@@ -28,6 +35,7 @@ from sommelier_mlflow.data._format import (
     PromptFormat,
     build_messages,
     check_prompt_formats,
+    conversation_text,
     format_examples,
     prompt_format,
     prompt_format_names,
@@ -81,6 +89,7 @@ from sommelier_mlflow.data._slices import (
     slice_field_names,
     slice_name,
     slice_sections,
+    with_conversation_slices,
 )
 from sommelier_mlflow.data._split_reader import (
     FORMATTED_EXAMPLE_V2_SCHEMA,
@@ -92,6 +101,7 @@ from sommelier_mlflow.data._split_reader import (
 from sommelier_mlflow.data._writers import write_test_split
 
 __all__ = [
+    "AFTER_SLICE_FIELD",
     "BFCL_ACCEPTED_CATEGORIES",
     "BFCL_DEFAULT_CATEGORIES",
     "BFCL_DROP_REASONS",
@@ -99,6 +109,7 @@ __all__ = [
     "BfclImportResult",
     "CALLS_SLICE_FIELD",
     "COMPARISON_REPORT_SCHEMA",
+    "CONVERSATION_SLICE_FIELDS",
     "ChatTemplateTokenizer",
     "DATASET_RECORD_TAGS",
     "DEFAULT_PROMPT_FORMAT",
@@ -129,6 +140,7 @@ __all__ = [
     "SYSTEM_INSTRUCTION",
     "TEST_EXAMPLE_SCHEMA",
     "TEST_SPLIT_SCHEMAS",
+    "TURN_SLICE_FIELD",
     "TestExample",
     "TestSplit",
     "build_messages",
@@ -137,10 +149,13 @@ __all__ = [
     "check_prompt_formats",
     "check_scoring_mode",
     "check_slice_fields",
+    "conversation_slice_values",
+    "conversation_text",
     "dataset_records",
     "encode_slice_value",
     "format_examples",
     "import_bfcl",
+    "messages_problem",
     "prepare",
     "prompt_format",
     "prompt_format_names",
@@ -159,5 +174,6 @@ __all__ = [
     "slice_sections",
     "tool_schemas",
     "validate_language",
+    "with_conversation_slices",
     "write_test_split",
 ]
