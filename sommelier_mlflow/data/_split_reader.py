@@ -267,7 +267,12 @@ def _request(src: _Line, tools: list[Any]) -> dict[str, Any]:
     to a conversation row only.
     """
     has_query, has_messages = "query" in src.row, "messages" in src.row
-    if has_query == has_messages:
+    if not has_query and not has_messages:
+        raise src.error(
+            "missing field 'query' (a string); a conversation row gives 'messages' (the "
+            "conversation before the assistant turn to predict) instead"
+        )
+    if has_query and has_messages:
         raise src.error(
             "give the request as exactly one of 'query' (a string) or 'messages' (the "
             "conversation before the assistant turn to predict)"
