@@ -47,7 +47,7 @@ _MAY_FOLLOW: Final = {
 }
 
 
-def _call_problem(call: object, offered: frozenset[str]) -> str | None:
+def _call_problem(call: object, offered: frozenset[str] | None) -> str | None:
     """What is wrong with one assistant ``tool_calls`` entry, or ``None``."""
     if not isinstance(call, dict) or not call.keys() <= {"id", "type", "function"}:
         return "must be {'id' (optional), 'type': 'function', 'function': {name, arguments}}"
@@ -66,7 +66,7 @@ def _call_problem(call: object, offered: frozenset[str]) -> str | None:
             f"calls {name!r} with arguments that are not a JSON object; a split row holds them "
             "as an object (importers convert JSON-string arguments)"
         )
-    if name not in offered:
+    if offered is not None and name not in offered:
         return f"calls tool {name!r}, which the row does not offer"
     return None
 
@@ -87,7 +87,10 @@ def _answered_call(
 
 
 def _message_problem(
-    message: object, previous: str | None, pending: list[tuple[str | None, str]], offered: frozenset[str]
+    message: object,
+    previous: str | None,
+    pending: list[tuple[str | None, str]],
+    offered: frozenset[str] | None,
 ) -> str | None:
     """Check one message in its place; updates ``pending`` (calls awaiting a result)."""
     if not isinstance(message, dict) or message.get("role") not in _ROLES:
@@ -129,7 +132,9 @@ def _message_problem(
     return None
 
 
-def messages_problem(messages: object, tools: list[Any], turn: object = None) -> str | None:
+def messages_problem(
+    messages: object, tools: Sequence[Any] | None, turn: object = None
+) -> str | None:
     """What is wrong with a conversation history, naming the message index; ``None`` if usable.
 
     The history must start with an optional system message and a user
@@ -142,13 +147,15 @@ def messages_problem(messages: object, tools: list[Any], turn: object = None) ->
 
     Args:
         messages: The row's ``messages`` value.
-        tools: The row's (already checked) tools.
+        tools: The row's (already checked) tools; ``None`` when the caller
+            has none (the evaluator without a tools column): call names are
+            then not checked against them.
         turn: The row's ``turn`` if it has one: it must be the number of
             assistant messages in the history plus one.
     """
     if not isinstance(messages, list) or not messages:
         return "'messages' must be a non-empty list of chat messages"
-    offered = frozenset(tool["name"] for tool in tools)
+    offered = None if tools is None else frozenset(tool["name"] for tool in tools)
     pending: list[tuple[str | None, str]] = []
     previous: str | None = None
     for index, message in enumerate(messages):

@@ -17,11 +17,14 @@ import pytest
 from sommelier_mlflow._json import loads, sha256_text
 from sommelier_mlflow.data import (
     SYSTEM_INSTRUCTION,
+    DatasetRef,
     TestExample,
     conversation_slice_values,
     conversation_text,
+    dataset_records,
     format_examples,
     messages_problem,
+    read_dataset_records,
     read_test_split,
     write_test_split,
 )
@@ -220,3 +223,15 @@ def test_native_renders_the_history_as_transformers_templates_take_it(tmp_path: 
     )
     assert 'tool|{"booking": "H-9"}|None' in lines
     assert rendered.prompt_sha256 == sha256_text(text)  # the digest covers the whole prefix
+
+
+def test_conversation_rows_go_through_evaluation_dataset_records_and_back(tmp_path: Path) -> None:
+    examples = read_test_split(write_conversation_split(tmp_path / "split.jsonl")).examples
+    records = [
+        {"record_id": f"r-{index}", **record}
+        for index, record in enumerate(dataset_records(examples, source="split.jsonl"))
+    ]
+    assert all("messages" in r["inputs"] and "query" not in r["inputs"] for r in records)
+    ref = DatasetRef(name="conversations", dataset_id="d-" + "0" * 32, digest="0a1b2c3d")
+    split = read_dataset_records(records, source="mlflow-dataset:conversations", dataset=ref)
+    assert list(split.examples) == sorted(examples, key=lambda example: example.example_id)
