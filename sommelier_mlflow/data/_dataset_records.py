@@ -210,8 +210,8 @@ def dataset_records(examples: Sequence[TestExample], *, source: str) -> list[dic
         if key in seen:
             raise DataError(
                 f"examples {seen[key]!r} and {example.example_id!r} have the same inputs "
-                "(query or messages, tools and prompt); an evaluation dataset keeps one record per inputs, "
-                "so one would replace the other: drop or change one of them",
+                "(query or messages, tools and prompt); an evaluation dataset keeps one record "
+                "per inputs, so one would replace the other: drop or change one of them",
                 path=source,
             )
         seen[key] = example.example_id

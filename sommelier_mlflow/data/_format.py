@@ -213,7 +213,8 @@ def conversation_text(messages: Iterable[Mapping[str, Any]]) -> str:
         role, content = message["role"], message.get("content")
         if role == "tool":
             label = message.get("name") or names.get(message.get("tool_call_id"), "")
-            blocks.append(f"Tool result ({label}): {content}" if label else f"Tool result: {content}")
+            head = f"Tool result ({label})" if label else "Tool result"
+            blocks.append(f"{head}: {content}")
             continue
         if content:
             blocks.append(f"{role.capitalize()}: {content}")

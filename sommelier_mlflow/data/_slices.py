@@ -4,8 +4,9 @@ Language slices are built in and keep their keys (``<language>/<metric>``).
 Any other slice comes from a field the user declares (``--slice-by F``) or,
 in ``calls`` scoring, from the number of gold calls (``calls:0``, ``calls:1``,
 ``calls:2+``), or, on a split of conversation rows, from the history
-(``turn:1``/``turn:2+`` and ``after:user``/``after:tool``, on by default). A slice over field ``F`` with value ``V`` is named ``F:V`` in
-reports and logged under the MLflow key section ``F:<encoded V>``.
+(``turn:1``/``turn:2+`` and ``after:user``/``after:tool``, on by default).
+A slice over field ``F`` with value ``V`` is named ``F:V`` in reports and
+logged under the MLflow key section ``F:<encoded V>``.
 
 Encoding rule for ``V`` (documented in the README): ASCII letters, digits,
 ``_`` and ``-`` stay as they are; every other character is written as ``.``

@@ -200,14 +200,16 @@ def _histories(
             try:
                 value = loads(value)
             except JSONDecodeError as exc:
-                raise ConfigError(f"row {row}: messages is text but not valid JSON ({exc})") from exc
+                raise ConfigError(
+                    f"row {row}: messages is text but not valid JSON ({exc})"
+                ) from exc
         elif not isinstance(value, (list, tuple)) and is_missing(value):
             out.append(None)
             continue
         history = list(value) if isinstance(value, (list, tuple)) else value
         problem = messages_problem(history, None if offered is None else offered[row])
-        if problem is not None:
-            raise ConfigError(f"row {row}: {problem}")
+        if problem is not None or not isinstance(history, list):
+            raise ConfigError(f"row {row}: {problem or 'messages must be a list'}")
         out.append(history)
     return out
 

@@ -34,7 +34,9 @@ from tests.support.conversations import TOOLS, conversation_rows, write_conversa
 
 
 def _row(example_id: str) -> dict[str, Any]:
-    return copy.deepcopy(next(row for row in conversation_rows() if row["example_id"] == example_id))
+    return copy.deepcopy(
+        next(row for row in conversation_rows() if row["example_id"] == example_id)
+    )
 
 
 def test_every_assistant_turn_is_read_as_an_example_of_its_conversation(tmp_path: Path) -> None:
@@ -49,7 +51,9 @@ def test_every_assistant_turn_is_read_as_an_example_of_its_conversation(tmp_path
         "assistant",
         "tool",
     ]
-    assert later.gold_calls == ({"name": "book_hotel", "arguments": {"city": "Paris", "nights": 2}},)
+    assert later.gold_calls == (
+        {"name": "book_hotel", "arguments": {"city": "Paris", "nights": 2}},
+    )
     assert by_id["c1-t2"].gold_calls == ()  # a text answer after a tool result: abstention
     assert len(by_id["c3-t1"].gold_calls) == 2  # parallel calls
     # The query is only a label: the last user message.
@@ -67,7 +71,9 @@ def test_a_conversation_split_written_back_reads_the_same(tmp_path: Path) -> Non
 
 
 def test_single_turn_rows_are_written_without_conversation_fields() -> None:
-    row = TestExample("q1", "en", "Weather in Oslo?", TOOLS, {"name": "get_weather", "arguments": {}})
+    row = TestExample(
+        "q1", "en", "Weather in Oslo?", TOOLS, {"name": "get_weather", "arguments": {}}
+    )
     assert list(row.to_json()) == [
         "schema_version",
         "example_id",

@@ -439,7 +439,8 @@ def test_the_committed_template_renders_a_tool_call_history_and_single_turns_as_
         answered.prompt_text or ""
     )
     # Single turns, with or without tools, render exactly as with the trained template.
-    for example in read_test_split(REPO / "examples" / "calls" / "data" / "test_split.jsonl").examples:
+    calls_split = REPO / "examples" / "calls" / "data" / "test_split.jsonl"
+    for example in read_test_split(calls_split).examples:
         for tools in (None, tool_schemas(example.tools)):
             messages = [{"role": "user", "content": example.query}]
             assert tokenizer.apply_chat_template(
@@ -458,7 +459,8 @@ TRAINED_TEMPLATE_WITH_TOOLS = (
     "{{ bos_token }}{% if tools %}{% set first = messages[0] if messages else none %}"
     "{{ '<|system|>\\n' }}{% if first and first['role'] == 'system' %}"
     "{{ first['content'] + '\\n\\n' }}{% endif %}{{ 'You may call one or more of the functions "
-    "described below. Their JSON schemas, one per line, are inside <tools></tools>:\\n<tools>\\n' }}"
+    "described below. Their JSON schemas, one per line, are inside "
+    "<tools></tools>:\\n<tools>\\n' }}"
     "{% for tool in tools %}{{ tool | tojson + '\\n' }}{% endfor %}{{ '</tools>\\n\\nTo call a "
     "function, answer with a JSON object holding its name and arguments inside "
     "<tool_call></tool_call> tags:\\n<tool_call>\\n{\"name\": <function name>, \"arguments\": "
