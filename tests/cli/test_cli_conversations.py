@@ -17,6 +17,7 @@ import pytest
 from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow.cli import main
 from sommelier_mlflow.data import read_test_split
+from sommelier_mlflow.integration._params import evaluation_params
 from tests.support.conversations import CONVERSATIONS, TOOLS, write_conversation_split
 
 CONVERSATION_SLICES = ["after:tool", "after:user", "turn:1", "turn:2+"]
@@ -75,6 +76,10 @@ def test_a_conversation_split_is_evaluated_scored_and_compared_turn_by_turn(
     assert set(CONVERSATION_SLICES) <= slices
     assert base["field_slices"]["turn:1"]["examples"] == 4
     assert base["field_slices"]["after:tool"]["examples"] == 5
+    assert evaluation_params(base)["conversation_turns"] == 10
+    assert "conversation_turns" not in evaluation_params(
+        {**base, "field_slices": {"calls:1": base["field_slices"]["calls:1"]}}
+    )
 
     # Re-scoring the generations gives the same report; the gate passes on the same split.
     rescored = tmp_path / "rescored"
