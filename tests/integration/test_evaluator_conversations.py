@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import mlflow
 import pandas as pd
 import pytest
 from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
 
 from sommelier_mlflow.errors import DataError
+from sommelier_mlflow.integration._primitives import log_test_split_input
 from sommelier_mlflow.scorers import full_call_exact_match
 from tests.integration.integration_helpers import Store, evaluate_in_run
-from tests.support.conversations import TOOLS, conversation_rows
+from tests.support.conversations import TOOLS, conversation_rows, write_conversation_split
 
 ROWS = conversation_rows()
 
@@ -75,3 +79,14 @@ def test_the_scorers_read_a_history_from_inputs() -> None:
     broken = {**inputs, "messages": [*row["messages"], {"role": "assistant", "content": ""}]}
     with pytest.raises(DataError, match=r"inputs\['messages'\]: messages\[5\] \(assistant\)"):
         full_call_exact_match(outputs="{}", expectations=gold, inputs=broken)
+
+
+def test_a_conversation_split_is_logged_as_an_input_with_its_histories(
+    store: Store, tmp_path: Path
+) -> None:
+    path = write_conversation_split(tmp_path / "split.jsonl")
+    with mlflow.start_run(experiment_id=store.experiment_id) as run:
+        log_test_split_input(path, run_id=run.info.run_id)
+    (dataset_input,) = MlflowClient().get_run(run.info.run_id).inputs.dataset_inputs
+    # Five columns of every split, and conversation_id, turn and messages.
+    assert json.loads(dataset_input.dataset.profile) == {"num_rows": 10, "num_elements": 80}
