@@ -214,6 +214,14 @@ CURATED = {
         "slice_sections",
         "validate_language",
         "write_test_split",
+        # conversation rows (issue 32)
+        "AFTER_SLICE_FIELD",
+        "CONVERSATION_SLICE_FIELDS",
+        "TURN_SLICE_FIELD",
+        "conversation_slice_values",
+        "conversation_text",
+        "messages_problem",
+        "with_conversation_slices",
     },
 }
 

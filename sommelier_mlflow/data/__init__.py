@@ -29,6 +29,13 @@ from sommelier_mlflow.data._conversation_import import (
     SourceConversation,
     conversation_format,
 )
+from sommelier_mlflow.data._conversations import (
+    AFTER_SLICE_FIELD,
+    CONVERSATION_SLICE_FIELDS,
+    TURN_SLICE_FIELD,
+    conversation_slice_values,
+    messages_problem,
+)
 from sommelier_mlflow.data._dataset_records import (
     DATASET_RECORD_TAGS,
     dataset_records,
@@ -42,6 +49,7 @@ from sommelier_mlflow.data._format import (
     PromptFormat,
     build_messages,
     check_prompt_formats,
+    conversation_text,
     format_examples,
     prompt_format,
     prompt_format_names,
@@ -102,6 +110,7 @@ from sommelier_mlflow.data._slices import (
     slice_field_names,
     slice_name,
     slice_sections,
+    with_conversation_slices,
 )
 from sommelier_mlflow.data._split_reader import (
     FORMATTED_EXAMPLE_V2_SCHEMA,
@@ -113,6 +122,7 @@ from sommelier_mlflow.data._split_reader import (
 from sommelier_mlflow.data._writers import write_test_split
 
 __all__ = [
+    "AFTER_SLICE_FIELD",
     "BFCL_ACCEPTED_CATEGORIES",
     "BFCL_DEFAULT_CATEGORIES",
     "BFCL_DROP_REASONS",
@@ -121,6 +131,7 @@ __all__ = [
     "CALLS_SLICE_FIELD",
     "COMPARISON_REPORT_SCHEMA",
     "CONVERSATION_DROP_REASONS",
+    "CONVERSATION_SLICE_FIELDS",
     "ChatTemplateTokenizer",
     "ConversationProblem",
     "DATASET_RECORD_TAGS",
@@ -155,6 +166,7 @@ __all__ = [
     "SourceConversation",
     "TEST_EXAMPLE_SCHEMA",
     "TEST_SPLIT_SCHEMAS",
+    "TURN_SLICE_FIELD",
     "TestExample",
     "TestSplit",
     "build_messages",
@@ -164,12 +176,15 @@ __all__ = [
     "check_scoring_mode",
     "check_slice_fields",
     "conversation_format",
+    "conversation_slice_values",
+    "conversation_text",
     "dataset_records",
     "encode_slice_value",
     "format_examples",
     "import_bfcl",
     "input_format",
     "input_format_names",
+    "messages_problem",
     "prepare",
     "prompt_format",
     "prompt_format_names",
@@ -189,5 +204,6 @@ __all__ = [
     "slice_sections",
     "tool_schemas",
     "validate_language",
+    "with_conversation_slices",
     "write_test_split",
 ]

@@ -56,6 +56,7 @@ __all__ = [
     "prompt_format",
     "prompt_format_names",
     "build_messages",
+    "conversation_text",
     "tool_schemas",
     "MAX_PROMPT_CHARS",
     "read_chat_template_kwargs",
@@ -141,7 +142,7 @@ class PromptFormat:
 
     name: str
     description: str
-    messages: Callable[[TestExample, str | None], list[dict[str, str]]]
+    messages: Callable[[TestExample, str | None], list[dict[str, Any]]]
     with_tools: bool = False
     takes_system_prompt: bool = False
 
@@ -175,13 +176,56 @@ def build_messages(example: TestExample) -> list[dict[str, str]]:
 
     The system message is the fixed instruction, then the tools as
     canonical JSON (sorted keys, ASCII), so the same tools always produce the
-    same bytes whatever key order the data file used.
+    same bytes whatever key order the data file used. A conversation example
+    keeps these two messages: the user message holds the history as text
+    (:func:`conversation_text`), so the format works with any chat template.
     """
     system = f"{SYSTEM_INSTRUCTION}\n\n{_TOOLS_HEADING}\n{canonical_json(example.tools)}"
+    user = example.query if example.messages is None else conversation_text(example.messages)
     return [
         {"role": "system", "content": system},
-        {"role": "user", "content": example.query},
+        {"role": "user", "content": user},
     ]
+
+
+def conversation_text(messages: Iterable[Mapping[str, Any]]) -> str:
+    """The ``sommelier`` prompt format's text of a conversation history.
+
+    A history that is one user message is that message, exactly as a
+    single-turn query renders. Otherwise it is a transcript headed
+    ``Conversation so far:``: one block per message, ``System: ...``,
+    ``User: ...``, ``Assistant: ...`` (its text), ``Assistant calls: [...]``
+    (its calls as canonical JSON ``{"name", "arguments"}`` objects),
+    ``Tool result (<name or call id>): ...``, separated by blank lines, then
+    ``Reply with the next assistant turn.`` (``docs/conversations.md``).
+    """
+    history = list(messages)
+    if len(history) == 1 and history[0]["role"] == "user":
+        return str(history[0]["content"])
+    names = {
+        call["id"]: call["function"]["name"]
+        for message in history
+        for call in message.get("tool_calls", [])
+        if "id" in call
+    }
+    blocks = ["Conversation so far:"]
+    for message in history:
+        role, content = message["role"], message.get("content")
+        if role == "tool":
+            label = message.get("name") or names.get(message.get("tool_call_id"), "")
+            head = f"Tool result ({label})" if label else "Tool result"
+            blocks.append(f"{head}: {content}")
+            continue
+        if content:
+            blocks.append(f"{role.capitalize()}: {content}")
+        calls = [
+            {"name": call["function"]["name"], "arguments": call["function"]["arguments"]}
+            for call in message.get("tool_calls", [])
+        ]
+        if calls:
+            blocks.append(f"Assistant calls: {canonical_json(calls)}")
+    blocks.append("Reply with the next assistant turn.")
+    return "\n\n".join(blocks)
 
 
 def _sommelier_messages(example: TestExample, system_prompt: str | None) -> list[dict[str, str]]:
@@ -189,9 +233,46 @@ def _sommelier_messages(example: TestExample, system_prompt: str | None) -> list
     return build_messages(example)
 
 
-def _native_messages(example: TestExample, system_prompt: str | None) -> list[dict[str, str]]:
-    system = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    return [*system, {"role": "user", "content": example.query}]
+def _native_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """One history message as transformers' chat templates take it.
+
+    Assistant calls become ``{"type": "function", "function": {"name",
+    "arguments": <object>}}`` (with ``id`` where the row has one); tool
+    results stay ``role: tool`` with their ``tool_call_id`` and/or ``name``.
+    """
+    out = dict(message)
+    if message.get("tool_calls"):
+        out["tool_calls"] = [
+            {
+                **({"id": call["id"]} if "id" in call else {}),
+                "type": "function",
+                "function": {
+                    "name": call["function"]["name"],
+                    "arguments": call["function"]["arguments"],
+                },
+            }
+            for call in message["tool_calls"]
+        ]
+    return out
+
+
+def _native_messages(example: TestExample, system_prompt: str | None) -> list[dict[str, Any]]:
+    """The conversation for ``native``: the query, or the history as the model was trained on it.
+
+    ``--system-prompt`` opens the conversation as a system message; when the
+    history has a system message of its own, one system message holds both,
+    the given prompt first and a blank line between.
+    """
+    if example.messages is None:
+        history: list[dict[str, Any]] = [{"role": "user", "content": example.query}]
+    else:
+        history = [_native_message(message) for message in example.messages]
+    if not system_prompt:
+        return history
+    if history[0]["role"] == "system":
+        merged = f"{system_prompt}\n\n{history[0]['content']}"
+        return [{**history[0], "content": merged}, *history[1:]]
+    return [{"role": "system", "content": system_prompt}, *history]
 
 
 def tool_schemas(tools: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ from sommelier_mlflow.data import (
     check_model_kind,
     check_scoring_mode,
     check_slice_fields,
+    conversation_slice_values,
     validate_language,
 )
 from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
@@ -252,7 +253,9 @@ def _answered(example: TestExample, record: GenerationRecord) -> AnsweredExample
         raw_text=record.raw_text,
         prompt_sha256=record.prompt_sha256,  # verified equal to the example's digest
         gold_calls=example.gold_calls,
-        slice_values=example.slice_values,
+        slice_values=tuple(
+            sorted(example.slice_values + conversation_slice_values(example.messages))
+        ),
         tools=example.tools,
         conversation_id=example.conversation_id,
     )

@@ -25,7 +25,13 @@ from numpy.typing import NDArray
 from sommelier_mlflow._gc import paused_gc
 from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow._progress import SCORING_PROGRESS_MIN, progress_bar
-from sommelier_mlflow.data import check_slice_fields, slice_name, slice_sections
+from sommelier_mlflow.data import (
+    TURN_SLICE_FIELD,
+    check_slice_fields,
+    slice_name,
+    slice_sections,
+    with_conversation_slices,
+)
 from sommelier_mlflow.errors import InputError, InvariantViolationError
 from sommelier_mlflow.evaluation._digests import pair_set_digest
 from sommelier_mlflow.evaluation._results import (
@@ -310,7 +316,9 @@ def score_completions(
             ``sommelier.calls_parser.v1``) or another registered one.
         slice_by: Slice fields beyond language; each completion must carry
             a value for each in ``slice_values``. The mode's default slices
-            come first (``calls`` adds ``calls:0``, ``calls:1``, ``calls:2+``).
+            come first (``calls`` adds ``calls:0``, ``calls:1``, ``calls:2+``);
+            completions of conversation turns (whose ``slice_values`` carry
+            ``turn``) add ``turn`` and ``after`` last.
         progress: Allow a progress bar (examples/s, ETA) on stderr. It shows
             only for more than :data:`SCORING_PROGRESS_MIN` completions, where
             scoring takes long enough to be worth watching.
@@ -327,10 +335,13 @@ def score_completions(
     """
     mode = scoring_mode(scoring)
     fmt = registered_output_format(output_format)
-    fields = check_slice_fields(slice_by, scoring=scoring)
+    rows = _in_id_order(completions)
+    fields = with_conversation_slices(
+        check_slice_fields(slice_by, scoring=scoring),
+        any(TURN_SLICE_FIELD in dict(row.slice_values) for row in rows),
+    )
     chosen = mode.metrics() if metrics is None else tuple(metrics)
     names = tuple(metric.name for metric in chosen)
-    rows = _in_id_order(completions)
     with progress_bar(
         len(rows), "score", enabled=progress and len(rows) > SCORING_PROGRESS_MIN
     ) as bar:

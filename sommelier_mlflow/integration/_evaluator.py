@@ -24,6 +24,11 @@ evaluator its own dict either way):
     Each row's offered tools (a list of tool schemas, or its JSON text),
     handed to the output format's decoder, which may type untyped values by
     them.
+``messages_column`` (default ``"messages"`` if present)
+    Each row's conversation history before the turn its output answers (a
+    list of OpenAI chat messages, or its JSON text; an empty cell is a
+    single-turn row); gives the ``turn:`` and ``after:`` slices
+    (``docs/conversations.md``).
 ``default_language`` (default ``"en"``)
     Language of rows without one.
 ``seed``, ``resamples`` (default ``0``, ``2000``)
@@ -121,6 +126,7 @@ _COLUMN_DEFAULTS: Final = {
     "example_id_column": "example_id",
     "source_example_id_column": "source_example_id",
     "tools_column": "tools",
+    "messages_column": "messages",
 }
 #: Keys renamed to the name the CLI, the MLproject and Python give the option
 #: (issue 31), old to new; an old key is read, with a DeprecationWarning, for one release.
@@ -425,6 +431,7 @@ class SommelierEvaluator(ModelEvaluator):
             slice_by={name: _slice_column(features, name) for name in config.slice_by},
             output_format=config.output_format,
             tools=_column(features, config, "tools_column"),
+            messages=_column(features, config, "messages_column"),
         )
 
     @staticmethod

@@ -472,6 +472,14 @@ def log_test_split_input(
             gold_column: pd.Series(gold_values, dtype=object),
         }
     )
+    if any(e.messages is not None for e in split.examples):
+        # Conversation turns: the history each turn answers, as the evaluator's
+        # messages column reads it (query stays the last user message, a label).
+        frame["conversation_id"] = [e.conversation_id or "" for e in split.examples]
+        frame["turn"] = [e.turn or 0 for e in split.examples]
+        frame["messages"] = [
+            "" if e.messages is None else canonical_json(list(e.messages)) for e in split.examples
+        ]
     digest = split.sha256[:_DATASET_DIGEST_LENGTH]
     tracker = resolve_client(client)
     with tracking_errors("log the test split as a dataset input", client_uri(tracker)):

@@ -12,6 +12,7 @@ template that writes today's date with no variable to pin it is refused).
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime, tzinfo
 from pathlib import Path
@@ -29,6 +30,7 @@ from sommelier_mlflow.data import (
 )
 from sommelier_mlflow.errors import ConfigError
 from tests.support.chat_templates import REPO, SPECIMEN_NAMES, specimen_tokenizer
+from tests.support.conversations import write_conversation_split
 
 EXAMPLES = REPO / "examples"
 #: A parameter type written the Python way, as JSON in a rendered prompt.
@@ -98,6 +100,9 @@ def splits(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[TestExamp
             EXAMPLES / "calls" / "data" / "test_split.jsonl", root / "calls.jsonl"
         ),
         "bfcl": list(read_test_split(bfcl.split_path, slice_by=("category",)).examples),
+        "conversations": list(
+            read_test_split(write_conversation_split(root / "conversations.jsonl")).examples
+        ),
     }
 
 
@@ -134,7 +139,7 @@ def _shows_json_schema_types(text: str) -> bool:
     )
 
 
-@pytest.mark.parametrize("split", ["demo", "native", "calls", "bfcl"])
+@pytest.mark.parametrize("split", ["demo", "native", "calls", "bfcl", "conversations"])
 @pytest.mark.parametrize("name", SPECIMEN_NAMES)
 def test_every_bundled_split_renders_with_tools_as_json_schema(
     specimens: dict[str, Any], splits: dict[str, list[TestExample]], name: str, split: str
@@ -156,6 +161,12 @@ def test_every_bundled_split_renders_with_tools_as_json_schema(
     for example in rendered:
         text = example.prompt_text or ""
         assert example.query in text
+        for message in example.messages or ():  # a history: every call and result is shown
+            for call in message.get("tool_calls", []):
+                assert call["function"]["name"] in text
+            if message["role"] == "tool":  # as it is, or as a JSON string (Mistral)
+                escaped = json.dumps(message["content"])[1:-1]
+                assert message["content"] in text or escaped in text
         assert _shows_json_schema_types(text), (example.example_id, text)
         for tool in tool_schemas(example.tools):
             assert tool["function"]["name"] in text
