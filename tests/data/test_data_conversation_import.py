@@ -533,7 +533,6 @@ def test_a_10_mb_conversation_reads_in_linear_time(tmp_path: Path) -> None:
     growth_ratios(run, (1, 10), bound=30, repeats=2)
 
 
-@pytest.mark.xfail(strict=False, reason="conversation rows land with issue 32 items 1/3")
 def test_imported_rows_read_as_a_test_split(tmp_path: Path) -> None:
     result = prepare(
         SOURCES / "openai.jsonl", tmp_path, seed=0, split_sizes=sizes(4), input_format="openai"
