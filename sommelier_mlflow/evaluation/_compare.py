@@ -370,6 +370,7 @@ def _run_summary(arm: EvaluationReport) -> report_types.RunSummary:
         report_sha256=arm.sha256,
         format_hint=arm.format_hint,
         format_mismatch=arm.format_mismatch,
+        calls_in_reasoning=arm.calls_in_reasoning,
     )
 
 
