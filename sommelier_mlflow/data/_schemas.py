@@ -97,7 +97,9 @@ class TestExample:
     prompt format ``prompt_text`` was rendered in (``sommelier`` unless the
     row says otherwise). ``chat_template_kwargs`` holds the extra template
     variables it was rendered with (``--chat-template-kwargs``; empty unless
-    the row says otherwise).
+    the row says otherwise). ``template_date`` is the day the template's
+    clock was fixed to (``--template-date YYYY-MM-DD``; ``None`` unless the
+    row says otherwise).
 
     The constructor takes ``gold_call`` (one call, the original signature
     every single-call caller uses) or ``gold_calls``; given both, ``gold_call``
@@ -117,6 +119,7 @@ class TestExample:
     slice_values: tuple[tuple[str, str], ...]
     prompt_format: str
     chat_template_kwargs: dict[str, Any]
+    template_date: str | None
 
     def __init__(
         self,
@@ -133,6 +136,7 @@ class TestExample:
         slice_values: Mapping[str, str] | Sequence[tuple[str, str]] = (),
         prompt_format: str = DEFAULT_PROMPT_FORMAT,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        template_date: str | None = None,
     ) -> None:
         if gold_call is None and gold_calls is None:
             raise InputError(
@@ -162,6 +166,7 @@ class TestExample:
         assign(self, "slice_values", tuple(sorted((str(k), v) for k, v in pairs)))
         assign(self, "prompt_format", prompt_format)
         assign(self, "chat_template_kwargs", dict(chat_template_kwargs or {}))
+        assign(self, "template_date", template_date)
         self._validate()
 
     def _validate(self) -> None:
@@ -224,6 +229,8 @@ class TestExample:
                 row["prompt_format"] = self.prompt_format
             if self.chat_template_kwargs:
                 row["chat_template_kwargs"] = self.chat_template_kwargs
+            if self.template_date is not None:
+                row["template_date"] = self.template_date
         return row
 
 

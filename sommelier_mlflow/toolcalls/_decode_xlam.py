@@ -82,7 +82,7 @@ def decode_xlam(text: str, tools: Tools = ()) -> CallsParseResult:
 
 
 def _calls_in(thoughts: str) -> bool:
-    """Whether ``thoughts`` hold a call: their first bracketed JSON value is one or a list of them."""
+    """Whether ``thoughts`` hold a call: their first bracketed JSON value is one, or a list."""
     if "{" not in thoughts:  # a call is an object
         return False
     return bool(parse_tool_calls(thoughts).calls)
