@@ -289,7 +289,7 @@ def test_calls_only_in_reasoning_are_noted_in_score_show_and_compare(
     assert main(compare_args(tmp_path / "base", tmp_path / "adapter", tmp_path / "cmp")) == 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[1] == f"note (base arm): {note}" and printed[3] == f"note (adapter arm): {note}"
-    runs = json.loads(
-        (tmp_path / "cmp" / "comparison" / "comparison_report.json").read_text()
-    )["runs"]
+    runs = json.loads((tmp_path / "cmp" / "comparison" / "comparison_report.json").read_text())[
+        "runs"
+    ]
     assert runs["base"]["calls_in_reasoning"] == runs["adapter"]["calls_in_reasoning"] == 2
