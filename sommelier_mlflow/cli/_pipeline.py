@@ -334,8 +334,11 @@ def _formatted(
             prompt_format=prompt.prompt_format,
             system_prompt=prompt.system_prompt or None,
             chat_template_kwargs=prompt.chat_template_kwargs,
+            template_date=prompt.template_date or None,
         )
-    check_prompt_formats(examples, prompt.prompt_format, prompt.chat_template_kwargs)
+    check_prompt_formats(
+        examples, prompt.prompt_format, prompt.chat_template_kwargs, prompt.template_date or None
+    )
     missing = [example.example_id for example in examples if example.prompt_text is None]
     if missing:
         raise InputError(
