@@ -158,6 +158,7 @@ CURATED = {
         "register_prompt_format",
         "tool_schemas",
         "read_chat_template_kwargs",
+        "read_template_date",
         "MAX_PROMPT_CHARS",
         "CONVERSATION_DROP_REASONS",
         "ConversationProblem",

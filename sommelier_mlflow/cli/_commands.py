@@ -142,7 +142,13 @@ def _print_arm(arm: Any) -> None:
     report = arm.report
     mismatch = report.format_mismatch
     print(f"{report.identity.model_kind} arm: {arm.report_path}")
-    for notice in format_notices(mismatch, report.format_hint):
+    notices = format_notices(
+        mismatch,
+        report.format_hint,
+        calls_in_reasoning=report.calls_in_reasoning,
+        outputs=report.examples,
+    )
+    for notice in notices:
         print(f"  {notice}")
     width = max(24, *(len(name) for name in report.metrics))
     for name, value in report.metrics.items():

@@ -274,6 +274,14 @@ def _add_prompt_format(parser: argparse.ArgumentParser) -> None:
         'false}\' (Qwen3) or \'{"date_string": "26 Jul 2024"}\' (Llama 3.1/3.2); '
         "recorded in each formatted row and the report, checked by the gate",
     )
+    parser.add_argument(
+        "--template-date",
+        default="",
+        metavar="YYYY-MM-DD",
+        help="the day the chat template's clock says (strftime_now), for templates that write "
+        "today's date with no variable to pin it (gpt-oss; Mistral without a system prompt); "
+        "recorded in each formatted row and the report, checked by the gate",
+    )
 
 
 def _add_backend(parser: argparse.ArgumentParser) -> None:

@@ -52,7 +52,12 @@ def format_arm_summary(report: EvaluationReport) -> str:
 
     kind = report.identity.model_kind
     lines = [f"{kind} arm, {len(report.example_ids)} examples"]
-    lines += format_notices(report.format_mismatch, report.format_hint)
+    lines += format_notices(
+        report.format_mismatch,
+        report.format_hint,
+        calls_in_reasoning=report.calls_in_reasoning,
+        outputs=report.examples,
+    )
     sections = [("overall", report.metrics)]
     sections += [(name, entry.metrics) for name, entry in report.slices.items()]
     slice_width = max(9, *(len(name) + 2 for name, _ in sections))

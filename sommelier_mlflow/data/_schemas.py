@@ -97,7 +97,9 @@ class TestExample:
     prompt format ``prompt_text`` was rendered in (``sommelier`` unless the
     row says otherwise). ``chat_template_kwargs`` holds the extra template
     variables it was rendered with (``--chat-template-kwargs``; empty unless
-    the row says otherwise).
+    the row says otherwise). ``template_date`` is the day the template's
+    clock was fixed to (``--template-date YYYY-MM-DD``; ``None`` unless the
+    row says otherwise).
 
     A conversation example (``docs/conversations.md``) carries ``messages``
     instead of a query: the OpenAI-shaped history before the assistant turn to
@@ -126,6 +128,7 @@ class TestExample:
     messages: tuple[dict[str, Any], ...] | None
     conversation_id: str | None
     turn: int | None
+    template_date: str | None
 
     def __init__(
         self,
@@ -145,6 +148,7 @@ class TestExample:
         messages: Sequence[dict[str, Any]] | None = None,
         conversation_id: str | None = None,
         turn: int | None = None,
+        template_date: str | None = None,
     ) -> None:
         if gold_call is None and gold_calls is None:
             raise InputError(
@@ -186,6 +190,7 @@ class TestExample:
         assign(self, "messages", history)
         assign(self, "conversation_id", conversation_id)
         assign(self, "turn", turn)
+        assign(self, "template_date", template_date)
         self._validate()
 
     def _validate(self) -> None:
@@ -268,6 +273,8 @@ class TestExample:
                 row["prompt_format"] = self.prompt_format
             if self.chat_template_kwargs:
                 row["chat_template_kwargs"] = self.chat_template_kwargs
+            if self.template_date is not None:
+                row["template_date"] = self.template_date
         return row
 
 

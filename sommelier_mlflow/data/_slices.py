@@ -70,6 +70,7 @@ _ROW_FIELDS: Final = frozenset(
         "prompt_sha256",
         "prompt_format",
         "chat_template_kwargs",
+        "template_date",
         "messages",
         "conversation_id",
         "split",

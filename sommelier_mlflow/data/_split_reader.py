@@ -55,6 +55,7 @@ from typing import Any, Final
 from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads
 from sommelier_mlflow._json import sha256_text as _sha256_text
 from sommelier_mlflow.data._conversations import CONVERSATION_SLICE_FIELDS, messages_problem
+from sommelier_mlflow.data._format import read_template_date
 from sommelier_mlflow.data._jsonl import JsonlReader
 from sommelier_mlflow.data._row_checks import _HEX64, _kind, _Line, _schema_of
 from sommelier_mlflow.data._schemas import (
@@ -64,7 +65,7 @@ from sommelier_mlflow.data._schemas import (
     TestSplit,
 )
 from sommelier_mlflow.data._tools import gold_call_problem, tools_problem
-from sommelier_mlflow.errors import DataError, InputError
+from sommelier_mlflow.errors import ConfigError, DataError, InputError
 from sommelier_mlflow.toolcalls import scoring_mode
 
 __all__ = [
@@ -99,6 +100,7 @@ _NATIVE_OPTIONAL: Final = frozenset(
         "prompt_sha256",
         "prompt_format",
         "chat_template_kwargs",
+        "template_date",
     }
 )
 _PREPARED_V2_FIELDS: Final = (
@@ -246,6 +248,15 @@ def _native_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExample:
                 "'chat_template_kwargs' is the object of template variables 'prompt_text' was "
                 "rendered with; give both"
             )
+    template_date = None
+    if "template_date" in src.row:
+        if prompt_text is None:
+            raise src.error("'template_date' is the day 'prompt_text' was rendered on; give both")
+        template_date = src.string("template_date")
+        try:
+            read_template_date(template_date)
+        except ConfigError as exc:
+            raise src.error(str(exc)) from exc
     return _build_example(
         src,
         slice_by,
@@ -257,6 +268,7 @@ def _native_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExample:
         prompt_sha256=prompt_sha256,
         prompt_format=prompt_format,
         chat_template_kwargs=chat_template_kwargs,
+        template_date=template_date,
     )
 
 

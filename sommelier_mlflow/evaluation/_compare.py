@@ -77,6 +77,7 @@ GATE_FIELDS: Final[tuple[str, ...]] = (
     "model_identity.tokenizer_revision",
     "prompt_format",
     "chat_template_kwargs",
+    "template_date",
     "dataset.name",
     "dataset.id",
     "dataset.digest",
@@ -118,6 +119,7 @@ _HINTS: Final = {
     "scoring": "score both arms with the same --scoring mode",
     "prompt_format": "render both arms' prompts with the same --prompt-format",
     "chat_template_kwargs": "render both arms' prompts with the same --chat-template-kwargs",
+    "template_date": "render both arms' prompts with the same --template-date",
     "slice_by": "score both arms with the same --slice-by fields",
     "field_slices": "score both arms on the same split so the same field slices exist",
     "decoding": "generate both arms with identical decoding settings, batch size included",
@@ -202,6 +204,8 @@ def _gate(base: EvaluationReport, adapter: EvaluationReport) -> None:
         ("prompt_format", bi.prompt_format, ai.prompt_format),
         # So is one rendered with other template variables (a thinking switch, a date).
         ("chat_template_kwargs", dict(bi.chat_template_kwargs), dict(ai.chat_template_kwargs)),
+        # Or on another fixed day.
+        ("template_date", bi.template_date, ai.template_date),
         # So is a split read from another dataset, or from an edited one.
         *((f"dataset.{name}", left_dataset[name], right_dataset[name]) for name in _DATASET),
         ("test_split_sha256", bi.test_split_sha256, ai.test_split_sha256),
@@ -390,6 +394,7 @@ def _run_summary(arm: EvaluationReport) -> report_types.RunSummary:
         report_sha256=arm.sha256,
         format_hint=arm.format_hint,
         format_mismatch=arm.format_mismatch,
+        calls_in_reasoning=arm.calls_in_reasoning,
     )
 
 

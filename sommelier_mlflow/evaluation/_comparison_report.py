@@ -105,8 +105,10 @@ class RunSummary:
     """One compared arm: its kind, adapter, size and the digest of its report.
 
     ``format_hint`` and ``format_mismatch`` are the arm's own output-format
-    diagnostics, carried so the comparison's summary and Markdown say what
-    each arm's summary said (each stored only when the arm's report had it).
+    diagnostics, and ``calls_in_reasoning`` its outputs whose only calls were
+    written while reasoning, carried so the comparison's summary and Markdown
+    say what each arm's summary said (each stored only when the arm's report
+    had it, so existing comparison reports keep their bytes).
     """
 
     model_kind: ModelKind
@@ -115,6 +117,7 @@ class RunSummary:
     report_sha256: str
     format_hint: str | None = None
     format_mismatch: FormatMismatch | None = None
+    calls_in_reasoning: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +272,11 @@ class ComparisonReport:
                         if run.format_mismatch is not None
                         else {}
                     ),
+                    **(
+                        {"calls_in_reasoning": run.calls_in_reasoning}
+                        if run.calls_in_reasoning
+                        else {}
+                    ),
                 }
                 for kind, run in self.runs.items()
             },
@@ -365,7 +373,7 @@ _IDENTITY: Final = frozenset(
     }
 )
 _RUN: Final = frozenset({"model_kind", "adapter", "examples", "report_sha256"})
-_RUN_OPTIONAL: Final = frozenset({"format_hint", "format_mismatch"})
+_RUN_OPTIONAL: Final = frozenset({"format_hint", "format_mismatch", "calls_in_reasoning"})
 _SLICE: Final = frozenset({"examples", "base", "adapter", "delta", "bootstrap", "mcnemar"})
 _MCNEMAR: Final = frozenset({"metric", "method", "n", "b", "c", "p_value"})
 _CLUSTER_TEST: Final = frozenset({"clusters", "differences"})
@@ -641,6 +649,15 @@ class _Reader:
         examples = check.count(entry["examples"], f"{where}.examples")
         hint = entry.get("format_hint")
         mismatch = entry.get("format_mismatch")
+        in_reasoning = 0
+        if "calls_in_reasoning" in entry:
+            in_reasoning = check.count(entry["calls_in_reasoning"], f"{where}.calls_in_reasoning")
+            if not 0 < in_reasoning <= examples:
+                check.broken(
+                    f"{where}.calls_in_reasoning",
+                    f"is {in_reasoning} of {examples} outputs (it counts some of them, "
+                    "and is left out when none)",
+                )
         return RunSummary(
             model_kind=model_kind,
             adapter=adapter,
@@ -652,6 +669,7 @@ class _Reader:
                 if mismatch is None
                 else check.format_mismatch(mismatch, f"{where}.format_mismatch", examples)
             ),
+            calls_in_reasoning=in_reasoning,
         )
 
     def slice(self, name: str, value: object, names: Sequence[str]) -> SliceComparison:

@@ -29,7 +29,13 @@ from sommelier_mlflow.evaluation._stats import (
     QUANTILE_METHOD,
     PairedBootstrapResult,
 )
-from sommelier_mlflow.toolcalls import DEFAULT_MODE, MetricValue, find_scoring_mode, markdown_table
+from sommelier_mlflow.toolcalls import (
+    DEFAULT_MODE,
+    MetricValue,
+    calls_in_reasoning_message,
+    find_scoring_mode,
+    markdown_table,
+)
 
 __all__ = ["format_metric", "format_delta", "format_p_value", "render_comparison_markdown"]
 
@@ -173,13 +179,16 @@ def _identity_lines(report: ComparisonReport) -> list[str]:
 
 
 def _format_warning_lines(report: ComparisonReport) -> list[str]:
-    """Each arm's output-format warning and hint, first thing in the file, or nothing."""
+    """Each arm's output-format warning, hint and reasoning note, first in the file, or nothing."""
     items = []
     for kind, run in report.runs.items():
         if run.format_mismatch is not None:
             items.append(f"- **{kind} arm:** {_text(run.format_mismatch.message)}.")
         if run.format_hint is not None:
             items.append(f"- {kind} arm hint: {_text(run.format_hint)}")
+        if run.calls_in_reasoning:
+            note = calls_in_reasoning_message(run.calls_in_reasoning, run.examples)
+            items.append(f"- {kind} arm note: {_text(note)}.")
     if not items:
         return []
     return ["## Output format warnings", "", *items, ""]

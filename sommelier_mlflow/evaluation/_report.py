@@ -40,9 +40,10 @@ from sommelier_mlflow.data import (
     ModelIdentity,
     ModelKind,
     check_slice_fields,
+    read_template_date,
     slice_name,
 )
-from sommelier_mlflow.errors import InputError
+from sommelier_mlflow.errors import ConfigError, InputError
 from sommelier_mlflow.evaluation._checks import ReportChecker, ReportKeys, read_report_document
 from sommelier_mlflow.evaluation._digests import pair_set_digest
 from sommelier_mlflow.evaluation._results import (
@@ -103,6 +104,7 @@ _OPTIONAL_IDENTITY_KEYS: Final = frozenset(
         "prompt_format",
         "dataset",
         "chat_template_kwargs",
+        "template_date",
         "sample",
         "skip_overlong",
     }
@@ -171,6 +173,8 @@ class ArmIdentity:
             (``--test-split mlflow-dataset:NAME``); ``None`` for a split file.
         chat_template_kwargs: The extra template variables every prompt was
             rendered with (``--chat-template-kwargs``; written only when set).
+        template_date: The day the template's clock said while every prompt
+            was rendered (``--template-date``; written only when set).
         sample: How ``max_examples`` drew the evaluated rows (``rule``,
             ``seed``, ``max_examples``, ``strata``, ``roots``; see
             :func:`~sommelier_mlflow.data.sample_examples`); ``None`` when every
@@ -190,6 +194,7 @@ class ArmIdentity:
     prompt_format: str = DEFAULT_PROMPT_FORMAT
     dataset: DatasetRef | None = None
     chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    template_date: str | None = None
     sample: Mapping[str, Any] | None = None
     skip_overlong: SkippedOverlong | None = None
 
@@ -319,6 +324,7 @@ class EvaluationReport:
                 prompt_format=run.prompt_format,
                 dataset=run.dataset,
                 chat_template_kwargs=dict(run.chat_template_kwargs),
+                template_date=run.template_date,
             ),
             metric_names=run.metric_names,
             bootstrap=run.bootstrap,
@@ -423,6 +429,8 @@ class EvaluationReport:
             extra["dataset"] = self.identity.dataset.to_dict()
         if self.identity.chat_template_kwargs:
             extra["chat_template_kwargs"] = dict(self.identity.chat_template_kwargs)
+        if self.identity.template_date is not None:
+            extra["template_date"] = self.identity.template_date
         if self.identity.sample is not None:
             extra["sample"] = dict(self.identity.sample)
         if self.identity.skip_overlong is not None:
@@ -761,6 +769,7 @@ def _read_identity(check: ReportChecker, top: dict[str, Any]) -> tuple[dict[str,
         prompt_format=prompt_format,
         dataset=_dataset(check, identity_entry),
         chat_template_kwargs=_chat_template_kwargs(check, identity_entry),
+        template_date=_template_date(check, identity_entry),
         sample=_sample(check, identity_entry),
         skip_overlong=_skipped(check, identity_entry),
     )
@@ -818,6 +827,17 @@ def _chat_template_kwargs(check: ReportChecker, identity: dict[str, Any]) -> dic
     if not kwargs:
         check.fail("identity.chat_template_kwargs", "is empty; leave it out when none were given")
     return dict(kwargs)
+
+
+def _template_date(check: ReportChecker, identity: dict[str, Any]) -> str | None:
+    if "template_date" not in identity:
+        return None
+    day = check.text(identity["template_date"], "identity.template_date")
+    try:
+        read_template_date(day)
+    except ConfigError as exc:
+        check.fail("identity.template_date", str(exc))
+    return day
 
 
 def _sample(check: ReportChecker, identity: dict[str, Any]) -> dict[str, Any] | None:

@@ -411,6 +411,8 @@ class ScoredRun:
         dataset: The MLflow evaluation dataset the split was read from, if any.
         chat_template_kwargs: The extra template variables every prompt was
             rendered with (``--chat-template-kwargs``).
+        template_date: The day the template's clock was fixed to while every
+            prompt was rendered (``--template-date``), or ``None``.
     """
 
     model_kind: ModelKind
@@ -424,6 +426,7 @@ class ScoredRun:
     prompt_format: str = DEFAULT_PROMPT_FORMAT
     dataset: DatasetRef | None = None
     chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    template_date: str | None = None
 
     @property
     def metric_names(self) -> tuple[str, ...]:

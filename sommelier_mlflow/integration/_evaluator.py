@@ -59,6 +59,9 @@ evaluator its own dict either way):
     (a mapping or its JSON text, as ``--chat-template-kwargs``: ``{"enable_thinking":
     false}``); checked and logged as the param ``sommelier.chat_template_kwargs``
     (canonical JSON), so runs rendered differently are told apart.
+``template_date`` (default none)
+    The day the prompts' chat-template clock was fixed to (``YYYY-MM-DD``, as
+    ``--template-date``); checked and logged as the param ``sommelier.template_date``.
 ``col_mapping``
     Consumed by MLflow itself (renames the targets/predictions columns); accepted.
 
@@ -85,6 +88,7 @@ from sommelier_mlflow._redact import redact_value
 from sommelier_mlflow.data import (
     check_slice_fields,
     read_chat_template_kwargs,
+    read_template_date,
     slice_field_names,
 )
 from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
@@ -145,10 +149,13 @@ _KNOWN_KEYS: Final = frozenset(
         "slice_by",
         "output_format",
         "chat_template_kwargs",
+        "template_date",
     }
 )
 #: The param the declared chat-template variables are logged under.
 CHAT_TEMPLATE_KWARGS_PARAM: Final = "sommelier.chat_template_kwargs"
+#: The param the declared fixed template day is logged under.
+TEMPLATE_DATE_PARAM: Final = "sommelier.template_date"
 
 
 class EvaluatorConfigError(ConfigError, MlflowException):
@@ -176,6 +183,7 @@ class _Config:
     slice_by: tuple[str, ...] = ()
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     output_format: str = JSON_FORMAT
+    template_date: str | None = None
 
 
 def _parse_config(raw: object) -> _Config:
@@ -246,6 +254,10 @@ def _parse_config(raw: object) -> _Config:
         template_kwargs = read_chat_template_kwargs(config.get("chat_template_kwargs"))
     except ConfigError as exc:
         raise EvaluatorConfigError(f"chat_template_kwargs: {exc}") from exc
+    try:
+        template_date = read_template_date(config.get("template_date"))
+    except ConfigError as exc:
+        raise EvaluatorConfigError(f"template_date: {exc}") from exc
     return _Config(
         columns=columns,
         explicit=frozenset(key for key in _COLUMN_DEFAULTS if key in config),
@@ -258,6 +270,7 @@ def _parse_config(raw: object) -> _Config:
         slice_by=tuple(name for name in slice_by if name != "language"),
         output_format=output_format,
         chat_template_kwargs=template_kwargs,
+        template_date=template_date,
     )
 
 
@@ -388,6 +401,8 @@ class SommelierEvaluator(ModelEvaluator):
                 run_id,
                 {CHAT_TEMPLATE_KWARGS_PARAM: canonical_json(config.chat_template_kwargs)},
             )
+        if config.template_date is not None:
+            log_params(run_id, {TEMPLATE_DATE_PARAM: config.template_date})
         return self._log(run_id, scores, config.log_table)
 
     @staticmethod

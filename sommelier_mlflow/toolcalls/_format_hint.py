@@ -35,6 +35,7 @@ __all__ = [
     "format_diagnosis",
     "format_hint",
     "calls_in_reasoning",
+    "calls_in_reasoning_message",
 ]
 
 #: One format's parse of an output, given the output and its example's tools.
@@ -273,4 +274,21 @@ def calls_in_reasoning(
         1
         for text, status, offered in zip(texts, statuses, tools, strict=True)
         if status == _NO_SYNTAX and decode(text, offered).calls_in_reasoning
+    )
+
+
+def calls_in_reasoning_message(count: int, outputs: int) -> str:
+    """The line every summary and the comparison report show for an arm's reasoning-only calls.
+
+    Such outputs score as making no call, which is right (the answer made
+    none) but hides that the model wanted to call; the line says so next to
+    the output-format warning and hint, so the count is not read as abstention.
+
+    Args:
+        count: Outputs whose only calls were written while reasoning.
+        outputs: How many outputs were scored.
+    """
+    return (
+        f"{count} of {outputs} outputs made calls only inside their reasoning "
+        "(<think>…</think>, or the format's reasoning channel), which do not count as answers"
     )

@@ -9,10 +9,13 @@ from pathlib import Path
 import pytest
 
 from sommelier_mlflow.data import TestSplit
-from sommelier_mlflow.errors import InvariantViolationError
+from sommelier_mlflow.errors import InvariantViolationError, SommelierError
 from sommelier_mlflow.evaluation import (
+    ComparisonReport,
     EvaluationReport,
+    compare_reports,
     read_evaluation_report,
+    render_comparison_markdown,
     write_evaluation_report,
 )
 from tests.evaluation.test_calls_scoring import ADAPTER, _score, calls_split
@@ -46,6 +49,40 @@ def test_thought_only_calls_are_counted_kept_and_checked(tmp_path: Path) -> None
         path.write_text(json.dumps(document))
         with pytest.raises(InvariantViolationError, match="calls_in_reasoning"):
             read_evaluation_report(path)
+
+
+def thought_only_arms() -> tuple[EvaluationReport, EvaluationReport]:
+    """A base arm without reasoning-only calls and an adapter arm with one, in ``hermes``."""
+    texts = {example_id: _hermes(text) for example_id, text in ADAPTER.items()}
+    base = EvaluationReport.from_run(_score("base", texts, output_format="hermes"))
+    texts["a3"] = THOUGHT_ONLY
+    adapter = EvaluationReport.from_run(_score("adapter", texts, output_format="hermes"))
+    return base, adapter
+
+
+NOTE = (
+    "1 of 6 outputs made calls only inside their reasoning (<think>…</think>, or the "
+    "format's reasoning channel), which do not count as answers"
+)
+
+
+def test_the_comparison_report_carries_each_arms_count_and_checks_it() -> None:
+    base, adapter = thought_only_arms()
+    comparison = compare_reports(base, adapter, resamples=50)
+    document = comparison.to_json()
+    runs = document["runs"]
+    assert runs["adapter"]["calls_in_reasoning"] == 1
+    assert "calls_in_reasoning" not in runs["base"]  # none: left out, the bytes unchanged
+    read = ComparisonReport.from_json(document)
+    assert (read.runs["base"].calls_in_reasoning, read.runs["adapter"].calls_in_reasoning) == (0, 1)
+    assert read.to_json() == document
+    markdown = render_comparison_markdown(comparison)
+    warnings = markdown.split("## Output format warnings\n\n", 1)[1].split("\n\n", 1)[0]
+    assert warnings == "- adapter arm note: " + NOTE.replace("<", "&lt;").replace(">", "&gt;") + "."
+    for wrong in (7, 0, -1, "1"):  # more than the arm's 6 outputs, none stored, not a count
+        runs["adapter"]["calls_in_reasoning"] = wrong
+        with pytest.raises(SommelierError, match=r"runs\.adapter\.calls_in_reasoning"):
+            ComparisonReport.from_json(document)
 
 
 def test_none_no_field_and_json_never_counts() -> None:

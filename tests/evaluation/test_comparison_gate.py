@@ -173,6 +173,16 @@ CASES = {
             },
         ),
     ),
+    "template_date": (
+        "template_date",
+        lambda kit, base: (
+            base,
+            {
+                **(a := _adapter_report(kit)),
+                "identity": {**a["identity"], "template_date": "2024-07-26"},
+            },
+        ),
+    ),
     "parser_version": (
         "parser_version",
         lambda kit, base: (

@@ -272,6 +272,8 @@ def test_chat_template_kwargs_render_the_subset_and_reach_the_report(
 
     with pytest.raises(ConfigError, match="may not set tools"):
         SommelierCallback(tmp_path / "any.jsonl", chat_template_kwargs={"tools": []})
+    with pytest.raises(ConfigError, match="--template-date must be a calendar date"):
+        SommelierCallback(tmp_path / "any.jsonl", template_date="26 Jul 2024")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     model_dir, tokenizer = tiny_pair
     unformatted = [
@@ -281,12 +283,18 @@ def test_chat_template_kwargs_render_the_subset_and_reach_the_report(
     path = write_test_split(tmp_path / "split.jsonl", unformatted)
     pinned = {"date_string": "26 Jul 2024"}
     callback = SommelierCallback(
-        path, max_new_tokens=4, at_end=False, on_evaluate=False, chat_template_kwargs=pinned
+        path,
+        max_new_tokens=4,
+        at_end=False,
+        on_evaluate=False,
+        chat_template_kwargs=pinned,
+        template_date="2024-07-26",
     )
     _train(model_dir, tokenizer, tmp_path / "out", [callback])
     assert sorted(callback.reports) == [0]
     assert callback.reports[0].identity.chat_template_kwargs == pinned
-    assert callback.reports[0].to_json()["identity"]["chat_template_kwargs"] == pinned
+    identity = callback.reports[0].to_json()["identity"]
+    assert (identity["chat_template_kwargs"], identity["template_date"]) == (pinned, "2024-07-26")
 
 
 def test_closing_an_evaluation_generator_lets_go_of_the_model_without_freeing_it(
