@@ -173,6 +173,7 @@ class HFGenerator(LocalSources):
         hf_token: str | None = None,
         num_threads: int | None = None,
         keep_special_tokens: bool = False,
+        min_new_tokens: int | None = None,
     ) -> None:
         """Load tokenizer, model and adapter.
 
@@ -197,6 +198,11 @@ class HFGenerator(LocalSources):
                 small models on few CPU cores are often faster single-threaded.
             keep_special_tokens: Decode completions keeping special tokens (the
                 output format's tags), still cut before end-of-sequence.
+            min_new_tokens: If given, end-of-sequence is suppressed until that
+                many tokens are generated (transformers' ``min_new_tokens``):
+                with ``min_new_tokens == max_new_tokens`` every completion has
+                exactly that length, which fixed-cost benchmarks need. It
+                changes outputs, so it is part of the fingerprint.
 
         Raises:
             ConfigError: Bad dtype, device, thread count or unpinned Hub revision.
@@ -208,6 +214,9 @@ class HFGenerator(LocalSources):
             raise ConfigError(f"num_threads must be a positive integer, got {num_threads!r}")
         if type(trust_remote_code) is not bool:
             raise ConfigError(f"trust_remote_code must be a bool, got {trust_remote_code!r}")
+        if min_new_tokens is not None and (type(min_new_tokens) is not int or min_new_tokens <= 0):
+            raise ConfigError(f"min_new_tokens must be a positive integer, got {min_new_tokens!r}")
+        self._min_new_tokens = min_new_tokens
         self._model_source, self._revision, model_local = _resolve_source(
             model, revision, what="model", revision_option="revision"
         )
@@ -338,7 +347,10 @@ class HFGenerator(LocalSources):
             ) from exc
 
     def _clean_generation_config(self, original: Any) -> Any:
-        return greedy_generation_config(original, self._tokenizer)
+        config = greedy_generation_config(original, self._tokenizer)
+        if self._min_new_tokens is not None:
+            config.min_new_tokens = self._min_new_tokens
+        return config
 
     # -- identity ----------------------------------------------------------------
 
@@ -371,6 +383,7 @@ class HFGenerator(LocalSources):
             "runtime": self.runtime_info(),
             # Only when on: fingerprints of runs that drop them keep their bytes.
             **({"special_tokens": "kept"} if self._keep_special_tokens else {}),
+            **({} if self._min_new_tokens is None else {"min_new_tokens": self._min_new_tokens}),
         }
 
     @property
@@ -590,7 +603,7 @@ def physical_cores() -> int:
 
 
 class HFOptions(BackendOptions):
-    """The ``hf`` backend's one option: the precision the model computes in."""
+    """The ``hf`` backend's options: the precision, and a floor on completion length."""
 
     dtype: DType | None = Field(
         default=None,
@@ -598,9 +611,19 @@ class HFOptions(BackendOptions):
         "in float64 CPU kernel rounding is far too small to change a greedy choice",
     )
 
+    min_new_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="suppress end-of-sequence until this many tokens are generated "
+        "(equal to max_new_tokens: fixed-length outputs, for benchmarks)",
+    )
+
     def job_identity(self) -> dict[str, object]:
-        """The precision can change a greedy choice, so it names the run's outputs."""
-        return {} if self.dtype is None else {"dtype": self.dtype}
+        """Precision and a length floor change outputs, so they name the run's outputs."""
+        identity: dict[str, object] = {} if self.dtype is None else {"dtype": self.dtype}
+        if self.min_new_tokens is not None:
+            identity["min_new_tokens"] = self.min_new_tokens
+        return identity
 
 
 @register_backend("hf", options=HFOptions)
@@ -625,4 +648,5 @@ def hf_backend(request: BackendRequest, options: HFOptions) -> HFGenerator:
         num_threads=request.num_threads,
         keep_special_tokens=request.keep_special_tokens,
         dtype=options.dtype,
+        min_new_tokens=options.min_new_tokens,
     )
