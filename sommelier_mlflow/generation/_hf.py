@@ -506,6 +506,10 @@ def greedy_completions(
         return []
     call_config = copy.deepcopy(generation_config)
     call_config.max_new_tokens = max_new_tokens
+    floor = getattr(call_config, "min_new_tokens", None)
+    if floor is not None and floor > max_new_tokens:
+        # Same outputs (no end-of-sequence at all), without transformers' "unfeasible" warning.
+        call_config.min_new_tokens = max_new_tokens
     eos = call_config.eos_token_id
     eos_ids = {int(token) for token in ([eos] if isinstance(eos, int) else list(eos or []))}
     if tokenizer.eos_token_id is not None:

@@ -82,6 +82,9 @@ def test_product_loads_both_arms_and_generates_exactly_n_tokens(shaped: Path) ->
         assert [c.completion_tokens for c in completions] == [NEW_TOKENS] * len(prompts)
         assert {c.finish_reason for c in completions} == {"length"}
         assert backend.fingerprint()["min_new_tokens"] == NEW_TOKENS
+        # A shorter call is cut at its own maximum, without transformers' length warning.
+        short = backend.generate_details(prompts[:1], max_new_tokens=2)  # type: ignore[attr-defined]
+        assert [c.completion_tokens for c in short] == [2]
         texts[arm] = [c.text for c in completions]
     assert texts["base"] != texts["adapter"]  # the random LoRA changes outputs
 
