@@ -229,7 +229,7 @@ def print_rows(rows: Sequence[Row]) -> None:
     for r in rows:
         print(
             f"| {r.arm} | {r.mode} | {r.batch_size} | {r.prompts} | {r.seconds:.1f} "
-            f"| {r.prompts_per_s:.2f} | {r.tokens_per_s:.0f} | {r.vs_batched:.2f}x "
+            f"| {r.prompts_per_s:.3g} | {r.tokens_per_s:.3g} | {r.vs_batched:.2f}x "
             f"| {r.same_text}/{r.prompts} |"
         )
 
