@@ -1,4 +1,4 @@
-"""The bundled conversations example: OpenAI fine-tuning data imported, formatted, scored, compared."""
+"""The bundled conversations example: OpenAI-format data imported, formatted, scored, compared."""
 
 from __future__ import annotations
 
