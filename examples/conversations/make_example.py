@@ -141,6 +141,7 @@ class _Chat:
 
 
 def _weather(rng: random.Random, city: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """A weather call for ``city`` and the result its tool returns."""
     return (
         "get_weather",
         {"city": city},
@@ -211,7 +212,7 @@ def build_conversations(seed: int) -> list[dict[str, Any]]:
 
 def assistant_turns(record: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
     """``(example_id, gold calls)`` of every assistant turn, as ``prepare`` numbers them."""
-    turns = []
+    turns: list[tuple[str, list[dict[str, Any]]]] = []
     for message in record["messages"]:
         if message["role"] != "assistant":
             continue
@@ -227,6 +228,7 @@ def assistant_turns(record: dict[str, Any]) -> list[tuple[str, list[dict[str, An
 
 
 def _hermes(calls: list[dict[str, Any]]) -> str:
+    """Calls as a Hermes-format model writes them: one ``<tool_call>`` JSON object each."""
     return "\n".join(f"<tool_call>{json.dumps(call)}</tool_call>" for call in calls)
 
 
@@ -265,6 +267,7 @@ def build_outputs(records: list[dict[str, Any]], seed: int, skill: float) -> lis
 
 
 def _write(path: Path, rows: list[dict[str, Any]]) -> None:
+    """JSONL with sorted keys, written atomically (temp + rename) so a crash leaves no half file."""
     text = "".join(
         json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
         for row in rows
@@ -276,6 +279,7 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Write the conversations and both arms' outputs under ``--out``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).parent)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
