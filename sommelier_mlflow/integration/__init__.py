@@ -34,6 +34,12 @@ from sommelier_mlflow.integration._keys import (
     interval_label,
 )
 from sommelier_mlflow.integration._leaderboard import TAG_BEST_ADAPTER_RUN, log_leaderboard
+from sommelier_mlflow.integration._logged_models import (
+    TAG_IDENTITY_SHA256,
+    TAG_LOGGED_MODEL_ID,
+    LoggedModelUnsupportedWarning,
+    log_checkpoint_model,
+)
 from sommelier_mlflow.integration._predictions import score_predictions
 from sommelier_mlflow.integration._primitives import (
     MAX_METRICS_PER_BATCH,
@@ -75,6 +81,7 @@ __all__ = [
     "CLAIMS_ARTIFACT",
     "DATASET_PREFIX",
     "ExampleTrace",
+    "LoggedModelUnsupportedWarning",
     "MAX_METRICS_PER_BATCH",
     "PushedDataset",
     "REDACTED",
@@ -82,6 +89,8 @@ __all__ = [
     "RegisteredModel",
     "TAG_BEST_ADAPTER_RUN",
     "TAG_CLAIMS_SHA256",
+    "TAG_IDENTITY_SHA256",
+    "TAG_LOGGED_MODEL_ID",
     "TAG_VERDICT",
     "arm_example_traces",
     "check_alias",
@@ -99,6 +108,7 @@ __all__ = [
     "is_registry_uri",
     "leaderboard_figure",
     "log_artifact_files",
+    "log_checkpoint_model",
     "log_comparison_run",
     "log_evaluation_run",
     "log_example_traces",

@@ -49,6 +49,7 @@ __all__ = [
     "TAG_IDENTITY_SHA256",
     "TAG_CHECKPOINT_STEP",
     "TAG_LOGGED_MODEL_ID",
+    "TAG_TRAINING_RUN_ID",
     "MODEL_TYPE",
     "LoggedModelUnsupportedWarning",
     "MetricsDataset",
@@ -57,6 +58,7 @@ __all__ = [
     "logged_model_name",
     "find_or_create_model",
     "link_model_metrics",
+    "log_checkpoint_model",
 ]
 
 #: SHA-256 of the canonical JSON of :func:`model_identity_fields`: how an arm finds its model.
@@ -65,6 +67,8 @@ TAG_IDENTITY_SHA256: Final = "sommelier.identity_sha256"
 TAG_LOGGED_MODEL_ID: Final = "sommelier.logged_model_id"
 #: On a checkpoint's model: the training step it was evaluated at.
 TAG_CHECKPOINT_STEP: Final = "sommelier.checkpoint_step"
+#: On a checkpoint's model: the training run it was evaluated in.
+TAG_TRAINING_RUN_ID: Final = "sommelier.training_run_id"
 #: The LoggedModel type of every model the product creates (searchable in the UI).
 MODEL_TYPE: Final = "tool-calling"
 #: Characters MLflow refuses in a LoggedModel name.
@@ -312,3 +316,43 @@ def link_model_metrics(
         model_id=model_id,
         dataset=(dataset.name, dataset.digest) if dataset is not None else None,
     )
+
+
+def log_checkpoint_model(
+    identity: ArmIdentity,
+    metrics: Mapping[str, float],
+    *,
+    run_id: str,
+    step: int,
+    client: MlflowClient | None = None,
+) -> str | None:
+    """Log one training checkpoint's metrics on its own LoggedModel, at ``step``.
+
+    The model is the checkpoint of this training run at this step (both tagged
+    and part of its identity), recorded as an output of the training run at
+    that step, so the run's page and the Models tab list the checkpoints with
+    their tool-call metrics, ready for ``search_logged_models`` to rank. A store
+    without LoggedModels gets the run metrics alone (one warning).
+
+    Returns:
+        The checkpoint's model id, ``None`` without LoggedModel support.
+    """
+    from mlflow.entities import LoggedModelOutput
+
+    from sommelier_mlflow.integration._primitives import read_active_run, resolve_client
+
+    tracker = resolve_client(client)
+    experiment_id = str(read_active_run(run_id, client=tracker).info.experiment_id)
+    model_id = find_or_create_model(
+        identity,
+        experiment_id=experiment_id,
+        source_run_id=run_id,
+        client=tracker,
+        extra={TAG_TRAINING_RUN_ID: run_id, TAG_CHECKPOINT_STEP: str(step)},
+        name_suffix=f"step-{step}",
+    )
+    log_metrics_batch(run_id, metrics, client=tracker, step=step, model_id=model_id)
+    if model_id is not None:
+        with tracking_errors("link the checkpoint's model to the training run"):
+            tracker.log_outputs(run_id, [LoggedModelOutput(model_id=model_id, step=step)])
+    return model_id
