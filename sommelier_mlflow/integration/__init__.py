@@ -35,9 +35,13 @@ from sommelier_mlflow.integration._keys import (
 )
 from sommelier_mlflow.integration._leaderboard import TAG_BEST_ADAPTER_RUN, log_leaderboard
 from sommelier_mlflow.integration._logged_models import (
+    TAG_CHECKPOINT_STEP,
     TAG_IDENTITY_SHA256,
     TAG_LOGGED_MODEL_ID,
+    TAG_TRAINING_RUN_ID,
     LoggedModelUnsupportedWarning,
+    download_checkpoint_report,
+    is_logged_model_id,
     log_checkpoint_model,
 )
 from sommelier_mlflow.integration._predictions import score_predictions
@@ -88,9 +92,11 @@ __all__ = [
     "REGISTRY_PREFIX",
     "RegisteredModel",
     "TAG_BEST_ADAPTER_RUN",
+    "TAG_CHECKPOINT_STEP",
     "TAG_CLAIMS_SHA256",
     "TAG_IDENTITY_SHA256",
     "TAG_LOGGED_MODEL_ID",
+    "TAG_TRAINING_RUN_ID",
     "TAG_VERDICT",
     "arm_example_traces",
     "check_alias",
@@ -100,11 +106,13 @@ __all__ = [
     "check_tracking_server",
     "comparison_figure",
     "comparison_metric_keys",
+    "download_checkpoint_report",
     "evaluation_metric_keys",
     "find_registration",
     "gaps_figure",
     "interval_label",
     "is_dataset_reference",
+    "is_logged_model_id",
     "is_registry_uri",
     "leaderboard_figure",
     "log_artifact_files",

@@ -31,7 +31,7 @@ import re
 import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from sommelier_mlflow._json import canonical_json
@@ -52,12 +52,13 @@ __all__ = [
     "TAG_TRAINING_RUN_ID",
     "MODEL_TYPE",
     "LoggedModelUnsupportedWarning",
-    "MetricsDataset",
     "model_identity_fields",
     "identity_sha256",
     "logged_model_name",
     "find_or_create_model",
-    "link_model_metrics",
+    "is_logged_model_id",
+    "checkpoint_report_path",
+    "download_checkpoint_report",
     "log_checkpoint_model",
 ]
 
@@ -82,14 +83,6 @@ _warned_stores: set[str] = set()
 
 class LoggedModelUnsupportedWarning(UserWarning):
     """The tracking store keeps no LoggedModels; the run is logged without one."""
-
-
-@dataclass(frozen=True, slots=True)
-class MetricsDataset:
-    """The dataset a model's metrics were computed on, as the run logged it (name, digest)."""
-
-    name: str
-    digest: str
 
 
 def model_identity_fields(
@@ -121,6 +114,20 @@ def model_identity_fields(
 def identity_sha256(fields: Mapping[str, Any]) -> str:
     """SHA-256 of the canonical JSON of ``fields`` (the identity tag's value)."""
     return hashlib.sha256(canonical_json(dict(fields)).encode("utf-8")).hexdigest()
+
+
+#: MLflow's LoggedModel ids: ``m-`` and 32 hex digits (run ids have no prefix).
+_MODEL_ID: Final = re.compile(r"m-[0-9a-f]{32}")
+
+
+def is_logged_model_id(value: str) -> bool:
+    """Whether an arm is given as a LoggedModel id (a checkpoint) rather than a run id."""
+    return bool(_MODEL_ID.fullmatch(value))
+
+
+def checkpoint_report_path(step: int) -> str:
+    """Where ``SommelierCallback`` logs a checkpoint's report in the training run."""
+    return f"sommelier/checkpoints/step-{step}/evaluation_report.json"
 
 
 def _name_part(source: str) -> str:
@@ -163,7 +170,8 @@ def _model_tags(identity: ArmIdentity, digest: str, extra: Mapping[str, str]) ->
 
 def _unsupported(exc: BaseException) -> bool:
     """Whether ``exc`` says the store has no LoggedModels at all (not that it failed)."""
-    if isinstance(exc, (NotImplementedError, AttributeError)):
+    # A store plugin without the methods; an MLflow without the call (ImportError, AttributeError).
+    if isinstance(exc, (NotImplementedError, AttributeError, ImportError)):
         return True
     code = getattr(exc, "error_code", None)
     if code in _UNSUPPORTED_CODES:
@@ -211,7 +219,6 @@ def _create(
     placeholder ``MLmodel`` so that it can be registered.
     """
     import tempfile
-    from pathlib import Path
 
     from mlflow.entities import LoggedModelStatus
     from mlflow.models.model import MLMODEL_FILE_NAME
@@ -294,30 +301,6 @@ def find_or_create_model(
         raise
 
 
-def link_model_metrics(
-    run_id: str,
-    model_id: str,
-    metrics: Mapping[str, float],
-    *,
-    dataset: MetricsDataset | None,
-    client: MlflowClient,
-    step: int = 0,
-) -> None:
-    """Log ``metrics`` in ``run_id`` linked to ``model_id`` (and ``dataset``), in batches.
-
-    The metrics also stay run metrics (one write serves both views): MLflow
-    records a metric that carries a ``model_id`` on the run and on the model.
-    """
-    log_metrics_batch(
-        run_id,
-        metrics,
-        client=client,
-        step=step,
-        model_id=model_id,
-        dataset=(dataset.name, dataset.digest) if dataset is not None else None,
-    )
-
-
 def log_checkpoint_model(
     identity: ArmIdentity,
     metrics: Mapping[str, float],
@@ -349,10 +332,54 @@ def log_checkpoint_model(
         source_run_id=run_id,
         client=tracker,
         extra={TAG_TRAINING_RUN_ID: run_id, TAG_CHECKPOINT_STEP: str(step)},
-        name_suffix=f"step-{step}",
+        # An adapter's source already names its step (``training:step-<n>``); the base's not.
+        name_suffix=f"step-{step}" if identity.adapter is None else None,
     )
     log_metrics_batch(run_id, metrics, client=tracker, step=step, model_id=model_id)
     if model_id is not None:
         with tracking_errors("link the checkpoint's model to the training run"):
             tracker.log_outputs(run_id, [LoggedModelOutput(model_id=model_id, step=step)])
     return model_id
+
+
+def download_checkpoint_report(model_id: str, dest: Path) -> Path:
+    """Fetch the report of a checkpoint's LoggedModel from its training run into ``dest``.
+
+    The report is the one ``SommelierCallback`` logged at the model's step;
+    its overall values are held to the metrics on the model, so a report
+    replaced after logging is refused.
+
+    Raises:
+        DataError: The model is not a checkpoint of a training run (exit 2).
+        InvariantViolationError: The report's values differ from the model's (exit 5).
+        TrackingError: The store is unreachable (exit 3).
+    """
+    import mlflow
+
+    from sommelier_mlflow.errors import DataError, InvariantViolationError
+    from sommelier_mlflow.evaluation import read_evaluation_report
+
+    dest.mkdir(parents=True, exist_ok=True)
+    with tracking_errors(f"fetch the report of checkpoint model {model_id}"):
+        model = mlflow.MlflowClient().get_logged_model(model_id)
+        run_id, step = model.tags.get(TAG_TRAINING_RUN_ID), model.tags.get(TAG_CHECKPOINT_STEP)
+        if not run_id or step is None:
+            raise DataError(
+                f"LoggedModel {model_id} is not a checkpoint evaluated by SommelierCallback "
+                f"(no {TAG_TRAINING_RUN_ID} / {TAG_CHECKPOINT_STEP} tags); pass arm run ids"
+            )
+        local = Path(
+            mlflow.artifacts.download_artifacts(
+                run_id=run_id, artifact_path=checkpoint_report_path(int(step)), dst_path=str(dest)
+            )
+        )
+    report = read_evaluation_report(local)
+    logged = {metric.key: metric.value for metric in model.metrics or []}
+    for name, value in report.metrics.items():
+        on_model = logged.get(f"tooleval/overall/{name}")
+        if on_model is not None and abs(float(on_model) - value.value) > 1e-12:
+            raise InvariantViolationError(
+                f"checkpoint model {model_id}: its report says overall {name} = {value.value}, "
+                f"but the model carries {on_model}; the report artifact is not its own"
+            )
+    return local

@@ -14,15 +14,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sommelier_mlflow._redact import redact
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.evaluation import ComparisonReport, EvaluationReport
 from sommelier_mlflow.integration._claims import verdict_tags
 from sommelier_mlflow.integration._keys import comparison_metric_keys, evaluation_metric_keys
-from sommelier_mlflow.integration._logged_models import (
-    TAG_LOGGED_MODEL_ID,
-    MetricsDataset,
-    find_or_create_model,
-)
+from sommelier_mlflow.integration._logged_models import TAG_LOGGED_MODEL_ID, find_or_create_model
 from sommelier_mlflow.integration._params import (
     comparison_params,
     evaluation_params,
@@ -122,16 +119,7 @@ def log_evaluation_run(
         if dataset is not None
         else {}
     )
-    model_id = (
-        find_or_create_model(
-            report.identity,
-            experiment_id=str(read_active_run(run_id, client=tracker).info.experiment_id),
-            source_run_id=run_id,
-            client=tracker,
-        )
-        if logged_model
-        else None
-    )
+    model_id = _arm_model(report, run_id, tracker) if logged_model else None
     model_tags = {TAG_LOGGED_MODEL_ID: model_id} if model_id is not None else {}
     set_sommelier_tags(
         run_id,
@@ -142,18 +130,13 @@ def log_evaluation_run(
         client=tracker,
     )
     log_params(run_id, {**evaluation_params(document), **(params or {})}, client=tracker)
-    metrics_dataset = (
-        MetricsDataset(Path(test_split_path).name, dataset_digest(report.identity.test_split_sha256))
+    # The model's metrics are on the test split, named and digested as its dataset input.
+    split_dataset = (
+        (redact(Path(test_split_path).name), dataset_digest(report.identity.test_split_sha256))
         if test_split_path is not None
         else None
     )
-    log_metrics_batch(
-        run_id,
-        keys,
-        client=tracker,
-        model_id=model_id,
-        dataset=(metrics_dataset.name, metrics_dataset.digest) if metrics_dataset else None,
-    )
+    log_metrics_batch(run_id, keys, client=tracker, model_id=model_id, dataset=split_dataset)
     if test_split_path is not None:
         log_test_split_input(test_split_path, run_id=run_id, split=split, client=tracker)
     if artifact_files:
@@ -241,6 +224,27 @@ def log_verdict(
     if report.claims is None:
         return {}
     return set_sommelier_tags(run_id, extra=verdict_tags(report.claims), client=client)
+
+
+def _arm_model(report: EvaluationReport, run_id: str, tracker: MlflowClient) -> str | None:
+    """The LoggedModel an arm's metrics go to: its registry version's, or one of its identity.
+
+    An arm evaluated from ``models:/`` (the adapter version, or a full model
+    version given as ``--model``) carries the version's LoggedModel id in its
+    ``sommelier.registry.*`` tags, set before this; the metrics join that
+    model, where the registry already links it.
+    """
+    run = read_active_run(run_id, client=tracker)
+    role = "adapter" if report.identity.adapter is not None else "model"
+    registered = run.data.tags.get(f"sommelier.registry.{role}.model_id")
+    if registered:
+        return str(registered)
+    return find_or_create_model(
+        report.identity,
+        experiment_id=str(run.info.experiment_id),
+        source_run_id=run_id,
+        client=tracker,
+    )
 
 
 def _digest(document: object) -> str:

@@ -101,7 +101,8 @@ import sys, threading, time
 from mlflow.tracking import MlflowClient
 from sommelier_mlflow.evaluation import read_evaluation_report
 from sommelier_mlflow.integration import log_evaluation_run
-report_path, experiment_id, start, threads = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+report_path, experiment_id = sys.argv[1], sys.argv[2]
+start, threads = float(sys.argv[3]), int(sys.argv[4])
 report = read_evaluation_report(report_path)
 client = MlflowClient()
 run_ids = [client.create_run(experiment_id).info.run_id for _ in range(threads)]

@@ -185,6 +185,19 @@ def test_callback_logs_per_step_and_does_not_perturb_training(
     outputs = {o.model_id: o.step for o in client.get_run(run.info.run_id).outputs.model_outputs}
     assert outputs == {m.model_id: step for step, m in by_step.items()}
 
+    # The leaderboard takes the training run's checkpoint models as its family (base: step 0)
+    # and records its ranking on each of them.
+    from sommelier_mlflow.cli import main
+
+    training = run.info.run_id
+    args = ["compare", "--base-run-id", training, "--adapter-runs-from-parent", training]
+    args += ["--resamples", "100", "--out", str(tmp_path / "board"), "--mlflow"]
+    assert main(args) == 0
+    ranked = {step: client.get_logged_model(by_step[step].model_id).tags for step in (2, 4)}
+    assert sorted(tags["sommelier.leaderboard.rank"] for tags in ranked.values()) == ["1", "2"]
+    assert all(tags["sommelier.leaderboard.of"] == "2" for tags in ranked.values())
+    assert "sommelier.leaderboard.rank" not in client.get_logged_model(by_step[0].model_id).tags
+
 
 def test_a_row_the_mode_cannot_read_fails_before_the_first_step(
     tmp_path: Path, tiny_pair: tuple[Path, Any], monkeypatch: pytest.MonkeyPatch
