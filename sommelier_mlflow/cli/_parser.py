@@ -563,7 +563,11 @@ def _command_show(sub: Any) -> None:
     show = sub.add_parser(
         "show", help="print a logged arm's or comparison's summary table from its MLflow run"
     )
-    show.add_argument("run_id", help="the run of an arm (base/adapter) or of a comparison")
+    show.add_argument(
+        "run_id",
+        help="the run of an arm (base/adapter) or of a comparison; or a model: a LoggedModel "
+        "id (m-...) or a registry version (models:/NAME/VERSION, models:/NAME@ALIAS)",
+    )
     show.add_argument(
         "--tracking-uri", default=None, help="tracking store (default: MLFLOW_TRACKING_URI)"
     )

@@ -498,13 +498,14 @@ class SommelierCallback(TrainerCallback):
         from sommelier_mlflow.integration import (
             evaluation_metric_keys,
             log_artifact_files,
-            log_metrics_batch,
+            log_checkpoint_model,
         )
 
         keys = {
             f"{METRIC_PREFIX}{key}": value for key, value in evaluation_metric_keys(report).items()
         }
-        log_metrics_batch(run_id, keys, step=step)
+        # The run's metrics on the loss's step axis, and the checkpoint's LoggedModel.
+        log_checkpoint_model(report.identity, keys, run_id=run_id, step=step)
         log_artifact_files(
             [report_path], f"{ARTIFACT_ROOT}/step-{step}", root=report_path.parent, run_id=run_id
         )
