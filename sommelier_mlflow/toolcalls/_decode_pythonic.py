@@ -23,8 +23,8 @@ What the decoder accepts, exactly:
 
 The calls come out as ``{"name": "pkg.g", "arguments": {...}}`` in list order.
 Most outputs are plain (double- or single-quoted strings without escapes,
-JSON-style numbers): those are translated to JSON and read by the strict JSON
-loader, with checks that refuse the shortcut for anything Python would read
+JSON-style numbers): those are translated to JSON and read by orjson with the strict
+loader's checks, and checks that refuse the shortcut for anything Python would read
 differently; everything else takes the :mod:`ast` path, which is the
 definition (a property test holds the two equal).
 """
@@ -34,16 +34,19 @@ from __future__ import annotations
 import ast
 import math
 import re
-from keyword import iskeyword
+from keyword import kwlist
+from operator import add
 from typing import Any, Final
 
-from sommelier_mlflow._json import readable_int
-from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
+from orjson import dumps as dump_piece
+
+from sommelier_mlflow._json import JSONDecodeError, readable_int
+from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult, ok_calls
 from sommelier_mlflow.toolcalls._decode import (
     INVALID_JSON,
     INVALID_SHAPE,
     NO_JSON,
-    strict_json,
+    parse_piece,
 )
 from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 
@@ -165,18 +168,28 @@ def _decode_with_ast(body: str) -> CallsParseResult:
 #
 # Strings without escapes, control characters or DEL read the same in Python
 # and JSON (single-quoted ones once requoted). The code between them is
-# translated: ``name(`` opens ``["<DEL>name",{``, ``kw=`` becomes the key
-# ``"<DEL>kw":``, ``)`` closes ``},"<DEL>"]``, and True/False/None become
-# JSON's constants. DEL is legal raw inside a JSON string, so the JSON needs no
-# escapes (which keeps the strict loader's duplicate-key check on its fast
-# path), and no string of the output can hold it, so the markers are
-# unforgeable. The checks after the strict JSON read prove that every call,
-# keyword and paren was translated where Python would have read one; any
-# doubt returns ``None`` and the ast path decides. Numbers need no check:
-# JSON's number syntax is a subset of Python's with the same values, and the
-# loader refuses what would be infinite, as the ast path does.
+# translated by substitutions that run in C: ``name(`` opens
+# ``["<DEL>name",[``, ``kw=`` becomes the list items ``"<DEL><DEL>","kw",``
+# (a mark, the keyword, then its value), ``)`` closes ``],"<DEL>"]``, and
+# True/False/None become JSON's constants. Each call's arguments are read as a
+# flat list of such triples, so one ``dict(zip(...))`` builds them without a
+# Python loop. DEL is legal raw inside a JSON string, so the JSON needs no
+# escapes, and no string of the output can hold it, so the marks are
+# unforgeable. The checks after one orjson read prove that every call, keyword
+# and paren was translated where Python would have read one: every ``(`` is a
+# call head and every ``=`` a keyword (the substitutions count them); the list
+# holds exactly one ``[name, arguments, close]`` triple per head (so no head
+# and no close is nested in a value); each arguments list is mark-keyword-value
+# triples only, and together they hold one mark per keyword (so no keyword is
+# nested in a value, and no value is positional). Any doubt returns ``None``
+# and the ast path decides. Numbers need no check: JSON's number syntax is a
+# subset of Python's with the same values, orjson refuses what would be
+# infinite, as the ast path does, and a float written back with an exponent
+# (where an integer beyond 64 bits read as a float would show) goes to the ast
+# path.
 
 _MARK: Final = "\x7f"
+_KEYWORD_MARK: Final = "\x7f\x7f"
 _PLAIN: Final = r"A-Za-z0-9_.\[\]{}(),:=+\- \t\n\r\x01"
 _STRINGS: Final = re.compile(r'("[^"\\\x00-\x1f\x7f]*"|\'[^\'"\\\x00-\x1f\x7f]*\')')
 _PLAIN_CODE: Final = re.compile(f"[{_PLAIN}]*")
@@ -184,20 +197,59 @@ _PLAIN_CODE: Final = re.compile(f"[{_PLAIN}]*")
 _UNTERMINATED: Final = re.compile(f"[{_PLAIN}]*[\"'][^\"'\\\\\x01]*")
 #: A lowercase JSON constant where Python would read a bare name (JSON would take it).
 _JSON_WORD: Final = re.compile(r"(?<![\w.])(?:true|false|null)(?![\w.(]|[ \t\n\r]*=)", re.ASCII)
-#: A call head ``name(`` or a keyword ``name=``, starting where a run of word
-#: characters and dots starts. The lookbehind keeps the split linear: without
-#: it, a run of n identifier characters followed by neither ``(`` nor ``=`` was
-#: scanned again from each of its n characters (quadratic: 16k characters took
-#: 15 s). A head glued to a word character or a dot was never one Python reads
-#: (JSON would not read the glued text either): left untranslated, it leaves
-#: fewer heads than parentheses, and the ast path decides.
-_NAMED: Final = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)[ \t\n\r]*([(=])", re.ASCII)
+#: A call head ``name(`` (a dotted name) or a keyword ``name=``, starting where a run
+#: of word characters and dots starts. The lookbehind keeps the split linear:
+#: without it, a run of n identifier characters followed by neither ``(`` nor
+#: ``=`` was scanned again from each of its n characters (quadratic: 16k
+#: characters took 15 s). A head glued to a word character or a dot was never one
+#: Python reads (JSON would not read the glued text either), and a dotted name is
+#: only a head: left untranslated, either leaves a ``(`` or ``=`` uncounted, and
+#: the ast path decides.
+_NAMED: Final = re.compile(r"([A-Za-z_](?<![\w.][A-Za-z_])[\w.]*)[ \t\n\r]*([(=])", re.ASCII)
+#: What goes before and after a name, by what followed it (``(``: a call head).
+_BEFORE: Final = {"(": '["' + _MARK, "=": f'"{_KEYWORD_MARK}","'}.__getitem__
+_AFTER: Final = {"(": '",[', "=": '",'}.__getitem__
+#: Names Python refuses as a call's name (or part of one) or a keyword's.
+_RESERVED: Final = frozenset(kwlist)
 _CONSTANTS: Final = tuple(
     (word, re.compile(rf"(?<![\w.\x7f]){word}(?!\w)", re.ASCII), json_word)
     for word, json_word in (("True", "true"), ("False", "false"), ("None", "null"))
 )
 #: Fewer brackets than this cannot reach the parser's nesting limit.
 _SHALLOW: Final = 100
+
+
+def _translated(code: str, heads: int, keywords: int) -> str | None:
+    """``code`` with its ``heads`` call heads and ``keywords`` keywords marked, or ``None``.
+
+    ``None`` when some ``(`` is not a call head, some ``=`` not a keyword, or
+    a name is not one Python reads there. The split finds the names; the
+    marks go around them by C-level maps, without a Python loop over them.
+    """
+    pieces = _NAMED.split(code)
+    found = pieces[2::3]
+    if len(found) != heads + keywords or found.count("(") != heads:
+        return None
+    names = pieces[1::3]
+    if not _RESERVED.isdisjoint(names):
+        return None
+    if "." in "".join(names) and not _dotted_heads_only(names, found):
+        return None
+    pieces[1::3] = map(add, map(_BEFORE, found), names)
+    pieces[2::3] = map(_AFTER, found)
+    return "".join(pieces)
+
+
+def _dotted_heads_only(names: list[str], found: list[str]) -> bool:
+    """Whether every dotted name is a call head of identifiers that are not keywords."""
+    for name, after in zip(names, found, strict=True):
+        if "." in name:
+            parts = name.split(".")
+            if after != "(" or not all(map(str.isidentifier, parts)):
+                return False
+            if not _RESERVED.isdisjoint(parts):
+                return False
+    return True
 
 
 def _decode_plain(body: str) -> CallsParseResult | None:
@@ -225,58 +277,71 @@ def _decode_plain(body: str) -> CallsParseResult | None:
         if len(parts) % 2 == 0:
             return INVALID_JSON  # the last quote opens a string that never closes
         joiner = '"'
-    opened = code.count("(")
-    brackets = code.count("[")
-    braces = code.count("{")
-    if opened != code.count(")") or brackets != code.count("]") or braces != code.count("}"):
+    heads = code.count("(")
+    if heads != code.count(")"):
         return INVALID_JSON
-    if opened + brackets + braces >= _SHALLOW or (
-        ("true" in code or "false" in code or "null" in code)
-        and _JSON_WORD.search(code) is not None
-    ):
+    if len(code) >= 2 * _SHALLOW:
+        brackets = code.count("[")
+        braces = code.count("{")
+        if brackets != code.count("]") or braces != code.count("}"):
+            return INVALID_JSON
+        if heads + brackets + braces >= _SHALLOW:
+            return None
+    if ("true" in code or "false" in code or "null" in code) and _JSON_WORD.search(code):
         return None
     keywords = code.count("=")
-    pieces = _NAMED.split(code)
-    heads = 0
-    for index in range(1, len(pieces), 3):
-        if pieces[index + 1] == "(":
-            heads += 1
-            pieces[index] = '["' + _MARK + pieces[index] + '",{'
-        else:
-            pieces[index] = '"' + _MARK + pieces[index] + '":'
-        pieces[index + 1] = ""
-    if heads != opened:
+    translated = _translated(code, heads, keywords)
+    if translated is None:
         return None
-    code = "".join(pieces).replace(")", '},"' + _MARK + '"]')
+    translated = translated.replace(")", '],"\x7f"]')
     for word, pattern, json_word in _CONSTANTS:
-        if word in code:
-            code = pattern.sub(json_word, code)
-    parts[0::2] = code.split("\x01")
-    if "'" in body:
+        if word in translated:
+            translated = pattern.sub(json_word, translated)
+    parts[0::2] = translated.split("\x01")
+    if not joiner:
         parts[1::2] = [s if s[0] == '"' else f'"{s[1:-1]}"' for s in parts[1::2]]
-    value = strict_json(joiner.join(parts))
+    text = joiner.join(parts)
+    try:
+        value = parse_piece(text)
+    except JSONDecodeError:
+        return None if _balanced(code) else INVALID_JSON
+    # As checked_small: no key of a dict literal was dropped (without escapes,
+    # every colon of the text is a key's or a string's, and so is every colon
+    # written back), and no float written back with an exponent may have been
+    # an integer beyond 64 bits, which Python reads exactly.
+    written = dump_piece(value)
+    if written.find(b"e+") >= 0 or text.count(":") != written.count(b":"):
+        return None
     if type(value) is not list or len(value) != heads:
         return None
     calls: list[dict[str, Any]] = []
     for element in value:
         if type(element) is not list or len(element) != 3 or element[2] != _MARK:
             return None
-        head, arguments = element[0], element[1]
-        if type(head) is not str or head[:1] != _MARK or type(arguments) is not dict:
+        head, items = element[0], element[1]
+        if type(head) is not str or head[:1] != _MARK or type(items) is not list:
             return None
-        name = head[1:]  # dotted identifiers by _NAMED; Python refuses keywords among them
-        if iskeyword(name) or ("." in name and any(map(iskeyword, name.split(".")))):
+        count = len(items) // 3
+        if len(items) != 3 * count or items[0::3].count(_KEYWORD_MARK) != count:
             return None
-        converted: dict[str, Any] = {}
-        for key, item in arguments.items():
-            if key[:1] != _MARK or "." in key or iskeyword(key[1:]):
-                return None
-            converted[key[1:]] = item
-        keywords -= len(converted)
-        calls.append({"name": name, "arguments": converted})
+        arguments = dict(zip(items[1::3], items[2::3], strict=True))
+        if len(arguments) != count:
+            return None  # a keyword given twice: the ast path refuses it
+        keywords -= count
+        calls.append({"name": head[1:], "arguments": arguments})
     if keywords != 0:
         return None
-    return CallsParseResult("ok", tuple(calls))
+    return ok_calls(tuple(calls))
+
+
+def _balanced(code: str) -> bool:
+    """Whether ``code`` (strings removed) closes as many ``[`` and ``{`` as it opens.
+
+    Counted only once the JSON read has failed: unbalanced brackets are a
+    syntax error in Python too, so the output is refused without the ast path
+    (truncated outputs are common).
+    """
+    return code.count("[") == code.count("]") and code.count("{") == code.count("}")
 
 
 def decode_pythonic(text: str, tools: Tools = ()) -> CallsParseResult:

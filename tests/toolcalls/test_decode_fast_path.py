@@ -250,3 +250,53 @@ def test_the_list_formats_read_as_the_general_path_reads(calls: list[str], joine
         result = decode(text)
         got = (result.status, None if result.calls is None else canonical_json(list(result.calls)))
         assert got == _list_general(body, read)
+
+
+# --- pythonic: the translation to JSON reads exactly what the ast path reads ----------
+
+_PY_NAMES = st.sampled_from(
+    ["f", "g.h", "a.b.c", "class", "x.if", "true", "a..b", "1f", ".f", "f."]
+)
+_PY_KEYS = st.sampled_from(["a", "b", "a.b", "def", "True", "1a", "a"])
+_PY_VALUES = st.sampled_from(
+    [
+        '"x"',
+        "'y'",
+        "1",
+        "-2.5",
+        "True",
+        "None",
+        "[1, 2]",
+        '{"k": 1}',
+        '{"k": 1, "k": 2}',
+        "[a=1]",
+        "{b=2}",
+        "g(c=3)",
+        "(1, 2)",
+        "18446744073709551616",
+        "x",
+        '"a=b(c)"',
+    ]
+)
+_PY_GAPS = st.sampled_from(["", " ", "\n"])
+
+
+@st.composite
+def _pythonic_calls(draw: st.DrawFn) -> str:
+    """Lists of calls whose names, keywords, values and spacing probe every translation step."""
+    calls = []
+    for _ in range(draw(st.integers(1, 3))):
+        gap = draw(_PY_GAPS)
+        pairs = [
+            f"{draw(_PY_KEYS)}{gap}={gap}{draw(_PY_VALUES)}" for _ in range(draw(st.integers(0, 3)))
+        ]
+        calls.append(f"{draw(_PY_NAMES)}{draw(_PY_GAPS)}({', '.join(pairs)})")
+    return "[" + ", ".join(calls) + "]"
+
+
+@settings(max_examples=500, deadline=None)
+@given(_pythonic_calls())
+def test_pythonic_shortcut_reads_as_the_ast_path_reads(text: str) -> None:
+    from sommelier_mlflow.toolcalls._decode_pythonic import _decode_with_ast, decode_pythonic
+
+    assert decode_pythonic(text) == _decode_with_ast(text)
