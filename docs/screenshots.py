@@ -414,7 +414,8 @@ def take(url: str, parent_id: str) -> tuple[list[Path], dict[str, Any]]:
         page.get_by_text(request, exact=True).first.click()
         page.get_by_text("Outputs").first.wait_for(timeout=60_000)
         page.wait_for_timeout(1500)
-        _expect(page, "Comparing 2 traces", "example_id", "query", "raw_output")
+        # Each trace names its arm (its root span; `example_id` sits behind "Show 1 more").
+        _expect(page, "Comparing 2 traces", "base", "adapter", "query", "raw_output")
         shot("ui-evaluation.png")
     values = {path.name: {"experiment": EXPERIMENT, "runs": shows[path.name]} for path in written}
     models = [
