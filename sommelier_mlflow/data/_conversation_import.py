@@ -156,6 +156,27 @@ class SourceConversation:
     problem: ConversationProblem | None = None
     problems: dict[int, ConversationProblem] = field(default_factory=dict)
 
+    @classmethod
+    def of_record(
+        cls,
+        record: Mapping[str, Any],
+        messages: list[dict[str, Any]],
+        labels: list[str],
+        tools: tuple[list[dict[str, Any]] | None, ConversationProblem | None],
+        problems: dict[int, ConversationProblem],
+    ) -> SourceConversation:
+        """A record's conversation: its id and language read as every format names them."""
+        offered, problem = tools
+        return cls(
+            messages=messages,
+            labels=labels,
+            tools=offered,
+            conversation_id=record.get("conversation_id", record.get("id")),
+            language=record.get("language", "en"),
+            problem=problem,
+            problems=problems,
+        )
+
 
 #: An importer: one source record (a JSON object) -> its conversation.
 ConversationReader = Callable[[Mapping[str, Any]], SourceConversation]

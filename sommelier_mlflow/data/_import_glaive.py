@@ -96,15 +96,7 @@ def read_glaive(record: Mapping[str, Any]) -> SourceConversation:
         elif call is not None:
             message["tool_calls"] = [call]
         messages.append(message)
-    return SourceConversation(
-        messages=messages,
-        labels=labels,
-        tools=tools,
-        conversation_id=record.get("conversation_id", record.get("id")),
-        language=record.get("language", "en"),
-        problem=tools_problem,
-        problems=problems,
-    )
+    return SourceConversation.of_record(record, messages, labels, (tools, tools_problem), problems)
 
 
 GLAIVE = register_input_format(

@@ -123,15 +123,7 @@ def read_hermes_fc(record: Mapping[str, Any]) -> SourceConversation:
             added = [{"role": role, "content": dump_content(value)}]
         messages.extend(added)
         labels.extend([label] * len(added))
-    return SourceConversation(
-        messages=messages,
-        labels=labels,
-        tools=tools,
-        conversation_id=record.get("conversation_id", record.get("id")),
-        language=record.get("language", "en"),
-        problem=tools_problem,
-        problems=problems,
-    )
+    return SourceConversation.of_record(record, messages, labels, (tools, tools_problem), problems)
 
 
 HERMES_FC = register_input_format(

@@ -111,14 +111,12 @@ def read_openai(record: Mapping[str, Any]) -> SourceConversation:
         else:
             out = {"role": role, "content": _text(message.get("content"))}
         messages.append(out)
-    return SourceConversation(
-        messages=messages,
-        labels=[f"messages[{index}]" for index in range(len(messages))],
-        tools=tools,
-        conversation_id=record.get("conversation_id", record.get("id")),
-        language=record.get("language", "en"),
-        problem=tools_problem,
-        problems=problems,
+    return SourceConversation.of_record(
+        record,
+        messages,
+        [f"messages[{index}]" for index in range(len(messages))],
+        (tools, tools_problem),
+        problems,
     )
 
 

@@ -95,15 +95,7 @@ def read_sharegpt(record: Mapping[str, Any]) -> SourceConversation:
         else:
             message = {"role": _ROLES.get(str(speaker), speaker), "content": dump_content(value)}
         messages.append(message)
-    return SourceConversation(
-        messages=messages,
-        labels=labels,
-        tools=tools,
-        conversation_id=record.get("conversation_id", record.get("id")),
-        language=record.get("language", "en"),
-        problem=tools_problem,
-        problems=problems,
-    )
+    return SourceConversation.of_record(record, messages, labels, (tools, tools_problem), problems)
 
 
 SHAREGPT = register_input_format(

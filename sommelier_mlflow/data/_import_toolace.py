@@ -142,15 +142,7 @@ def read_toolace(record: Mapping[str, Any]) -> SourceConversation:
             message = {"role": role, "content": dump_content(value)}
         messages.append(message)
         labels.append(f"conversations[{index}]")
-    return SourceConversation(
-        messages=messages,
-        labels=labels,
-        tools=tools,
-        conversation_id=record.get("conversation_id", record.get("id")),
-        language=record.get("language", "en"),
-        problem=tools_problem,
-        problems=problems,
-    )
+    return SourceConversation.of_record(record, messages, labels, (tools, tools_problem), problems)
 
 
 TOOLACE = register_input_format(
