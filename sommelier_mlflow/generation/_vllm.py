@@ -143,7 +143,8 @@ def _adapter_rank(path: Path) -> int:
         ) from exc
     if not all(type(rank) is int and rank > 0 for rank in ranks):
         raise DependencyError(f"{str(config_path)!r} holds LoRA ranks {ranks!r}, not positive ints")
-    return max(ranks)
+    largest: int = max(ranks)
+    return largest
 
 
 #: The part of an exception text that says what ran out, in the words of vLLM and torch.

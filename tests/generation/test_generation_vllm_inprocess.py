@@ -92,8 +92,9 @@ def driven(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert python is not None
     work = tmp_path_factory.mktemp("vllm_inprocess")
     result = work / "result.json"
+    driver = PROJECT / "tests" / "support" / "vllm_inprocess_driver.py"
     process = subprocess.run(
-        [str(python), str(PROJECT / "tests/support/vllm_inprocess_driver.py"), str(result), str(work)],
+        [str(python), str(driver), str(result), str(work)],
         env=_driver_env(python),
         cwd=work,
         capture_output=True,

@@ -1,4 +1,4 @@
-"""Run the product's ``main`` and ``evaluate`` with ``--backend vllm`` in one process, as a user does.
+"""Run ``main`` and ``evaluate`` with ``--backend vllm`` in one process, as a user does.
 
 Run by ``tests/generation/test_generation_vllm_inprocess.py`` with the vLLM
 venv's python (vLLM's CPU build and the product live there), never imported by
