@@ -73,13 +73,18 @@ def main() -> None:
             super().__init__(*args, **kwargs)
 
     vllm.LLM = CountedLLM
+    from tests.support.vllm_server import build_demo_assets
+
+    split = str(build_demo_assets().test_split)  # what `main` runs on the demo
     common = ["--backend", "vllm", "--log-traces", "false"]
     runs: dict[str, dict[str, Any]] = {}
 
     def record(name: str, argv: list[str]) -> None:
         before = len(built)
         runs[name] = {**_run(argv), "engines_built": len(built) - before}
-        result_path.write_text(json.dumps(runs, indent=1), encoding="utf-8")
+        partial = result_path.with_suffix(".partial")
+        partial.write_text(json.dumps(runs, indent=1), encoding="utf-8")
+        partial.replace(result_path)  # a reader never sees half a file
 
     # 1. The adapter's rank (16) is above the engine's max_lora_rank: the base arm
     #    generates on the engine, the adapter arm is refused, the engine closes.
@@ -104,7 +109,7 @@ def main() -> None:
         "memory",
         [
             *("evaluate", "--model", "demo", "--model-kind", "base", *common),
-            *("--test-split", str(ROOT / ".cache" / "demo" / "test.jsonl")),
+            *("--test-split", split),
             *("--backend-options", "kv_cache_gib=0.001", "--out", str(work / "memory")),
         ],
     )
@@ -118,7 +123,7 @@ def main() -> None:
         "unloadable",
         [
             *("evaluate", "--model", str(broken), "--model-kind", "base", *common),
-            *("--test-split", str(ROOT / ".cache" / "demo" / "test.jsonl")),
+            *("--test-split", split),
             *("--backend-options", "kv_cache_gib=1", "--out", str(work / "unloadable")),
         ],
     )
