@@ -147,6 +147,8 @@ def _adapter_rank(path: Path) -> int:
     return largest
 
 
+_KNOWN_ARCHITECTURES: Final = re.compile(r"Supported architectures: dict_keys\(\[.*?\]\)", re.S)
+_LONGEST_CAUSE: Final = 1000
 #: The part of an exception text that says what ran out, in the words of vLLM and torch.
 _MEMORY: Final = re.compile(r"memory|KV cache|max_model_len|max seq len", re.IGNORECASE)
 
@@ -154,6 +156,10 @@ _MEMORY: Final = re.compile(r"memory|KV cache|max_model_len|max seq len", re.IGN
 def _start_failure(model: str, exc: BaseException) -> DependencyError:
     """The one message for an engine that would not start: the cause and the options to change."""
     text = str(exc).strip() or type(exc).__name__
+    # vLLM answers an unknown architecture with the hundreds it knows; its log has them.
+    text = _KNOWN_ARCHITECTURES.sub("Supported architectures: (see vLLM's documentation)", text)
+    if len(text) > _LONGEST_CAUSE:
+        text = f"{text[: _LONGEST_CAUSE - 3]}..."
     if _MEMORY.search(text) or "initialization failed" in text:
         hint = (
             "if it ran out of memory for the weights or the KV cache, lower "
