@@ -1,6 +1,7 @@
 """Vectorised paired bootstrap vs a plain Python loop, on synthetic tool-call components.
 
-Run: ``python benchmarks/bench_bootstrap.py`` from the repository root.
+Run: ``python benchmarks/bench_bootstrap.py`` from the repository root
+(``--clustered`` times only the clustered bootstrap against the unclustered one).
 
 Both implementations compute the same statistic (per metric, ratio-of-sums of arm b
 minus arm a over the same resampled rows) but draw different random indices, so
@@ -155,6 +156,46 @@ def bench(n: int, resamples: int, loop_resamples: int, seed: int, repeats: int) 
     }
 
 
+def bench_clustered(n: int, resamples: int, seed: int, repeats: int) -> dict[str, float]:
+    """The conversation bootstrap (2-8 turns per conversation) vs the turn-level one, same rows.
+
+    The clustered call includes everything ``compare`` adds for conversations:
+    labelling the rows, summing components per conversation, and the
+    resampling itself (over fewer, larger units).
+    """
+    rng = np.random.default_rng(seed)
+    gold_pairs = rng.integers(1, 6, n)
+    num_a, den_a = synthetic_arm(rng, gold_pairs, skill=0.0)
+    num_b, den_b = synthetic_arm(rng, gold_pairs, skill=0.5)
+    turns = rng.integers(2, 9, size=n)
+    labels = np.repeat([f"conv-{i}" for i in range(n)], turns)[:n]
+    comparison_seed = derive_seed(seed, f"bench/clustered/{n}")
+    timings: dict[str, float] = {}
+    for name, clusters in (("turns", None), ("conversations", labels)):
+        times = []
+        for _ in range(repeats + 1):  # the first call warms up
+            start = time.perf_counter()
+            paired_bootstrap(
+                num_a,
+                den_a,
+                num_b,
+                den_b,
+                resamples=resamples,
+                seed=comparison_seed,
+                metric_names=METRICS,
+                clusters=clusters,
+            )
+            times.append(time.perf_counter() - start)
+        timings[name] = min(times[1:])
+    return {
+        "n": n,
+        "conversations": len(set(labels.tolist())),
+        "turns_s": timings["turns"],
+        "conversations_s": timings["conversations"],
+        "ratio": timings["conversations"] / timings["turns"],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--resamples", type=int, default=2000)
@@ -172,12 +213,24 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=5, help="timed vectorised runs (best kept)")
+    parser.add_argument("--clustered", action="store_true", help="only the clustered timing")
     args = parser.parse_args()
 
     print(
         f"python {platform.python_version()}, numpy {np.__version__}, "
         f"{os.cpu_count()} CPUs, {platform.machine()}"
     )
+    clustered = bench_clustered(20_000, args.resamples, args.seed, args.repeats)
+    print(
+        f"clustered bootstrap, {clustered['n']:,} turns in {clustered['conversations']:,} "
+        f"conversations, {args.resamples} resamples (best of {args.repeats}): "
+        f"turn-level {clustered['turns_s']:.3f} s, "
+        f"conversations {clustered['conversations_s']:.3f} s, "
+        f"ratio {clustered['ratio']:.2f}x (target <= 1.5x): "
+        f"{'PASS' if clustered['ratio'] <= 1.5 else 'FAIL'}"
+    )
+    if args.clustered:
+        return
     rows = [
         bench(
             n,

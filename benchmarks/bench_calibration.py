@@ -1,7 +1,8 @@
 """Are the paired-bootstrap intervals calibrated, and does the claims verdict control errors?
 
 Run: ``python benchmarks/bench_calibration.py`` from the repository root
-(options: ``--trials``, ``--sizes``, ``--resamples``, ``--seed``, ``--json``).
+(options: ``--trials``, ``--sizes``, ``--resamples``, ``--seed``, ``--json``;
+``--clustered`` runs only the clustered settings below, in a few minutes).
 
 The product's own code is measured, not a re-implementation: every trial
 simulates one cohort with a known true delta per column and calls
@@ -35,6 +36,17 @@ non-inferiority with margin 0.02 where the true delta is -0.02, each for both
 outcome kinds. Every "supported" is a false claim. The share of trials with at
 least one is the FWER; Holm at alpha must keep it at or below alpha. The
 unadjusted rate (any single p-value at most alpha) is printed for contrast.
+
+Clustered settings (conversations): each trial draws ``--conversations``
+conversations of 2-8 turns (uniform), binary outcomes per turn with base rate
+0.5, adapter ``0.5 + delta``, arms correlated 0.5 per turn, and a
+within-conversation correlation ``icc`` of 0, 0.3 or 0.6 between the turns
+of one conversation in each arm (each turn takes its conversation's shared
+outcome with probability ``sqrt(icc)``, else its own). The clustered
+bootstrap (``clusters=`` the conversation of each turn, as ``compare`` passes
+it) and the turn-level bootstrap run on the same data; the cluster-level test
+(``cluster_test_from_outcomes``) and per-turn McNemar are both counted at
+``delta = 0``, where every rejection is a false positive.
 """
 
 from __future__ import annotations
@@ -59,9 +71,11 @@ from sommelier_mlflow._json import atomic_write_json
 from sommelier_mlflow.evaluation import (
     decide_claims,
     derive_seed,
+    mcnemar_from_outcomes,
     paired_bootstrap_draws,
     parse_claims,
 )
+from sommelier_mlflow.evaluation._stats import cluster_test_from_outcomes
 
 IntArray = NDArray[np.int64]
 BASE_RATE = 0.5
@@ -263,6 +277,112 @@ def run(
     }
 
 
+CLUSTER_ICCS = (0.0, 0.3, 0.6)
+CLUSTER_DELTAS = (0.0, 0.1)
+ARM_RHO = 0.5
+
+
+def simulate_conversations(
+    rng: np.random.Generator, conversations: int, delta: float, icc: float
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_], NDArray[np.int64]]:
+    """Paired per-turn outcomes of both arms and each turn's conversation."""
+    turns = rng.integers(2, 9, size=conversations)
+    labels = np.repeat(np.arange(conversations), turns)
+    n = int(turns.sum())
+    cells = joint_cells(BASE_RATE, BASE_RATE + delta, ARM_RHO)
+    shared = rng.choice(4, size=conversations, p=cells)[labels]  # the conversation's outcome
+    own = rng.choice(4, size=n, p=cells)
+    cell = np.where(rng.random(n) < math.sqrt(icc), shared, own)
+    return (cell == 0) | (cell == 1), (cell == 0) | (cell == 2), labels
+
+
+def run_clustered(
+    *,
+    conversations: int,
+    trials: int,
+    resamples: int,
+    seed: int,
+    alpha: float = 0.05,
+    progress: bool = False,
+) -> list[dict[str, Any]]:
+    """Coverage of clustered vs turn-level intervals, and the tests' rejection rates."""
+    rows: list[dict[str, Any]] = []
+    for icc in CLUSTER_ICCS:
+        for delta in CLUSTER_DELTAS:
+            started = time.perf_counter()
+            covered = {"conversation": 0, "turn": 0}
+            widths = {"conversation": 0.0, "turn": 0.0}
+            rejected = {"cluster_test": 0, "mcnemar": 0}
+            for trial in range(trials):
+                rng = np.random.default_rng([seed, int(icc * 10), int(delta * 100), trial])
+                a, b, labels = simulate_conversations(rng, conversations, delta, icc)
+                num_a = a[:, None].astype(np.int64)
+                num_b = b[:, None].astype(np.int64)
+                den = np.ones_like(num_a)
+                for unit, clusters in (("conversation", labels), ("turn", None)):
+                    interval = paired_bootstrap_draws(
+                        num_a,
+                        den,
+                        num_b,
+                        den,
+                        resamples=resamples,
+                        seed=derive_seed(seed, f"clustered/{icc}/{delta}/{trial}"),
+                        metric_names=["exact"],
+                        clusters=clusters,
+                    ).result.intervals[0]
+                    covered[unit] += interval.lower - 1e-12 <= delta <= interval.upper + 1e-12
+                    widths[unit] += interval.upper - interval.lower
+                rejected["cluster_test"] += (
+                    cluster_test_from_outcomes(a, b, labels).p_value <= alpha
+                )
+                rejected["mcnemar"] += mcnemar_from_outcomes(a, b).p_value <= alpha
+            low, high = wilson(covered["conversation"], trials)
+            rows.append(
+                {
+                    "icc": icc,
+                    "delta": delta,
+                    "conversations": conversations,
+                    "trials": trials,
+                    "coverage_conversation": covered["conversation"] / trials,
+                    "coverage_conversation_mc95": [low, high],
+                    "coverage_turn": covered["turn"] / trials,
+                    "width_conversation": widths["conversation"] / trials,
+                    "width_turn": widths["turn"] / trials,
+                    "rejection_cluster_test": rejected["cluster_test"] / trials,
+                    "rejection_mcnemar": rejected["mcnemar"] / trials,
+                    "alpha": alpha,
+                }
+            )
+            if progress:
+                print(
+                    f"icc={icc} delta={delta}: {trials} trials in "
+                    f"{time.perf_counter() - started:.1f} s",
+                    flush=True,
+                )
+    return rows
+
+
+def clustered_table(rows: Sequence[dict[str, Any]]) -> str:
+    lines = [
+        "| icc | true delta | coverage, conversations | MC 95% | coverage, turns "
+        "| width ratio | false positives: sign-flip test / McNemar |",
+        "|---:|---:|---:|---|---:|---:|---|",
+    ]
+    for row in rows:
+        low, high = row["coverage_conversation_mc95"]
+        tests = (
+            f"{row['rejection_cluster_test']:.3f} / {row['rejection_mcnemar']:.3f}"
+            if row["delta"] == 0
+            else "(not null)"
+        )
+        lines.append(
+            f"| {row['icc']:.1f} | {row['delta']:+.2f} | {row['coverage_conversation']:.3f} | "
+            f"{low:.3f}-{high:.3f} | {row['coverage_turn']:.3f} | "
+            f"{row['width_conversation'] / row['width_turn']:.2f} | {tests} |"
+        )
+    return "\n".join(lines)
+
+
 def coverage_table(results: dict[str, Any]) -> str:
     lines = [
         "| outcome | true delta | rho | n | coverage | MC 95% | truth below / above | mean width |",
@@ -302,11 +422,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument(
+        "--clustered", action="store_true", help="run only the clustered (conversation) settings"
+    )
+    parser.add_argument("--conversations", type=int, default=100)
+    parser.add_argument("--clustered-trials", type=int, default=300)
     options = parser.parse_args(argv)
     print(
         f"python {platform.python_version()}, numpy {np.__version__}, "
         f"cpus {os.cpu_count()}, load {os.getloadavg()[0]:.1f}"
     )
+    started = time.perf_counter()
+    clustered = run_clustered(
+        conversations=options.conversations,
+        trials=options.clustered_trials,
+        resamples=options.resamples,
+        seed=options.seed,
+        alpha=options.alpha,
+        progress=True,
+    )
+    print(f"clustered settings: {time.perf_counter() - started:.1f} s\n")
+    print(
+        f"Conversations of 2-8 turns ({options.conversations} per trial): 95% coverage "
+        "(target 0.93-0.97) and false-positive rate at alpha\n"
+    )
+    print(clustered_table(clustered))
+    if options.clustered:
+        if options.json is not None:
+            atomic_write_json(options.json, {"clustered": clustered})
+        return 0
     started = time.perf_counter()
     results = run(
         sizes=options.sizes,
@@ -322,7 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\nFamily-wise error of the claim procedure under the null (alpha {options.alpha})\n")
     print(fwer_table(results))
     if options.json is not None:
-        atomic_write_json(options.json, results)
+        atomic_write_json(options.json, {**results, "clustered": clustered})
     return 0
 
 

@@ -1,32 +1,57 @@
 """Generation throughput: batched vs one prompt at a time, same model, same prompts.
 
-Builds the seeded tiny Llama used by the tests (no download), formats 64
-tool-calling prompts with its chat template (about 260 tokens each), and times
-``run_generation`` end to end (tokenise, generate, parse, append + fsync per
-batch, final atomic rewrite) at several batch sizes, interleaving the
+Default: builds the seeded tiny Llama used by the tests (no download), formats
+64 tool-calling prompts with its chat template (about 260 tokens each), and
+times ``run_generation`` end to end (tokenise, generate, parse, append + fsync
+per batch, final atomic rewrite) at several batch sizes, interleaving the
 configurations over several rounds so machine noise hits them alike.
 
     python benchmarks/bench_generation.py [--rounds 3] [--threads 1,2]
         [--max-new-tokens 32] [--batch-sizes 1,8,32]
+
+With ``--shape``: a model of a real architecture (``benchmarks/shaped_models.py``,
+or ``demo`` for the offline demo's committed model), both arms (base, and its
+LoRA adapter), the demo's formatted train-split prompts, every completion
+forced to exactly ``--max-new-tokens`` tokens, through each generation mode
+(``hf batched``, ``hf one at a time``; ``vllm`` when that backend is
+installed), side by side: prompts/s, tokens/s and the ratio to ``hf batched``
+per arm. Model loading is not timed; each backend gets a short untimed warm-up.
+
+    python benchmarks/bench_generation.py --shape qwen2.5-0.5b --prompts 200
+        [--max-new-tokens 128] [--hf-batch-size 16] [--threads 2]
+        [--model-dir DIR] [--modes "hf batched,hf one at a time"] [--json OUT]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests" / "generation")]
 
 from generation_helpers import corpus, make_examples  # noqa: E402
 
-from sommelier_mlflow._json import loads  # noqa: E402
-from sommelier_mlflow.data import Decoding  # noqa: E402
-from sommelier_mlflow.generation import HFGenerator, run_generation  # noqa: E402
+from sommelier_mlflow._json import atomic_write_json, loads  # noqa: E402
+from sommelier_mlflow.data import Decoding, TestExample, format_examples, read_test_split  # noqa: E402
+from sommelier_mlflow.generation import (  # noqa: E402
+    BackendRequest,
+    Completion,
+    HFGenerator,
+    backend_names,
+    create_backend,
+    run_generation,
+)
 from tests.support.tiny_models import build_tiny_llama, build_tokenizer  # noqa: E402
 
 
@@ -43,13 +68,254 @@ def _completions(out: Path) -> dict[str, str]:
     return texts
 
 
+# -- real shapes: both arms, every generation mode -------------------------------------
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One way of generating: a registered backend, its options, prompts per call."""
+
+    backend: str
+    batch_size: int | None  # None: every prompt in one call (an engine that batches itself)
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+def fixed_length_options(backend: str, new_tokens: int) -> dict[str, str]:
+    """The backend's option that makes every completion exactly ``new_tokens`` long.
+
+    Random weights emit end-of-sequence whenever the argmax lands on it, so
+    without this the work per prompt would depend on chance. A backend added
+    to :func:`default_modes` adds its own spelling here (vLLM: ``ignore_eos``
+    or ``min_tokens``).
+    """
+    if backend == "hf":
+        return {"min_new_tokens": str(new_tokens)}
+    raise SystemExit(f"no fixed-length option known for backend {backend!r}: add it here")
+
+
+def default_modes(hf_batch_size: int) -> dict[str, Mode]:
+    """The modes the benchmark compares; those whose backend is not installed are skipped.
+
+    The in-process vLLM backend (``--backend vllm``) joins here as
+    ``"vllm": Mode("vllm", None)`` once registered; the ``server`` backend
+    needs a started server and is measured by ``bench_served.py``.
+    """
+    return {
+        "hf batched": Mode("hf", hf_batch_size),
+        "hf one at a time": Mode("hf", 1),
+    }
+
+
+@dataclass
+class Row:
+    """One arm through one mode: what it cost and whether its texts match the reference."""
+
+    arm: str
+    mode: str
+    batch_size: int
+    prompts: int
+    seconds: float
+    completion_tokens: int
+    same_text: int = 0
+    vs_batched: float = 0.0
+
+    @property
+    def prompts_per_s(self) -> float:
+        return self.prompts / self.seconds
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.completion_tokens / self.seconds
+
+
+def _count_tokens(counts: list[int], batch: Sequence[Completion], _seconds: float) -> None:
+    counts.extend(c.completion_tokens or 0 for c in batch)
+
+
+def measure_arms(
+    model_dir: Path,
+    adapter_dir: Path,
+    split: Sequence[TestExample],
+    modes: Mapping[str, Mode],
+    *,
+    max_new_tokens: int,
+    work_dir: Path,
+    device: str | None = None,
+    threads: int | None = None,
+    arms: Sequence[str] = ("base", "adapter"),
+    warm_up: int = 1,
+) -> list[Row]:
+    """Time ``run_generation`` for each arm through each mode, as the product generates.
+
+    Each mode's backend is built once per arm (not timed), warmed up on
+    ``warm_up`` prompts (8 tokens), then runs the whole split end to end (the runner
+    sorts prompts by length and batches them as ``evaluate`` does). Every
+    completion must have exactly ``max_new_tokens`` tokens, else the rates
+    would compare different work. Backends with a ``close()`` are closed.
+    """
+    rows: list[Row] = []
+    for arm in arms:
+        loaded: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+        texts: dict[str, dict[str, str]] = {}
+        try:
+            for name, mode in modes.items():
+                options = {**fixed_length_options(mode.backend, max_new_tokens), **mode.options}
+                key = (mode.backend, tuple(sorted(options.items())))
+                if key not in loaded:
+                    loaded[key] = create_backend(
+                        mode.backend,
+                        BackendRequest(
+                            model=str(model_dir),
+                            adapter=str(adapter_dir) if arm == "adapter" else None,
+                            device=device,
+                            num_threads=threads,
+                            options=options,
+                        ),
+                    )
+                backend = loaded[key]
+                examples = format_examples(split, backend.tokenizer)
+                batch = mode.batch_size or len(examples)
+                decoding = Decoding(max_new_tokens=max_new_tokens, batch_size=batch)
+                kind: Any = arm
+                run_generation(  # a few tokens: the first call's one-off costs, not the work
+                    examples[:warm_up],
+                    backend,
+                    decoding=Decoding(max_new_tokens=min(8, max_new_tokens), batch_size=warm_up),
+                    model_kind=kind,
+                    out_dir=work_dir / f"warm-up {arm} {name}",
+                    progress=False,
+                )
+                counts: list[int] = []
+                out = work_dir / f"{arm} {name}"
+                started = time.perf_counter()
+                run_generation(
+                    examples,
+                    backend,
+                    decoding=decoding,
+                    model_kind=kind,
+                    out_dir=out,
+                    progress=False,
+                    on_batch=partial(_count_tokens, counts),
+                )
+                seconds = time.perf_counter() - started
+                if counts != [max_new_tokens] * len(examples):
+                    raise SystemExit(
+                        f"{arm} {name}: completions of {sorted(set(counts))} tokens, not all "
+                        f"{max_new_tokens}: the fixed-length option did not hold"
+                    )
+                texts[name] = _completions(out)
+                rows.append(Row(arm, name, batch, len(examples), seconds, sum(counts)))
+        finally:
+            for backend in loaded.values():
+                close = getattr(backend, "close", None)
+                if callable(close):
+                    close()
+        reference = texts[next(iter(modes))]
+        arm_rows = [row for row in rows if row.arm == arm]
+        batched = next((r for r in arm_rows if r.mode == "hf batched"), arm_rows[0])
+        for row in arm_rows:
+            row.same_text = sum(texts[row.mode].get(k) == v for k, v in reference.items())
+            row.vs_batched = row.prompts_per_s / batched.prompts_per_s
+    return rows
+
+
+def print_rows(rows: Sequence[Row]) -> None:
+    """The Markdown table of :func:`measure_arms` (texts compared with the first mode)."""
+    print(
+        "| arm | mode | batch | prompts | seconds | prompts/s | tokens/s | vs hf batched "
+        "| same text |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r.arm} | {r.mode} | {r.batch_size} | {r.prompts} | {r.seconds:.1f} "
+            f"| {r.prompts_per_s:.3g} | {r.tokens_per_s:.3g} | {r.vs_batched:.2f}x "
+            f"| {r.same_text}/{r.prompts} |"
+        )
+
+
+def demo_prompts(count: int) -> list[TestExample]:
+    """The first ``count`` rows of the offline demo's train split (real tool schemas)."""
+    from tests.support.vllm_server import build_demo_assets
+
+    split = read_test_split(build_demo_assets().splits_dir / "train.jsonl")
+    if count > len(split.examples):
+        raise SystemExit(f"the demo's train split has {len(split.examples)} rows, not {count}")
+    return list(split.examples[:count])
+
+
+def shaped_main(args: argparse.Namespace) -> None:
+    import torch
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        if args.shape == "demo":
+            from tests.support.vllm_server import build_demo_assets
+
+            demo = build_demo_assets()
+            model_dir, adapter_dir = demo.base_model_dir, demo.adapter_dir
+        else:
+            model_dir = args.model_dir or root / "model"
+            if not (model_dir / "config.json").is_file():
+                from tests.support.scripts import load_script
+
+                started = time.perf_counter()
+                shapes = load_script("benchmarks/shaped_models.py")
+                shapes.build_shaped_model(shapes.SHAPES[args.shape], model_dir, seed=0)
+                print(f"built {args.shape} in {time.perf_counter() - started:.0f} s")
+            adapter_dir = model_dir / "adapter"
+        modes = default_modes(args.hf_batch_size)
+        if args.modes:
+            modes = {name: modes[name] for name in args.modes.split(",")}
+        modes = {n: m for n, m in modes.items() if m.backend in backend_names()}
+        rows = measure_arms(
+            model_dir,
+            adapter_dir,
+            demo_prompts(args.prompts),
+            modes,
+            max_new_tokens=args.max_new_tokens,
+            work_dir=root / "runs",
+            device=args.device,
+            threads=args.threads,
+        )
+    print(
+        f"\n{args.shape}: {args.prompts} demo prompts x {args.max_new_tokens} new tokens, "
+        f"both arms; torch {torch.__version__} ({torch.get_num_threads()} threads), "
+        f"transformers {transformers.__version__}, {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}\n"
+    )
+    print_rows(rows)
+    if args.json:
+        atomic_write_json(
+            args.json,
+            {"shape": args.shape, "rows": [asdict(r) for r in rows]},
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=_ints, default=[1, 2])
-    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--threads", type=_ints, default=None, help="default 1,2 (tiny model)")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="default 32 / 128")
     parser.add_argument("--batch-sizes", type=_ints, default=[1, 8, 32])
+    parser.add_argument("--shape", default=None, help="a shaped_models.py shape, or demo")
+    parser.add_argument("--model-dir", type=Path, default=None, help="reuse a built shape")
+    parser.add_argument("--prompts", type=int, default=200)
+    parser.add_argument("--hf-batch-size", type=int, default=16)
+    parser.add_argument("--modes", default=None, help="comma-separated mode names")
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = parser.parse_args()
+    if args.shape is not None:
+        # 128: the fixed output length the shapes are measured at; one thread count per run.
+        args.max_new_tokens = args.max_new_tokens or 128
+        args.threads = args.threads[0] if args.threads else None
+        shaped_main(args)
+        return
+    args.max_new_tokens = args.max_new_tokens or 32
+    args.threads = args.threads or [1, 2]
 
     import torch
     import transformers

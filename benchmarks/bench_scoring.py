@@ -19,6 +19,7 @@ import json
 import random
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from sommelier_mlflow.toolcalls import (
@@ -30,6 +31,10 @@ from sommelier_mlflow.toolcalls import (
     parse_tool_calls,
 )
 from sommelier_mlflow.toolcalls._decode_deepseek_v31 import decode_deepseek_v31
+from sommelier_mlflow.toolcalls._decode_functiongemma import decode_functiongemma
+from sommelier_mlflow.toolcalls._decode_gemma4 import decode_gemma4
+from sommelier_mlflow.toolcalls._decode_glm45 import decode_glm45
+from sommelier_mlflow.toolcalls._decode_harmony import decode_harmony
 from sommelier_mlflow.toolcalls._decode_hermes import decode_hermes
 from sommelier_mlflow.toolcalls._decode_kimi_k2 import decode_kimi_k2
 from sommelier_mlflow.toolcalls._decode_llama3 import decode_llama3_json
@@ -38,6 +43,7 @@ from sommelier_mlflow.toolcalls._decode_mistral import decode_mistral
 from sommelier_mlflow.toolcalls._decode_openai import decode_openai
 from sommelier_mlflow.toolcalls._decode_phi4_mini import decode_phi4_mini_json
 from sommelier_mlflow.toolcalls._decode_pythonic import decode_pythonic
+from sommelier_mlflow.toolcalls._decode_qwen3_xml import decode_qwen3_xml
 from sommelier_mlflow.toolcalls._decode_xlam import decode_xlam
 
 TOOLS = ["get_weather", "convert_currency", "book_hotel", "search_flights", "create_event"]
@@ -333,6 +339,8 @@ def _render(fmt: str, calls: list[dict[str, Any]]) -> str:
         return "".join(f"[TOOL_CALLS]{c['name']}[ARGS]{json.dumps(c['arguments'])}" for c in calls)
     if fmt == "pythonic":
         return _pythonic(calls)
+    if fmt in _RENDERERS:
+        return _RENDERERS[fmt](calls)
     items = [
         {
             "id": f"call_{i}",
@@ -344,6 +352,83 @@ def _render(fmt: str, calls: list[dict[str, Any]]) -> str:
     return json.dumps({"tool_calls": items})
 
 
+def _bare(value: Any) -> str:
+    """A value as the XML-style formats write it: strings as they are, the rest as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _gemma_value(value: Any, quote: str) -> str:
+    """A value in the Gemma family's syntax: delimited strings, bare keys and scalars."""
+    if isinstance(value, str):
+        return f"{quote}{value}{quote}"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_gemma_value(v, quote)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_gemma_value(item, quote) for item in value) + "]"
+    return json.dumps(value)
+
+
+def _qwen3_xml(calls: list[dict[str, Any]]) -> str:
+    return "\n".join(
+        f"<tool_call>\n<function={c['name']}>\n"
+        + "".join(f"<parameter={k}>\n{_bare(v)}\n</parameter>\n" for k, v in c["arguments"].items())
+        + "</function>\n</tool_call>"
+        for c in calls
+    )
+
+
+def _glm45(calls: list[dict[str, Any]]) -> str:
+    return "".join(
+        f"<tool_call>{c['name']}\n"
+        + "".join(
+            f"<arg_key>{k}</arg_key>\n<arg_value>{_bare(v)}</arg_value>\n"
+            for k, v in c["arguments"].items()
+        )
+        + "</tool_call>"
+        for c in calls
+    )
+
+
+def _harmony(calls: list[dict[str, Any]]) -> str:
+    thought = "<|channel|>analysis<|message|>The user asks for a booking.<|end|>"
+    return thought + "".join(
+        f"<|start|>assistant<|channel|>commentary to=functions.{c['name']} <|constrain|>json"
+        f"<|message|>{json.dumps(c['arguments'])}<|call|>"
+        for c in calls
+    )
+
+
+def _gemma(calls: list[dict[str, Any]], open_tag: str, close_tag: str, quote: str) -> str:
+    return "".join(
+        f"{open_tag}call:{c['name']}{_gemma_value(c['arguments'], quote)}{close_tag}" for c in calls
+    )
+
+
+_RENDERERS: dict[str, Any] = {
+    "qwen3_xml": _qwen3_xml,
+    "harmony": _harmony,
+    "gemma4": partial(_gemma, open_tag="<|tool_call>", close_tag="<tool_call|>", quote='<|"|>'),
+    "functiongemma": partial(
+        _gemma, open_tag="<start_function_call>", close_tag="<end_function_call>", quote="<escape>"
+    ),
+    "glm45": _glm45,
+}
+
+#: The tools the synthetic calls name (and ``lookup``, the wrong name some outputs use), so
+#: that qwen3_xml and glm45 type every bare value as the JSON formats read it.
+BENCH_TOOLS = [
+    {
+        "name": name,
+        "parameters": {
+            "city": {"type": "str"},
+            "date": {"type": "str"},
+            "filters": {"type": "dict"},
+            "guests": {"type": "int"},
+        },
+    }
+    for name in [*TOOLS, "lookup"]
+]
+
 DECODERS: dict[str, Any] = {
     "json": parse_tool_calls,
     "hermes": decode_hermes,
@@ -352,6 +437,11 @@ DECODERS: dict[str, Any] = {
     "mistral (v11 segments)": decode_mistral,
     "pythonic": decode_pythonic,
     "openai": decode_openai,
+    "qwen3_xml": partial(decode_qwen3_xml, tools=BENCH_TOOLS),
+    "harmony": decode_harmony,
+    "gemma4": decode_gemma4,
+    "functiongemma": decode_functiongemma,
+    "glm45": partial(decode_glm45, tools=BENCH_TOOLS),
 }
 DECODERS.update(
     {

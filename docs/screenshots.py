@@ -21,6 +21,10 @@ Chromium through Playwright with the MLflow assistant panel closed and writes
   by default), logged to the same server, and the run's model-metrics charts of
   ``tooleval/overall/...`` against the training step (``--only training`` takes
   just this one).
+* ``ui-models-demo.png`` and ``ui-models-training.png``: the experiment's
+  *Models* tab (MLflow 3's LoggedModels) after the demo (the base and the
+  base + adapter, each with its metrics) and after the training example (one
+  model per evaluated checkpoint, with its step's ``tooleval/...`` metrics).
 
 Before each picture the script checks that the page shows the values the
 runs logged (read back through the tracking API), so a broken page fails here
@@ -32,7 +36,7 @@ the README's results table without a browser.
     python docs/screenshots.py          # needs chromium (apt-get install chromium)
     python docs/screenshots.py --only training
 
-One command retakes all six pictures (and ``--readme`` rewrites the README's
+One command retakes all eight pictures (and ``--readme`` rewrites the README's
 table from the same demo run); it took 5.4 minutes (322 s) on two shared cores.
 """
 
@@ -273,8 +277,65 @@ def take_training_curve(url: str, run_id: str) -> tuple[Path, dict[str, Any]]:
     return path, {path.name: shown}
 
 
+def take_models_tab(
+    url: str, experiment_id: str, names: list[str], key: str, picture: str
+) -> tuple[Path, dict[str, Any]]:
+    """The experiment's Models tab charting ``key`` for each model of ``names``.
+
+    The models and their values are read back through the tracking API
+    (``search_logged_models``); each model's name and each value (as the
+    chart rounds it, two decimals) must be on the page.
+    """
+    from mlflow.tracking import MlflowClient
+
+    models = MlflowClient(url).search_logged_models(experiment_ids=[experiment_id])
+    shown: dict[str, dict[str, float]] = {}
+    for model in models:
+        if model.name in names:
+            values = {m.key: m.value for m in model.metrics or [] if m.key == key}
+            shown[model.name] = values
+    missing = sorted(set(names) - set(shown))
+    if missing or not all(shown.values()):
+        raise SystemExit(f"the Models tab lacks {missing or names} with {key}")
+    with chromium_page() as page:
+        page.goto(f"{url}/#/experiments/{experiment_id}/models")
+        page.get_by_text(names[0]).first.wait_for(timeout=120_000)
+        _quiet(page)
+        # The "Model training" view of the tab charts each model's metrics side by side.
+        page.get_by_text("Model training").first.click()
+        page.get_by_role("link", name="Models").first.click()
+        page.get_by_text(names[0]).first.wait_for(timeout=120_000)
+        page.locator("label:has(input[value=CHART])").first.click()
+        page.get_by_placeholder("Search metric charts").fill(key)
+        page.wait_for_timeout(3000)
+        values = sorted(
+            {f"{value:.2f}" for metrics in shown.values() for value in metrics.values()}
+        )
+        _expect(page, *names, key, *values)
+        path = DOCS / picture
+        page.screenshot(path=str(path))
+    return path, {path.name: {"experiment": EXPERIMENT, "models": shown}}
+
+
+def take_training_models(url: str, run_id: str) -> tuple[Path, dict[str, Any]]:
+    """The Models tab after the training example: one LoggedModel per evaluated checkpoint."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(url)
+    experiment = client.get_run(run_id).info.experiment_id
+    checkpoints = client.search_logged_models(
+        experiment_ids=[experiment],
+        filter_string=f"tags.`sommelier.training_run_id` = '{run_id}'",
+    )
+    names = [model.name for model in checkpoints]
+    if not names:
+        raise SystemExit(f"training run {run_id} logged no checkpoint LoggedModels")
+    key = "tooleval/overall/full_call_exact_match"
+    return take_models_tab(url, experiment, names, key, "ui-models-training.png")
+
+
 def take(url: str, parent_id: str) -> tuple[list[Path], dict[str, Any]]:
-    """Drive Chromium through the five pages; return the screenshots and what each shows."""
+    """Drive Chromium through the five pages and the Models tab; return the pictures and values."""
     from mlflow.tracking import MlflowClient
 
     runs = _runs(url, parent_id)
@@ -356,7 +417,12 @@ def take(url: str, parent_id: str) -> tuple[list[Path], dict[str, Any]]:
         _expect(page, "Comparing 2 traces", "example_id", "query", "raw_output")
         shot("ui-evaluation.png")
     values = {path.name: {"experiment": EXPERIMENT, "runs": shows[path.name]} for path in written}
-    return written, values
+    models = [
+        MlflowClient(url).get_logged_model(runs[kind].data.tags["sommelier.logged_model_id"]).name
+        for kind in ("base", "adapter")
+    ]
+    picture, shown = take_models_tab(url, experiment, models, key, "ui-models-demo.png")
+    return [*written, picture], {**values, **shown}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -372,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         choices=["demo", "training"],
         default=None,
-        help="take only the demo's five pictures, or only the training curve (default: all)",
+        help="take only the demo's six pictures, or only the training pictures (default: all)",
     )
     args = parser.parse_args(argv)
     if not os.path.exists(CHROMIUM):
@@ -397,7 +463,11 @@ def main(argv: list[str] | None = None) -> int:
                 written += pictures
                 values.update(shown)
             if args.only != "demo":
-                picture, shown = take_training_curve(url, run_training(url, root))
+                training_run = run_training(url, root)
+                picture, shown = take_training_curve(url, training_run)
+                written.append(picture)
+                values.update(shown)
+                picture, shown = take_training_models(url, training_run)
                 written.append(picture)
                 values.update(shown)
             record_values(values)

@@ -37,6 +37,7 @@ __all__ = [
     "SCORING_METRICS_GROUP",
     "OUTPUT_FORMATS_GROUP",
     "PROMPT_FORMATS_GROUP",
+    "INPUT_FORMATS_GROUP",
     "METRICS_GROUP",
     "is_valid_name",
     "PluginWarning",
@@ -49,6 +50,7 @@ SCORING_MODES_GROUP: Final = "sommelier_mlflow.scoring_modes"
 SCORING_METRICS_GROUP: Final = "sommelier_mlflow.scoring_metrics"
 OUTPUT_FORMATS_GROUP: Final = "sommelier_mlflow.output_formats"
 PROMPT_FORMATS_GROUP: Final = "sommelier_mlflow.prompt_formats"
+INPUT_FORMATS_GROUP: Final = "sommelier_mlflow.input_formats"
 METRICS_GROUP: Final = "sommelier_mlflow.metrics"
 
 # Names are typed on command lines, recorded in reports and used in MLflow

@@ -174,10 +174,22 @@ UNK_TOKEN: Final = "<unk>"
 ROLE_TOKENS: Final = ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>")
 SPECIAL_TOKENS: Final = (PAD_TOKEN, BOS_TOKEN, EOS_TOKEN, UNK_TOKEN, *ROLE_TOKENS)
 #: One turn: system and user turns end with ``<|end|>``; an assistant turn (a
-#: training target) ends with EOS, which is where greedy generation stops.
+#: training target) ends with EOS, which is where greedy generation stops. In a
+#: conversation history an assistant turn writes its text (``content`` may be
+#: null) and then each call as ``<tool_call>`` JSON, as the tools instruction
+#: asks, and a tool result is a user turn inside ``<tool_response>`` tags (the
+#: Hermes/Qwen layout; ``<|tool|>`` is no token of the vocabulary). A turn
+#: without calls renders exactly as before, so no single-turn prompt changed.
 _TURN: Final = (
     "{% if message['role'] == 'assistant' %}"
-    "{{ '<|assistant|>\\n' + message['content'] + eos_token }}"
+    "{{ '<|assistant|>\\n' + (message['content'] or '') }}"
+    "{% for call in message['tool_calls'] or [] %}"
+    "{{ '<tool_call>\\n' + {'name': call['function']['name'], "
+    "'arguments': call['function']['arguments']} | tojson + '\\n</tool_call>' }}"
+    "{% endfor %}"
+    "{{ eos_token }}"
+    "{% elif message['role'] == 'tool' %}"
+    "{{ '<|user|>\\n<tool_response>\\n' + message['content'] + '\\n</tool_response><|end|>\\n' }}"
     "{% else %}"
     "{{ '<|' + message['role'] + '|>\\n' + message['content'] + '<|end|>\\n' }}"
     "{% endif %}"

@@ -37,6 +37,8 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
         seed=args.seed,
         split_sizes={"train": args.train, "validation": args.validation, "test": args.test},
         keep_multi_call=args.keep_multi_call,
+        input_format=args.input_format,
+        strict=args.strict,
     )
     for name, path in result.split_paths.items():
         print(f"{name}: {path}")
@@ -140,7 +142,13 @@ def _print_arm(arm: Any) -> None:
     report = arm.report
     mismatch = report.format_mismatch
     print(f"{report.identity.model_kind} arm: {arm.report_path}")
-    for notice in format_notices(mismatch, report.format_hint):
+    notices = format_notices(
+        mismatch,
+        report.format_hint,
+        calls_in_reasoning=report.calls_in_reasoning,
+        outputs=report.examples,
+    )
+    for notice in notices:
         print(f"  {notice}")
     width = max(24, *(len(name) for name in report.metrics))
     for name, value in report.metrics.items():

@@ -43,7 +43,8 @@ def add_compare_arguments(compare: argparse.ArgumentParser) -> None:
         "--adapter-runs-from-parent",
         default="",
         metavar="RUN_ID",
-        help="every adapter arm among the child runs of this run (a sweep), in start order",
+        help="every adapter arm among the child runs of this run (a sweep), in start order, "
+        "or every checkpoint LoggedModel of this training run (SommelierCallback), by step",
     )
     compare.add_argument(
         "--select-metric",
@@ -84,9 +85,23 @@ def _arms(args: argparse.Namespace) -> _Arms:
             "with --base-run-id give the adapters as --adapter-run-id (one or more) or "
             "--adapter-runs-from-parent RUN_ID"
         )
+    base = args.base_run_id
     if parent:
-        runs += [run for run in _child_adapter_runs(parent) if run not in runs]
-    return _Arms(args.base_run_id, tuple(runs), from_runs=True)
+        children = _child_adapter_runs(parent)
+        if not children:
+            checkpoints = _checkpoint_models(parent)
+            children = [model for kind, model in checkpoints if kind == "adapter"]
+            # `--base-run-id TRAIN_RUN`: the training run's own base evaluation (step 0).
+            bases = [model for kind, model in checkpoints if kind == "base"]
+            if base == parent and bases:
+                base = bases[0]
+        if not children:
+            raise ConfigError(
+                f"run {parent} has no adapter-arm child runs and no checkpoint LoggedModels "
+                "(SommelierCallback) to compare"
+            )
+        runs += [run for run in children if run not in runs]
+    return _Arms(base, tuple(runs), from_runs=True)
 
 
 def _child_adapter_runs(parent: str) -> list[str]:
@@ -106,9 +121,33 @@ def _child_adapter_runs(parent: str) -> list[str]:
             order_by=["attributes.start_time ASC"],
             max_results=1000,
         )
-    if not children:
-        raise ConfigError(f"run {parent} has no adapter-arm child runs to compare")
     return [str(run.info.run_id) for run in children]
+
+
+def _checkpoint_models(parent: str) -> list[tuple[str, str]]:
+    """``(model_kind, model id)`` of a training run's checkpoint LoggedModels, by step."""
+    from mlflow.tracking import MlflowClient
+
+    from sommelier_mlflow.integration import (
+        TAG_CHECKPOINT_STEP,
+        TAG_TRAINING_RUN_ID,
+        read_active_run,
+        tracking_errors,
+    )
+
+    with tracking_errors(f"list the checkpoint models of run {parent}"):
+        client = MlflowClient()
+        experiment = read_active_run(parent, client=client).info.experiment_id
+        try:
+            models = client.search_logged_models(
+                experiment_ids=[str(experiment)],
+                filter_string=f"tags.`{TAG_TRAINING_RUN_ID}` = '{parent}'",
+                max_results=1000,
+            )
+        except NotImplementedError:  # a store without LoggedModels has no checkpoints
+            return []
+    ordered = sorted(models, key=lambda model: int(model.tags.get(TAG_CHECKPOINT_STEP, "0")))
+    return [(str(m.tags.get("sommelier.model_kind", "")), str(m.model_id)) for m in ordered]
 
 
 def _registry_arm(run_id: str) -> tuple[str, str]:
@@ -262,7 +301,12 @@ def _one_adapter(
             print(f"logged to MLflow run {run_id}")
             if promotion is not None:
                 name, version = promotion
-                if promote_version(name, version, args.promote, artifacts.report, run_id):
+                adapter_model = _logged_model_of(arms.adapters[0])
+                if adapter_model:
+                    set_sommelier_tags(run_id, extra={"sommelier.adapter_model_id": adapter_model})
+                if promote_version(
+                    name, version, args.promote, artifacts.report, run_id, adapter_model
+                ):
                     print(f"promoted models:/{name}/{version} to @{args.promote} (supported)")
                 else:
                     print(
@@ -273,6 +317,16 @@ def _one_adapter(
     if args.fail_on_unsupported:
         raise_if_unsupported(artifacts.report)
     return 0
+
+
+def _logged_model_of(run_id: str) -> str | None:
+    """The LoggedModel an arm run's metrics are on (``None`` on a store without them)."""
+    from mlflow.tracking import MlflowClient
+
+    from sommelier_mlflow.integration import TAG_LOGGED_MODEL_ID, tracking_errors
+
+    with tracking_errors(f"read the tags of run {run_id}"):
+        return MlflowClient().get_run(run_id).data.tags.get(TAG_LOGGED_MODEL_ID)
 
 
 def _leaderboard(

@@ -37,6 +37,7 @@ from sommelier_mlflow.cli._pipeline import ArmOutput, LoadedArm, evaluate_arm, g
 from sommelier_mlflow.cli._runs import child_run, comparison_run_name, log_arm, top_run, ui_hint
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.evaluation import ComparisonReport, MetricInterval
+from sommelier_mlflow.toolcalls import calls_in_reasoning_message
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -197,16 +198,29 @@ def _interval(interval: MetricInterval) -> str:
     return f"{estimate:+.3f} [{lower:+.3f}, {upper:+.3f}]"
 
 
-def format_notices(mismatch: FormatMismatch | None, hint: str | None, who: str = "") -> list[str]:
-    """An arm's output-format warning and hint, as every summary prints them before its table.
+def format_notices(
+    mismatch: FormatMismatch | None,
+    hint: str | None,
+    who: str = "",
+    *,
+    calls_in_reasoning: int = 0,
+    outputs: int = 0,
+) -> list[str]:
+    """An arm's output-format warning, hint and reasoning note, as every summary prints them first.
 
     Args:
         mismatch: The arm's format mismatch (its chosen format found almost no call syntax).
         hint: The arm's format hint line.
         who: Said after the label (``" (base arm)"``) where several arms share a summary.
+        calls_in_reasoning: The arm's outputs whose only calls were written while
+            reasoning (a note when any, since they score as making no call).
+        outputs: How many outputs the arm scored.
     """
     notices = [] if mismatch is None else [f"WARNING{who}: {mismatch.message}"]
-    return notices + ([] if hint is None else [f"hint{who}: {hint}"])
+    notices += [] if hint is None else [f"hint{who}: {hint}"]
+    if calls_in_reasoning:
+        notices.append(f"note{who}: {calls_in_reasoning_message(calls_in_reasoning, outputs)}")
+    return notices
 
 
 def format_summary(report: ComparisonReport) -> str:
@@ -220,7 +234,13 @@ def format_summary(report: ComparisonReport) -> str:
     lines = [
         notice
         for kind, run in report.runs.items()
-        for notice in format_notices(run.format_mismatch, run.format_hint, f" ({kind} arm)")
+        for notice in format_notices(
+            run.format_mismatch,
+            run.format_hint,
+            f" ({kind} arm)",
+            calls_in_reasoning=run.calls_in_reasoning,
+            outputs=run.examples,
+        )
     ]
     slice_width = max(9, *(len(name) + 2 for name in report.slices))
     metric_width = max(24, *(len(name) + 2 for name in report.metric_names))

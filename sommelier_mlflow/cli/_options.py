@@ -25,6 +25,7 @@ from sommelier_mlflow.data import (
     check_slice_fields,
     prompt_format,
     read_chat_template_kwargs,
+    read_template_date,
     read_test_split,
     slice_field_names,
 )
@@ -100,6 +101,8 @@ def generation_job(args: argparse.Namespace) -> dict[str, object]:
         job["system_prompt"] = prompt.system_prompt
     if prompt.chat_template_kwargs:
         job["chat_template_kwargs"] = canonical_json(prompt.chat_template_kwargs)
+    if prompt.template_date:
+        job["template_date"] = prompt.template_date  # another day's prompts: another job
     return job
 
 
@@ -401,11 +404,13 @@ class PromptOptions:
     system_prompt: str = ""
     system_prompt_file: str = ""
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    template_date: str = ""
 
     def __post_init__(self) -> None:
         prompt_format(self.prompt_format)  # exit 2 listing the registered formats, before loading
         checked = read_chat_template_kwargs(self.chat_template_kwargs)
         object.__setattr__(self, "chat_template_kwargs", checked)
+        object.__setattr__(self, "template_date", read_template_date(self.template_date) or "")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> PromptOptions:
@@ -430,6 +435,7 @@ class PromptOptions:
             system_prompt,
             path or "",
             read_chat_template_kwargs(getattr(args, "chat_template_kwargs", "")),
+            getattr(args, "template_date", "") or "",
         )
 
     def logged(self, param_limit: int) -> tuple[dict[str, object], dict[str, str]]:

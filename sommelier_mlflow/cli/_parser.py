@@ -274,6 +274,14 @@ def _add_prompt_format(parser: argparse.ArgumentParser) -> None:
         'false}\' (Qwen3) or \'{"date_string": "26 Jul 2024"}\' (Llama 3.1/3.2); '
         "recorded in each formatted row and the report, checked by the gate",
     )
+    parser.add_argument(
+        "--template-date",
+        default="",
+        metavar="YYYY-MM-DD",
+        help="the day the chat template's clock says (strftime_now), for templates that write "
+        "today's date with no variable to pin it (gpt-oss; Mistral without a system prompt); "
+        "recorded in each formatted row and the report, checked by the gate",
+    )
 
 
 def _add_backend(parser: argparse.ArgumentParser) -> None:
@@ -368,7 +376,7 @@ def _command_prepare(sub: Any) -> None:
         dest="raw",
         required=True,
         metavar="PATH",
-        help="raw JSONL (query/tools/answers strings)",
+        help="raw file (xlam: JSONL of query/tools/answers strings; see --input-format)",
     )
     prepare.add_argument("--out", required=True, help="output folder for the splits")
     prepare.add_argument("--seed", type=_bounded_int(0, _MAX_SEED), default=0)
@@ -380,12 +388,25 @@ def _command_prepare(sub: Any) -> None:
             type=_nonneg_int,
             required=True,
             metavar="N",
-            help=f"{split} roots",
+            help=f"{split} roots (xlam) or conversations",
         )
     _switch(
         prepare,
         "--keep-multi-call",
         "keep rows answered by several calls or none (abstention); score with --scoring calls",
+    )
+    prepare.add_argument(
+        "--input-format",
+        default="xlam",
+        metavar="NAME",
+        help="layout of the raw file: xlam (default), openai, hermes_fc, sharegpt, toolace, "
+        "glaive, or a plugin's; conversation formats make every assistant turn an example "
+        "and count split sizes in conversations (docs/conversations.md)",
+    )
+    _switch(
+        prepare,
+        "--strict",
+        "conversation formats: stop (exit 2) at the first drop, naming file, line and message",
     )
     _add_mlflow_flag(prepare)
 
@@ -542,7 +563,11 @@ def _command_show(sub: Any) -> None:
     show = sub.add_parser(
         "show", help="print a logged arm's or comparison's summary table from its MLflow run"
     )
-    show.add_argument("run_id", help="the run of an arm (base/adapter) or of a comparison")
+    show.add_argument(
+        "run_id",
+        help="the run of an arm (base/adapter) or of a comparison; or a model: a LoggedModel "
+        "id (m-...) or a registry version (models:/NAME/VERSION, models:/NAME@ALIAS)",
+    )
     show.add_argument(
         "--tracking-uri", default=None, help="tracking store (default: MLFLOW_TRACKING_URI)"
     )

@@ -334,8 +334,11 @@ def _formatted(
             prompt_format=prompt.prompt_format,
             system_prompt=prompt.system_prompt or None,
             chat_template_kwargs=prompt.chat_template_kwargs,
+            template_date=prompt.template_date or None,
         )
-    check_prompt_formats(examples, prompt.prompt_format, prompt.chat_template_kwargs)
+    check_prompt_formats(
+        examples, prompt.prompt_format, prompt.chat_template_kwargs, prompt.template_date or None
+    )
     missing = [example.example_id for example in examples if example.prompt_text is None]
     if missing:
         raise InputError(
@@ -353,13 +356,14 @@ def _generate_and_score(
     scoring: ScoringOptions,
     final_dir: Path | None = None,
 ) -> ArmOutput:
-    from sommelier_mlflow.generation import MANIFEST_NAME, SupportsRunRecord
+    from sommelier_mlflow.generation import MANIFEST_NAME, TIMING_NAME, SupportsRunRecord
 
     split, generator, kind = arm.split, arm.generator, arm.kind
     paths, throughput = _generate(split, generator, kind, decoding, target, scoring.progress)
     generations = [record for path in paths.values() for record in read_generations(path)]
     manifest = target / MANIFEST_NAME
     usage = target / USAGE_NAME
+    timing = target / TIMING_NAME  # per-batch seconds: the traces' durations
     source = _ArmSource(
         kind,
         generator.model_identity(),
@@ -368,7 +372,8 @@ def _generate_and_score(
         arm.sample,
         arm.skipped,
     )
-    written = [*paths.values(), *(path for path in (manifest, usage) if path.is_file())]
+    logged_beside = (manifest, timing, usage)
+    written = [*paths.values(), *(path for path in logged_beside if path.is_file())]
     output = _finish_arm(target, split, generations, source, scoring, written, final_dir)
     if not isinstance(generator, SupportsRunRecord):
         return replace(output, throughput=throughput)

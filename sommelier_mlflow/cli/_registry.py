@@ -78,6 +78,8 @@ def resolve_registry_options(args: argparse.Namespace) -> RegistryTags:
         found = resolve_registered_model(args.model, root)
         model_tags = found.tags("model")
         if found.adapter_dir is not None or found.model_dir is None:
+            # The base it names is evaluated, not this version's model: no LoggedModel link.
+            model_tags.pop("sommelier.registry.model.model_id", None)
             # A PEFT version (or one saved by reference) stands for the base it names.
             if not found.base_model:
                 raise ConfigError(f"{found.uri} names no base model (source_model_name)")

@@ -22,6 +22,8 @@ from sommelier_mlflow.integration import (
     check_logged_report,
     check_registration,
     check_tracking_server,
+    download_checkpoint_report,
+    is_logged_model_id,
     log_evaluation_run,
     log_example_traces,
     log_text_artifact,
@@ -282,6 +284,8 @@ def download_evaluation_report(run_id: str, dest: Path) -> Path:
     """
     if not run_id:
         raise InputError("a run id is required (see the run's page in the MLflow UI)")
+    if is_logged_model_id(run_id):  # a training checkpoint's LoggedModel (leaderboard arm)
+        return download_checkpoint_report(run_id, dest)
     import mlflow
 
     dest.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,14 @@ plumbing under the readers stays in its private module.
 
 from __future__ import annotations
 
+from sommelier_mlflow.data import (  # noqa: F401  (importing registers each input format)
+    _import_glaive,
+    _import_hermes_fc,
+    _import_openai,
+    _import_sharegpt,
+    _import_toolace,
+    _import_xlam,
+)
 from sommelier_mlflow.data._bfcl import (
     BFCL_ACCEPTED_CATEGORIES,
     BFCL_DEFAULT_CATEGORIES,
@@ -14,6 +22,19 @@ from sommelier_mlflow.data._bfcl import (
     BFCL_DROP_SUMMARY_SCHEMA,
     BfclImportResult,
     import_bfcl,
+)
+from sommelier_mlflow.data._conversation_import import (
+    CONVERSATION_DROP_REASONS,
+    ConversationProblem,
+    SourceConversation,
+    conversation_format,
+)
+from sommelier_mlflow.data._conversations import (
+    AFTER_SLICE_FIELD,
+    CONVERSATION_SLICE_FIELDS,
+    TURN_SLICE_FIELD,
+    conversation_slice_values,
+    messages_problem,
 )
 from sommelier_mlflow.data._dataset_records import (
     DATASET_RECORD_TAGS,
@@ -28,10 +49,12 @@ from sommelier_mlflow.data._format import (
     PromptFormat,
     build_messages,
     check_prompt_formats,
+    conversation_text,
     format_examples,
     prompt_format,
     prompt_format_names,
     read_chat_template_kwargs,
+    read_template_date,
     register_prompt_format,
     render_target,
     tool_schemas,
@@ -40,6 +63,13 @@ from sommelier_mlflow.data._generation_reader import (
     GenerationPrefix,
     read_generation_prefix,
     read_generations,
+)
+from sommelier_mlflow.data._input_formats import (
+    DEFAULT_INPUT_FORMAT,
+    InputFormat,
+    input_format,
+    input_format_names,
+    register_input_format,
 )
 from sommelier_mlflow.data._precomputed_reader import PrecomputedGeneration, read_precomputed
 from sommelier_mlflow.data._prepare import (
@@ -81,6 +111,7 @@ from sommelier_mlflow.data._slices import (
     slice_field_names,
     slice_name,
     slice_sections,
+    with_conversation_slices,
 )
 from sommelier_mlflow.data._split_reader import (
     FORMATTED_EXAMPLE_V2_SCHEMA,
@@ -92,6 +123,7 @@ from sommelier_mlflow.data._split_reader import (
 from sommelier_mlflow.data._writers import write_test_split
 
 __all__ = [
+    "AFTER_SLICE_FIELD",
     "BFCL_ACCEPTED_CATEGORIES",
     "BFCL_DEFAULT_CATEGORIES",
     "BFCL_DROP_REASONS",
@@ -99,8 +131,12 @@ __all__ = [
     "BfclImportResult",
     "CALLS_SLICE_FIELD",
     "COMPARISON_REPORT_SCHEMA",
+    "CONVERSATION_DROP_REASONS",
+    "CONVERSATION_SLICE_FIELDS",
     "ChatTemplateTokenizer",
+    "ConversationProblem",
     "DATASET_RECORD_TAGS",
+    "DEFAULT_INPUT_FORMAT",
     "DEFAULT_PROMPT_FORMAT",
     "DROP_REASONS",
     "DROP_SUMMARY_SCHEMA",
@@ -113,6 +149,7 @@ __all__ = [
     "GENERATION_SCHEMA",
     "GenerationPrefix",
     "GenerationRecord",
+    "InputFormat",
     "MAX_PROMPT_CHARS",
     "MODEL_KINDS",
     "ModelIdentity",
@@ -127,8 +164,10 @@ __all__ = [
     "SAMPLE_RULE",
     "SPLIT_NAMES",
     "SYSTEM_INSTRUCTION",
+    "SourceConversation",
     "TEST_EXAMPLE_SCHEMA",
     "TEST_SPLIT_SCHEMAS",
+    "TURN_SLICE_FIELD",
     "TestExample",
     "TestSplit",
     "build_messages",
@@ -137,10 +176,16 @@ __all__ = [
     "check_prompt_formats",
     "check_scoring_mode",
     "check_slice_fields",
+    "conversation_format",
+    "conversation_slice_values",
+    "conversation_text",
     "dataset_records",
     "encode_slice_value",
     "format_examples",
     "import_bfcl",
+    "input_format",
+    "input_format_names",
+    "messages_problem",
     "prepare",
     "prompt_format",
     "prompt_format_names",
@@ -149,7 +194,9 @@ __all__ = [
     "read_generation_prefix",
     "read_generations",
     "read_precomputed",
+    "read_template_date",
     "read_test_split",
+    "register_input_format",
     "register_prompt_format",
     "render_target",
     "sample_examples",
@@ -159,5 +206,6 @@ __all__ = [
     "slice_sections",
     "tool_schemas",
     "validate_language",
+    "with_conversation_slices",
     "write_test_split",
 ]

@@ -4,7 +4,8 @@ An evaluation dataset stores records of ``inputs``, ``expectations`` and
 ``tags``. A test example maps onto one record:
 
 ``inputs``
-    ``query`` and ``tools`` (what the model is asked), and ``prompt_text``
+    ``query`` (or, for a conversation row, ``messages``: the history before
+    the assistant turn to predict) and ``tools`` (what the model is asked), and ``prompt_text``
     for a formatted example (the rendered prompt is then what the model sees),
     with the ``chat_template_kwargs`` it was rendered with, if any.
     No other input: an input the product did not render would change what
@@ -15,7 +16,8 @@ An evaluation dataset stores records of ``inputs``, ``expectations`` and
 ``tags``
     ``example_id`` (default: the record's id), ``language`` (default
     ``en``), ``source_example_id`` (the root a translation translates),
-    ``prompt_sha256`` and ``prompt_format`` of a formatted example, and any
+    ``prompt_sha256`` and ``prompt_format`` of a formatted example,
+    ``conversation_id`` and ``turn`` (as its decimal text) of a conversation row, and any
     other tag named with ``--slice-by``; other tags are ignored.
 
 The integration layer fetches the records and hands them here as plain
@@ -42,8 +44,9 @@ from sommelier_mlflow.errors import DataError, InvariantViolationError
 
 __all__ = ["DATASET_RECORD_TAGS", "read_dataset_records", "dataset_records"]
 
-_INPUTS: Final = ("query", "tools")
-_OPTIONAL_INPUTS: Final = ("prompt_text", "chat_template_kwargs")
+_INPUTS: Final = ("tools",)
+_REQUESTS: Final = ("query", "messages")
+_OPTIONAL_INPUTS: Final = (*_REQUESTS, "prompt_text", "chat_template_kwargs")
 _GOLD_KEYS: Final = ("gold_calls", "gold_call")
 #: The record tags that map onto row fields; any other tag is a slice field
 #: when ``--slice-by`` names it, and ignored otherwise.
@@ -53,6 +56,8 @@ DATASET_RECORD_TAGS: Final = (
     "source_example_id",
     "prompt_sha256",
     "prompt_format",
+    "conversation_id",
+    "turn",
 )
 
 
@@ -99,7 +104,7 @@ def _native_row(
     def refuse(message: str) -> DataError:
         return DataError(f"record {record_id}: {message}", path=source)
 
-    for key in _INPUTS:
+    for key in (*_INPUTS, *(() if any(k in inputs for k in _REQUESTS) else ("query",))):
         if key not in inputs:
             raise refuse(
                 f"missing inputs.{key}; a test record needs inputs.query, inputs.tools and "
@@ -123,6 +128,9 @@ def _native_row(
     for key in (*DATASET_RECORD_TAGS, *slice_by):
         if key in tags:
             row[key] = tags[key]
+    turn = row.get("turn")
+    if isinstance(turn, str) and turn.isascii() and turn.isdigit():
+        row["turn"] = int(turn)  # tags hold strings; the row checks the number
     return record_id, row
 
 
@@ -178,8 +186,16 @@ def dataset_records(examples: Sequence[TestExample], *, source: str) -> list[dic
     records: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
     for example in examples:
-        inputs: dict[str, Any] = {"query": example.query, "tools": example.tools}
+        inputs: dict[str, Any] = (
+            {"query": example.query, "tools": example.tools}
+            if example.messages is None
+            else {"messages": list(example.messages), "tools": example.tools}
+        )
         tags: dict[str, str] = {"example_id": example.example_id, "language": example.language}
+        if example.conversation_id is not None:
+            tags["conversation_id"] = example.conversation_id
+        if example.turn is not None:
+            tags["turn"] = str(example.turn)
         if example.source_example_id is not None:
             tags["source_example_id"] = example.source_example_id
         if example.prompt_text is not None and example.prompt_sha256 is not None:
@@ -194,8 +210,8 @@ def dataset_records(examples: Sequence[TestExample], *, source: str) -> list[dic
         if key in seen:
             raise DataError(
                 f"examples {seen[key]!r} and {example.example_id!r} have the same inputs "
-                "(query, tools and prompt); an evaluation dataset keeps one record per inputs, "
-                "so one would replace the other: drop or change one of them",
+                "(query or messages, tools and prompt); an evaluation dataset keeps one record "
+                "per inputs, so one would replace the other: drop or change one of them",
                 path=source,
             )
         seen[key] = example.example_id

@@ -21,7 +21,9 @@ output depends on the day (Llama 3.1/3.2 templates write today's date unless
 ``date_string`` is passed) or on other call-time state, since then the same
 split would get other prompts and digests tomorrow. Extra template variables
 (``--chat-template-kwargs``: Qwen3's ``enable_thinking``, Llama's
-``date_string``) are recorded in every formatted row.
+``date_string``) are recorded in every formatted row. A template whose clock
+no variable reaches (gpt-oss's, Mistral's without a system prompt) is rendered
+on a fixed day instead (``--template-date YYYY-MM-DD``), recorded as well.
 
 The tokenizer is duck-typed (anything with ``apply_chat_template`` and a
 ``chat_template`` attribute), so this module does not import transformers.
@@ -29,11 +31,13 @@ The tokenizer is duck-typed (anything with ``apply_chat_template`` and a
 
 from __future__ import annotations
 
+import importlib
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
-from datetime import datetime, tzinfo
+from datetime import date, datetime, tzinfo
 from typing import Any, Final, Protocol
 
 from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads, sha256_text
@@ -56,9 +60,11 @@ __all__ = [
     "prompt_format",
     "prompt_format_names",
     "build_messages",
+    "conversation_text",
     "tool_schemas",
     "MAX_PROMPT_CHARS",
     "read_chat_template_kwargs",
+    "read_template_date",
     "render_target",
     "check_prompt_formats",
     "format_examples",
@@ -108,6 +114,10 @@ _RESERVED_TEMPLATE_KWARGS: Final = frozenset(
 _CLOCK_MODULES: Final = ("transformers.utils.chat_template_utils",)
 # Two days in different months and years, so any date or time format tells them apart.
 _FAKE_DAYS: Final = (datetime(2001, 2, 3, 4, 5, 6), datetime(2012, 11, 24, 19, 58, 47))
+_ISO_DAY: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+# A fixed day's clock reads noon, so a template asking for the time in any zone
+# within twelve hours of this machine's still gets that day.
+_NOON: Final = 12
 
 
 class ChatTemplateTokenizer(Protocol):
@@ -141,7 +151,7 @@ class PromptFormat:
 
     name: str
     description: str
-    messages: Callable[[TestExample, str | None], list[dict[str, str]]]
+    messages: Callable[[TestExample, str | None], list[dict[str, Any]]]
     with_tools: bool = False
     takes_system_prompt: bool = False
 
@@ -175,13 +185,56 @@ def build_messages(example: TestExample) -> list[dict[str, str]]:
 
     The system message is the fixed instruction, then the tools as
     canonical JSON (sorted keys, ASCII), so the same tools always produce the
-    same bytes whatever key order the data file used.
+    same bytes whatever key order the data file used. A conversation example
+    keeps these two messages: the user message holds the history as text
+    (:func:`conversation_text`), so the format works with any chat template.
     """
     system = f"{SYSTEM_INSTRUCTION}\n\n{_TOOLS_HEADING}\n{canonical_json(example.tools)}"
+    user = example.query if example.messages is None else conversation_text(example.messages)
     return [
         {"role": "system", "content": system},
-        {"role": "user", "content": example.query},
+        {"role": "user", "content": user},
     ]
+
+
+def conversation_text(messages: Iterable[Mapping[str, Any]]) -> str:
+    """The ``sommelier`` prompt format's text of a conversation history.
+
+    A history that is one user message is that message, exactly as a
+    single-turn query renders. Otherwise it is a transcript headed
+    ``Conversation so far:``: one block per message, ``System: ...``,
+    ``User: ...``, ``Assistant: ...`` (its text), ``Assistant calls: [...]``
+    (its calls as canonical JSON ``{"name", "arguments"}`` objects),
+    ``Tool result (<name or call id>): ...``, separated by blank lines, then
+    ``Reply with the next assistant turn.`` (``docs/conversations.md``).
+    """
+    history = list(messages)
+    if len(history) == 1 and history[0]["role"] == "user":
+        return str(history[0]["content"])
+    names = {
+        call["id"]: call["function"]["name"]
+        for message in history
+        for call in message.get("tool_calls", [])
+        if "id" in call
+    }
+    blocks = ["Conversation so far:"]
+    for message in history:
+        role, content = message["role"], message.get("content")
+        if role == "tool":
+            label = message.get("name") or names.get(message.get("tool_call_id"), "")
+            head = f"Tool result ({label})" if label else "Tool result"
+            blocks.append(f"{head}: {content}")
+            continue
+        if content:
+            blocks.append(f"{role.capitalize()}: {content}")
+        calls = [
+            {"name": call["function"]["name"], "arguments": call["function"]["arguments"]}
+            for call in message.get("tool_calls", [])
+        ]
+        if calls:
+            blocks.append(f"Assistant calls: {canonical_json(calls)}")
+    blocks.append("Reply with the next assistant turn.")
+    return "\n\n".join(blocks)
 
 
 def _sommelier_messages(example: TestExample, system_prompt: str | None) -> list[dict[str, str]]:
@@ -189,9 +242,46 @@ def _sommelier_messages(example: TestExample, system_prompt: str | None) -> list
     return build_messages(example)
 
 
-def _native_messages(example: TestExample, system_prompt: str | None) -> list[dict[str, str]]:
-    system = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    return [*system, {"role": "user", "content": example.query}]
+def _native_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """One history message as transformers' chat templates take it.
+
+    Assistant calls become ``{"type": "function", "function": {"name",
+    "arguments": <object>}}`` (with ``id`` where the row has one); tool
+    results stay ``role: tool`` with their ``tool_call_id`` and/or ``name``.
+    """
+    out = dict(message)
+    if message.get("tool_calls"):
+        out["tool_calls"] = [
+            {
+                **({"id": call["id"]} if "id" in call else {}),
+                "type": "function",
+                "function": {
+                    "name": call["function"]["name"],
+                    "arguments": call["function"]["arguments"],
+                },
+            }
+            for call in message["tool_calls"]
+        ]
+    return out
+
+
+def _native_messages(example: TestExample, system_prompt: str | None) -> list[dict[str, Any]]:
+    """The conversation for ``native``: the query, or the history as the model was trained on it.
+
+    ``--system-prompt`` opens the conversation as a system message; when the
+    history has a system message of its own, one system message holds both,
+    the given prompt first and a blank line between.
+    """
+    if example.messages is None:
+        history: list[dict[str, Any]] = [{"role": "user", "content": example.query}]
+    else:
+        history = [_native_message(message) for message in example.messages]
+    if not system_prompt:
+        return history
+    if history[0]["role"] == "system":
+        merged = f"{system_prompt}\n\n{history[0]['content']}"
+        return [{**history[0], "content": merged}, *history[1:]]
+    return [{"role": "system", "content": system_prompt}, *history]
 
 
 def tool_schemas(tools: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -256,6 +346,32 @@ def read_chat_template_kwargs(value: str | Mapping[str, Any] | None) -> dict[str
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"chat_template_kwargs must hold JSON values only: {exc}") from exc
     return checked
+
+
+def read_template_date(value: str | date | None) -> str | None:
+    """The day a template's clock is fixed to, from ``--template-date YYYY-MM-DD``; ``None``: none.
+
+    Some templates write today's date and take no variable to pin it
+    (gpt-oss's, Mistral's without a system prompt); rendering them on a fixed
+    day keeps their prompts, and so their digests, the same every day.
+    ``""`` and ``None`` mean none.
+
+    Raises:
+        ConfigError: Not a calendar date written ``YYYY-MM-DD`` (exit 2).
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, date):
+        return value.strftime("%Y-%m-%d")
+    try:
+        if _ISO_DAY.fullmatch(value) is None:
+            raise ValueError("not YYYY-MM-DD")
+        return date.fromisoformat(value).isoformat()
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"--template-date must be a calendar date written YYYY-MM-DD (e.g. 2024-07-26), "
+            f"got {value!r}"
+        ) from exc
 
 
 register_prompt_format(
@@ -391,12 +507,22 @@ def _require_system_prompt_rendered(
 
 
 @contextmanager
-def _clock_at(moment: datetime) -> Iterator[None]:
+def _clock_at(moment: datetime, *, required: bool = False) -> Iterator[None]:
     """Make the clock Hugging Face templates read (``strftime_now``) say ``moment``.
 
     transformers' ``strftime_now`` calls ``datetime.now()`` of its template
     module at render time; only that module's name is swapped, and only while
-    the block runs. A tokenizer from elsewhere keeps its own clock.
+    the block runs (the module is imported first when transformers is, so the
+    very first rendering reads the stopped clock too). A tokenizer from
+    elsewhere keeps its own clock.
+
+    Args:
+        moment: What the clock says.
+        required: Refuse, rather than go on with the real clock, when no
+            template clock can be stopped (``--template-date`` promises a day).
+
+    Raises:
+        DependencyError: ``required`` and no template clock was found (exit 3).
     """
 
     class _Stopped(datetime):
@@ -407,15 +533,35 @@ def _clock_at(moment: datetime) -> Iterator[None]:
     patched = []
     for name in _CLOCK_MODULES:
         module = sys.modules.get(name)
+        if module is None and "transformers" in sys.modules:
+            try:
+                module = importlib.import_module(name)
+            except ImportError:
+                module = None
         namespace = vars(module) if module is not None else {}
         if "datetime" in namespace:
             patched.append((namespace, namespace["datetime"]))
             namespace["datetime"] = _Stopped
+    if required and not patched:
+        raise DependencyError(
+            "--template-date fixes the clock of Hugging Face chat templates (strftime_now in "
+            f"{', '.join(_CLOCK_MODULES)}), which this tokenizer or transformers version does "
+            "not use; render with a transformers tokenizer, or pin the date with a variable "
+            "the template reads (--chat-template-kwargs)"
+        )
     try:
         yield
     finally:
         for namespace, original in patched:
             namespace["datetime"] = original
+
+
+def _template_clock(template_date: str | None) -> AbstractContextManager[None]:
+    """The clock templates render under: ``template_date`` at noon, or the real one."""
+    if template_date is None:
+        return nullcontext()
+    day = date.fromisoformat(template_date)
+    return _clock_at(datetime(day.year, day.month, day.day, _NOON), required=True)
 
 
 def _require_same_every_day(
@@ -425,11 +571,17 @@ def _require_same_every_day(
     system_prompt: str | None,
     template_kwargs: Mapping[str, Any],
     text: str,
+    template_date: str | None,
 ) -> None:
-    """Refuse a template whose prompt depends on the day or on anything else of the call."""
+    """Refuse a template whose prompt depends on the day or on anything else of the call.
+
+    With ``template_date`` the clock stays on that day, so only the call's
+    other state can still change the text.
+    """
     rendered = []
     for day in (_FAKE_DAYS[0], *_FAKE_DAYS):  # the same day twice, then another day
-        with _clock_at(day):
+        clock = _clock_at(day) if template_date is None else _template_clock(template_date)
+        with clock:
             rendered.append(_render(tokenizer, example, prompt, system_prompt, template_kwargs))
     name = _tokenizer_name(tokenizer)
     if rendered[0] == rendered[1] != rendered[2]:
@@ -438,8 +590,9 @@ def _require_same_every_day(
             f"{example.example_id!r} renders differently on two days), so the same split would "
             "get other prompts and digests tomorrow and arms formatted on different days could "
             "not be compared; pin the date: --chat-template-kwargs "
-            '\'{"date_string": "26 Jul 2024"}\' (the variable Llama 3.1/3.2 templates read; '
-            "another template may read another)"
+            '\'{"date_string": "26 Jul 2024"}\' if the template takes that variable (Llama '
+            "3.1/3.2's; another template may read another), else --template-date YYYY-MM-DD, "
+            "which renders every prompt on that day"
         )
     if len({text, *rendered}) > 1:
         raise ConfigError(
@@ -454,6 +607,7 @@ def check_prompt_formats(
     examples: Iterable[TestExample],
     wanted: str,
     chat_template_kwargs: Mapping[str, Any] | None = None,
+    template_date: str | None = None,
 ) -> None:
     """Refuse formatted rows whose prompts were rendered another way.
 
@@ -461,11 +615,13 @@ def check_prompt_formats(
         examples: The rows; those without a stored prompt are not checked.
         wanted: The prompt format the command renders in.
         chat_template_kwargs: The template variables the command renders
-            with; ``None`` leaves them unchecked.
+            with; ``None`` leaves them and ``template_date`` unchecked.
+        template_date: The day the command fixes the template's clock to
+            (``None``: none).
 
     Raises:
-        ConfigError: Naming the field (``prompt_format`` or
-            ``chat_template_kwargs``), the row and both values.
+        ConfigError: Naming the field (``prompt_format``,
+            ``chat_template_kwargs`` or ``template_date``), the row and both values.
     """
     for example in examples:
         if example.prompt_text is None:
@@ -485,6 +641,13 @@ def check_prompt_formats(
                 f"{canonical_json(dict(chat_template_kwargs))}; pass the same "
                 "--chat-template-kwargs, or render the split again from its unformatted rows"
             )
+        if chat_template_kwargs is not None and example.template_date != template_date:
+            raise ConfigError(
+                f"example {example.example_id!r}: its stored prompt was rendered with "
+                f"template_date {example.template_date or 'none'}, not {template_date or 'none'}; "
+                "pass the same --template-date, or render the split again from its unformatted "
+                "rows"
+            )
 
 
 def format_examples(
@@ -494,6 +657,7 @@ def format_examples(
     prompt_format: str = DEFAULT_PROMPT_FORMAT,
     system_prompt: str | None = None,
     chat_template_kwargs: Mapping[str, Any] | None = None,
+    template_date: str | None = None,
 ) -> list[TestExample]:
     """Give every example its prompt text and digest, in the chosen prompt format.
 
@@ -511,6 +675,9 @@ def format_examples(
         system_prompt: A system turn for formats that take one (``native``).
         chat_template_kwargs: Extra template variables (``enable_thinking``,
             ``date_string``), recorded in every row rendered with them.
+        template_date: The day (``YYYY-MM-DD``) the template's clock says
+            while rendering, for templates no variable pins; recorded in every
+            row rendered on it.
 
     Raises:
         ConfigError: An unknown prompt format, a system prompt the format does
@@ -520,7 +687,7 @@ def format_examples(
             prompt, depends on the day or the call, or (``native``) ignores
             ``tools`` (exit 2; each names the tokenizer and the example).
         DependencyError: If rendering is needed and the tokenizer has no chat
-            template.
+            template, or ``template_date`` is given and its clock cannot be fixed.
         InvariantViolationError: If a stored prompt does not match its digest.
     """
     prompt = _PROMPT_FORMATS.get(prompt_format)
@@ -530,6 +697,20 @@ def format_examples(
             f"{prompt.name!r}, whose system turn is fixed"
         )
     template_kwargs = read_chat_template_kwargs(chat_template_kwargs)
+    day = read_template_date(template_date)
+    with _template_clock(day):
+        return _format_all(examples, tokenizer, prompt, system_prompt, template_kwargs, day)
+
+
+def _format_all(
+    examples: Iterable[TestExample],
+    tokenizer: ChatTemplateTokenizer,
+    prompt: PromptFormat,
+    system_prompt: str | None,
+    template_kwargs: dict[str, Any],
+    template_date: str | None,
+) -> list[TestExample]:
+    """:func:`format_examples` once its options are checked, under the clock it chose."""
     formatted: list[TestExample] = []
     checked_template = False
     for example in examples:
@@ -541,11 +722,17 @@ def format_examples(
                     f"{example.prompt_sha256} does not match its prompt_text ({actual}); "
                     "refusing to replay an altered prompt"
                 )
-            check_prompt_formats([example], prompt.name, template_kwargs)
+            check_prompt_formats([example], prompt.name, template_kwargs, template_date)
             formatted.append(example)
             continue
         text = _render_checked(
-            tokenizer, example, prompt, system_prompt, template_kwargs, checked_template
+            tokenizer,
+            example,
+            prompt,
+            system_prompt,
+            template_kwargs,
+            checked_template,
+            template_date,
         )
         checked_template = True
         formatted.append(
@@ -555,6 +742,7 @@ def format_examples(
                 prompt_sha256=sha256_text(text),
                 prompt_format=prompt.name,
                 chat_template_kwargs=template_kwargs,
+                template_date=template_date,
             )
         )
     return formatted
@@ -567,6 +755,7 @@ def _render_checked(
     system_prompt: str | None,
     template_kwargs: Mapping[str, Any],
     checked: bool,
+    template_date: str | None,
 ) -> str:
     """Render one example; the first rendering also checks the template itself.
 
@@ -583,5 +772,7 @@ def _render_checked(
         _require_tools_rendered(tokenizer, example, prompt, system_prompt, template_kwargs, text)
     if system_prompt:
         _require_system_prompt_rendered(tokenizer, example, prompt, template_kwargs, text)
-    _require_same_every_day(tokenizer, example, prompt, system_prompt, template_kwargs, text)
+    _require_same_every_day(
+        tokenizer, example, prompt, system_prompt, template_kwargs, text, template_date
+    )
     return text

@@ -1,5 +1,11 @@
 """Turn raw xlam-shaped rows into seeded train/validation/test splits with counted drops.
 
+:func:`prepare` is the one entry for every input format: it looks the
+format up by name (``data/_input_formats.py``) and runs it. This module is
+the ``xlam`` format (:func:`prepare_xlam`, the default, registered by
+``data/_import_xlam.py``); the conversation formats live in
+``data/_conversation_import.py`` and the ``data/_import_<name>.py`` modules.
+
 Raw rows carry ``tools`` and ``answers`` as JSON *strings*, exactly as the
 xlam-function-calling-60k dataset ships them, plus an optional ``language``
 and, on translated rows, the ``source_example_id`` of the root they
@@ -68,6 +74,7 @@ from typing import Any, Final
 import numpy as np
 
 from sommelier_mlflow._json import JSONDecodeError, atomic_write_json, atomic_write_jsonl, loads
+from sommelier_mlflow.data._input_formats import DEFAULT_INPUT_FORMAT, PrepareResult, input_format
 from sommelier_mlflow.data._jsonl import JsonlReader
 from sommelier_mlflow.data._schemas import DROP_SUMMARY_SCHEMA, TestExample, validate_language
 from sommelier_mlflow.data._tools import gold_call_problem, query_hash, tools_problem
@@ -79,6 +86,9 @@ __all__ = [
     "DEFAULT_MIN_QUERY_CHARS",
     "DEFAULT_MAX_QUERY_CHARS",
     "PrepareResult",
+    "identifier",
+    "check_split_sizes",
+    "prepare_xlam",
     "prepare",
 ]
 
@@ -123,24 +133,7 @@ class _Row:
     split: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class PrepareResult:
-    """What :func:`prepare` wrote.
-
-    Attributes:
-        split_paths: ``train``/``validation``/``test`` → the JSONL file written.
-        drop_summary_path: The ``drop_summary.json`` written.
-        splits: The examples of each split, in file order.
-        summary: The drop summary's content.
-    """
-
-    split_paths: Mapping[str, Path]
-    drop_summary_path: Path
-    splits: Mapping[str, tuple[TestExample, ...]]
-    summary: Mapping[str, Any]
-
-
-def _identifier(value: object) -> str | None:
+def identifier(value: object) -> str | None:
     """Stringify an id the way datasets store them (strings or integers)."""
     if isinstance(value, str) and value:
         return value
@@ -149,9 +142,12 @@ def _identifier(value: object) -> str | None:
     return None
 
 
-def _check_config(
-    seed: object, split_sizes: object, min_query_chars: object, max_query_chars: object
-) -> dict[str, int]:
+def check_split_sizes(seed: object, split_sizes: object) -> dict[str, int]:
+    """Check the seed and the three split sizes every input format takes.
+
+    Raises:
+        ConfigError: A negative or non-integer seed or size, or all sizes zero.
+    """
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
     if not isinstance(split_sizes, Mapping) or set(split_sizes) != set(SPLIT_NAMES):
@@ -167,6 +163,13 @@ def _check_config(
         sizes[name] = size
     if sum(sizes.values()) == 0:
         raise ConfigError("split_sizes are all zero; ask for at least one row")
+    return sizes
+
+
+def _check_config(
+    seed: object, split_sizes: object, min_query_chars: object, max_query_chars: object
+) -> dict[str, int]:
+    sizes = check_split_sizes(seed, split_sizes)
     limits: list[int] = []
     for name, value in (("min_query_chars", min_query_chars), ("max_query_chars", max_query_chars)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -185,7 +188,7 @@ def _read_rows(
     rows: list[_Row] = []
     seen: dict[str, int] = {}
     for line_no, raw in reader:
-        example_id = _identifier(raw.get("example_id", raw.get("id")))
+        example_id = identifier(raw.get("example_id", raw.get("id")))
         if example_id is None:
             raise DataError(
                 "row has no usable 'example_id' or 'id' (a non-empty string or an integer)",
@@ -204,7 +207,7 @@ def _read_rows(
         except InputError as exc:
             raise DataError(str(exc), path=reader.path, line=line_no) from exc
         root_value = raw.get("source_example_id")
-        root_id = None if root_value is None else _identifier(root_value)
+        root_id = None if root_value is None else identifier(root_value)
         if root_value is not None and root_id is None:
             raise DataError(
                 "source_example_id must be a non-empty string, an integer or null, "
@@ -448,6 +451,57 @@ def prepare(
     min_query_chars: int = DEFAULT_MIN_QUERY_CHARS,
     max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
     keep_multi_call: bool = False,
+    input_format: str = DEFAULT_INPUT_FORMAT,
+    strict: bool = False,
+) -> PrepareResult:
+    """Read ``raw_path`` in the registered ``input_format`` and write seeded splits.
+
+    ``xlam`` (the default) is :func:`prepare_xlam`; the conversation formats
+    (``openai``, ``hermes_fc``, ``sharegpt``, ``toolace``, ``glaive``) turn
+    every assistant turn into an example and split by conversation
+    (``data/_conversation_import.py``; their ``split_sizes`` count conversations).
+
+    Args:
+        raw_path: The raw file, as its source ships it.
+        out_dir: Where the splits and ``drop_summary.json`` go.
+        seed: Seed of the numpy Generator that shuffles roots or conversations.
+        split_sizes: Roots (xlam) or conversations per split.
+        min_query_chars: xlam only: shortest accepted query.
+        max_query_chars: xlam only: longest accepted query.
+        keep_multi_call: xlam only: keep parallel and abstention rows.
+        input_format: A registered input format (``--input-format``).
+        strict: Conversation formats: the first drop is a DataError (exit 2)
+            naming file, line and message, instead of a counted drop.
+
+    Raises:
+        ConfigError: An unknown format, invalid arguments, or too few rows.
+        DataError: A malformed raw file (or, ``strict``, the first drop).
+    """
+    return _input_format(input_format).prepare(
+        raw_path,
+        out_dir,
+        seed=seed,
+        split_sizes=split_sizes,
+        min_query_chars=min_query_chars,
+        max_query_chars=max_query_chars,
+        keep_multi_call=keep_multi_call,
+        strict=strict,
+    )
+
+
+_input_format = input_format  # the parameter of prepare() shadows the lookup's name
+
+
+def prepare_xlam(
+    raw_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    seed: int,
+    split_sizes: Mapping[str, int],
+    min_query_chars: int = DEFAULT_MIN_QUERY_CHARS,
+    max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
+    keep_multi_call: bool = False,
+    strict: bool = False,
 ) -> PrepareResult:
     """Validate raw rows, split them with a seed and write the splits and a drop summary.
 
@@ -470,6 +524,7 @@ def prepare(
             empty answers list: an abstention example) instead of dropping them
             as ``multi_call_answer`` / ``invalid_answers_shape``. The splits then
             need ``--scoring calls``; the drop summary records the choice.
+        strict: Refused (ConfigError): xlam rows always drop with counted reasons.
 
     Returns:
         The paths written, the examples of each split and the summary.
@@ -479,6 +534,11 @@ def prepare(
         DataError: On a malformed raw file (see the module docstring).
     """
     sizes = _check_config(seed, split_sizes, min_query_chars, max_query_chars)
+    if strict:
+        raise ConfigError(
+            "--strict applies to the conversation input formats; xlam rows always drop with "
+            "counted reasons (see drop_summary.json)"
+        )
     if not isinstance(keep_multi_call, bool):
         raise ConfigError(f"keep_multi_call must be true or false, got {keep_multi_call!r}")
     reader = JsonlReader(raw_path)

@@ -97,7 +97,15 @@ class TestExample:
     prompt format ``prompt_text`` was rendered in (``sommelier`` unless the
     row says otherwise). ``chat_template_kwargs`` holds the extra template
     variables it was rendered with (``--chat-template-kwargs``; empty unless
-    the row says otherwise).
+    the row says otherwise). ``template_date`` is the day the template's
+    clock was fixed to (``--template-date YYYY-MM-DD``; ``None`` unless the
+    row says otherwise).
+
+    A conversation example (``docs/conversations.md``) carries ``messages``
+    instead of a query: the OpenAI-shaped history before the assistant turn to
+    predict, with ``conversation_id`` and ``turn`` (the 1-based index of that
+    assistant turn). Its ``query`` is the last user message's text, kept only
+    as a readable label (tables, traces); the row on disk has no ``query``.
 
     The constructor takes ``gold_call`` (one call, the original signature
     every single-call caller uses) or ``gold_calls``; given both, ``gold_call``
@@ -117,6 +125,10 @@ class TestExample:
     slice_values: tuple[tuple[str, str], ...]
     prompt_format: str
     chat_template_kwargs: dict[str, Any]
+    messages: tuple[dict[str, Any], ...] | None
+    conversation_id: str | None
+    turn: int | None
+    template_date: str | None
 
     def __init__(
         self,
@@ -133,6 +145,10 @@ class TestExample:
         slice_values: Mapping[str, str] | Sequence[tuple[str, str]] = (),
         prompt_format: str = DEFAULT_PROMPT_FORMAT,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        messages: Sequence[dict[str, Any]] | None = None,
+        conversation_id: str | None = None,
+        turn: int | None = None,
+        template_date: str | None = None,
     ) -> None:
         if gold_call is None and gold_calls is None:
             raise InputError(
@@ -152,6 +168,15 @@ class TestExample:
         assign = object.__setattr__
         assign(self, "example_id", example_id)
         assign(self, "language", language)
+        history = None if messages is None else tuple(messages)
+        if history is not None:
+            label = _last_user_text(history)
+            if query not in ("", label):
+                raise InputError(
+                    f"example {example_id!r}: give the request as 'query' or as 'messages', "
+                    "not both"
+                )
+            query = label
         assign(self, "query", query)
         assign(self, "tools", tools)
         assign(self, "gold_calls", calls)
@@ -162,6 +187,10 @@ class TestExample:
         assign(self, "slice_values", tuple(sorted((str(k), v) for k, v in pairs)))
         assign(self, "prompt_format", prompt_format)
         assign(self, "chat_template_kwargs", dict(chat_template_kwargs or {}))
+        assign(self, "messages", history)
+        assign(self, "conversation_id", conversation_id)
+        assign(self, "turn", turn)
+        assign(self, "template_date", template_date)
         self._validate()
 
     def _validate(self) -> None:
@@ -182,6 +211,18 @@ class TestExample:
             raise InputError(
                 f"example {self.example_id!r}: prompt_format must be a prompt format's name, "
                 f"got {self.prompt_format!r}"
+            )
+        if self.conversation_id is not None and (
+            not isinstance(self.conversation_id, str) or not self.conversation_id
+        ):
+            raise InputError(
+                f"example {self.example_id!r}: conversation_id must be a non-empty string, "
+                f"got {self.conversation_id!r}"
+            )
+        if self.turn is not None and (type(self.turn) is not int or self.turn < 1):
+            raise InputError(
+                f"example {self.example_id!r}: turn must be an integer >= 1 (the 1-based index "
+                f"of the assistant turn to predict), got {self.turn!r}"
             )
         for field_name, value in self.slice_values:
             if not isinstance(value, str) or not value:
@@ -212,10 +253,18 @@ class TestExample:
             "example_id": self.example_id,
             "language": self.language,
             "source_example_id": self.source_example_id,
-            "query": self.query,
-            "tools": self.tools,
-            "gold_calls": list(self.gold_calls),
         }
+        # Single-turn rows keep their bytes: the conversation fields appear only when set.
+        if self.messages is None:
+            row["query"] = self.query
+        else:
+            row["messages"] = list(self.messages)
+        if self.conversation_id is not None:
+            row["conversation_id"] = self.conversation_id
+        if self.turn is not None:
+            row["turn"] = self.turn
+        row["tools"] = self.tools
+        row["gold_calls"] = list(self.gold_calls)
         row.update(self.slice_values)
         if self.prompt_text is not None:
             row["prompt_text"] = self.prompt_text
@@ -224,7 +273,18 @@ class TestExample:
                 row["prompt_format"] = self.prompt_format
             if self.chat_template_kwargs:
                 row["chat_template_kwargs"] = self.chat_template_kwargs
+            if self.template_date is not None:
+                row["template_date"] = self.template_date
         return row
+
+
+def _last_user_text(messages: Sequence[Any]) -> str:
+    """The text of the last user message of a history (its label), or ``""`` if none."""
+    for message in reversed(messages):
+        if isinstance(message, Mapping) and message.get("role") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else ""
+    return ""
 
 
 #: The exact keys of a generation JSONL record: readers and the resuming

@@ -3,8 +3,10 @@
 Language slices are built in and keep their keys (``<language>/<metric>``).
 Any other slice comes from a field the user declares (``--slice-by F``) or,
 in ``calls`` scoring, from the number of gold calls (``calls:0``, ``calls:1``,
-``calls:2+``). A slice over field ``F`` with value ``V`` is named ``F:V`` in
-reports and logged under the MLflow key section ``F:<encoded V>``.
+``calls:2+``), or, on a split of conversation rows, from the history
+(``turn:1``/``turn:2+`` and ``after:user``/``after:tool``, on by default).
+A slice over field ``F`` with value ``V`` is named ``F:V`` in reports and
+logged under the MLflow key section ``F:<encoded V>``.
 
 Encoding rule for ``V`` (documented in the README): ASCII letters, digits,
 ``_`` and ``-`` stay as they are; every other character is written as ``.``
@@ -24,6 +26,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Final
 
+from sommelier_mlflow.data._conversations import CONVERSATION_SLICE_FIELDS
 from sommelier_mlflow.data._schemas import RESERVED_SLICE_NAMES
 from sommelier_mlflow.errors import ConfigError, InputError
 from sommelier_mlflow.toolcalls import (
@@ -40,6 +43,8 @@ __all__ = [
     "MAX_ENCODED_VALUE",
     "slice_field_names",
     "check_slice_fields",
+    "CONVERSATION_SLICE_FIELDS",
+    "with_conversation_slices",
     "slice_name",
     "encode_slice_value",
     "slice_section",
@@ -65,7 +70,9 @@ _ROW_FIELDS: Final = frozenset(
         "prompt_sha256",
         "prompt_format",
         "chat_template_kwargs",
+        "template_date",
         "messages",
+        "conversation_id",
         "split",
     }
 )
@@ -135,6 +142,18 @@ def check_slice_fields(fields: Iterable[str], *, scoring: str) -> tuple[str, ...
             )
         chosen.append(field)
     return tuple(chosen)
+
+
+def with_conversation_slices(fields: tuple[str, ...], conversational: bool) -> tuple[str, ...]:
+    """The slice definition of a split: ``fields`` plus the conversation slices if it has turns.
+
+    A split with conversation rows gets ``turn`` and ``after`` after the
+    checked ``fields`` (unless already declared); a single-turn split gets
+    ``fields`` unchanged, so its reports and keys stay as they were.
+    """
+    if not conversational:
+        return fields
+    return fields + tuple(name for name in CONVERSATION_SLICE_FIELDS if name not in fields)
 
 
 def slice_name(field: str, value: str) -> str:

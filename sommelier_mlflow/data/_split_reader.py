@@ -14,6 +14,10 @@ Three test-split row kinds are read:
     ``example_id``, ``query``, ``tools``, ``gold_calls`` (a list of zero or
     more calls) or ``gold_call`` (one call); optional ``language`` (default ``"en"``),
     ``source_example_id``, ``prompt_text`` + ``prompt_sha256``. No other field.
+    A conversation row gives ``messages`` (the history before the assistant
+    turn to predict) instead of ``query``, and may give ``conversation_id``
+    and ``turn``; rows sharing a ``conversation_id`` must offer the same tools
+    (``docs/conversations.md``).
 
 ``sommelier.prepared_example.v2`` (original Sommelier pipeline, prepared)
     ``example_id``, ``source_id``, ``language``, ``source_example_id``,
@@ -48,8 +52,10 @@ import os
 from collections.abc import Iterable
 from typing import Any, Final
 
-from sommelier_mlflow._json import JSONDecodeError, loads
+from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads
 from sommelier_mlflow._json import sha256_text as _sha256_text
+from sommelier_mlflow.data._conversations import CONVERSATION_SLICE_FIELDS, messages_problem
+from sommelier_mlflow.data._format import read_template_date
 from sommelier_mlflow.data._jsonl import JsonlReader
 from sommelier_mlflow.data._row_checks import _HEX64, _kind, _Line, _schema_of
 from sommelier_mlflow.data._schemas import (
@@ -59,7 +65,7 @@ from sommelier_mlflow.data._schemas import (
     TestSplit,
 )
 from sommelier_mlflow.data._tools import gold_call_problem, tools_problem
-from sommelier_mlflow.errors import DataError, InputError
+from sommelier_mlflow.errors import ConfigError, DataError, InputError
 from sommelier_mlflow.toolcalls import scoring_mode
 
 __all__ = [
@@ -79,9 +85,13 @@ TEST_SPLIT_SCHEMAS: Final = (
     FORMATTED_EXAMPLE_V2_SCHEMA,
 )
 
-_NATIVE_REQUIRED: Final = frozenset({"schema_version", "example_id", "query", "tools"})
+_NATIVE_REQUIRED: Final = frozenset({"schema_version", "example_id", "tools"})
 _NATIVE_OPTIONAL: Final = frozenset(
     {
+        "query",
+        "messages",
+        "conversation_id",
+        "turn",
         "language",
         "source_example_id",
         "gold_calls",
@@ -90,6 +100,7 @@ _NATIVE_OPTIONAL: Final = frozenset(
         "prompt_sha256",
         "prompt_format",
         "chat_template_kwargs",
+        "template_date",
     }
 )
 _PREPARED_V2_FIELDS: Final = (
@@ -188,6 +199,8 @@ def _declared_values(src: _Line, slice_by: tuple[str, ...]) -> dict[str, str]:
     """The row's declared slice fields: each must be there, as a non-empty string."""
     values: dict[str, str] = {}
     for field in slice_by:
+        if field in CONVERSATION_SLICE_FIELDS:
+            continue  # derived from the history, not read from the row
         if field not in src.row:
             raise src.error(
                 f"missing slice field {field!r} (declared with --slice-by); every row needs it"
@@ -200,7 +213,8 @@ def _declared_values(src: _Line, slice_by: tuple[str, ...]) -> dict[str, str]:
 
 
 def _native_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExample:
-    src.exact_fields(_NATIVE_REQUIRED, _NATIVE_OPTIONAL | frozenset(slice_by))
+    declared = frozenset(slice_by) - frozenset(CONVERSATION_SLICE_FIELDS)
+    src.exact_fields(_NATIVE_REQUIRED, _NATIVE_OPTIONAL | declared)
     tools = _checked_tools(src, src.row["tools"])
     has_list, has_one = "gold_calls" in src.row, "gold_call" in src.row
     if has_list == has_one:
@@ -234,18 +248,62 @@ def _native_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExample:
                 "'chat_template_kwargs' is the object of template variables 'prompt_text' was "
                 "rendered with; give both"
             )
+    template_date = None
+    if "template_date" in src.row:
+        if prompt_text is None:
+            raise src.error("'template_date' is the day 'prompt_text' was rendered on; give both")
+        template_date = src.string("template_date")
+        try:
+            read_template_date(template_date)
+        except ConfigError as exc:
+            raise src.error(str(exc)) from exc
     return _build_example(
         src,
         slice_by,
         "en",
-        query=src.string("query"),
+        **_request(src, tools),
         tools=tools,
         gold_calls=gold_calls,
         prompt_text=prompt_text,
         prompt_sha256=prompt_sha256,
         prompt_format=prompt_format,
         chat_template_kwargs=chat_template_kwargs,
+        template_date=template_date,
     )
+
+
+def _request(src: _Line, tools: list[Any]) -> dict[str, Any]:
+    """The request of a native row: its ``query``, or its ``messages`` with their conversation.
+
+    A row has exactly one of the two; ``conversation_id`` and ``turn`` belong
+    to a conversation row only.
+    """
+    has_query, has_messages = "query" in src.row, "messages" in src.row
+    if not has_query and not has_messages:
+        raise src.error(
+            "missing field 'query' (a string); a conversation row gives 'messages' (the "
+            "conversation before the assistant turn to predict) instead"
+        )
+    if has_query and has_messages:
+        raise src.error(
+            "give the request as exactly one of 'query' (a string) or 'messages' (the "
+            "conversation before the assistant turn to predict)"
+        )
+    if has_query:
+        for key in ("conversation_id", "turn"):
+            if key in src.row:
+                raise src.error(f"field {key!r} belongs to a conversation row (with 'messages')")
+        return {"query": src.string("query")}
+    turn = src.row.get("turn")
+    problem = messages_problem(src.row["messages"], tools, turn)
+    if problem is not None:
+        raise src.error(problem)
+    return {
+        "query": "",
+        "messages": src.row["messages"],
+        "conversation_id": src.optional_string("conversation_id"),
+        "turn": turn,
+    }
 
 
 def _check_legacy_common(src: _Line, fields: tuple[str, ...]) -> None:
@@ -387,6 +445,25 @@ def _check_pairs(examples: list[TestExample], sources: dict[str, _Line]) -> None
         pair_rows[key] = src.where
 
 
+def _check_conversations(examples: list[TestExample], sources: dict[str, _Line]) -> None:
+    """Rows of one conversation must offer the same tools: otherwise the id is reused.
+
+    The turns of a conversation are resampled together; two unrelated rows
+    under one ``conversation_id`` would be treated as one user's task.
+    """
+    first: dict[str, TestExample] = {}
+    for example in examples:
+        if example.conversation_id is None:
+            continue
+        seen = first.setdefault(example.conversation_id, example)
+        if seen is not example and canonical_json(seen.tools) != canonical_json(example.tools):
+            raise sources[example.example_id].error(
+                f"conversation_id {example.conversation_id!r} is reused: this row offers other "
+                f"tools than {sources[seen.example_id].where}; give unrelated conversations "
+                "their own ids"
+            )
+
+
 def checked_examples(
     sources: Iterable[_Line], slice_by: tuple[str, ...]
 ) -> tuple[TestExample, ...]:
@@ -405,6 +482,7 @@ def checked_examples(
         seen[example.example_id] = src
         examples.append(example)
     _check_pairs(examples, seen)
+    _check_conversations(examples, seen)
     return tuple(examples)
 
 

@@ -29,6 +29,7 @@ from sommelier_mlflow.errors import (
 from sommelier_mlflow.evaluation._results import BootstrapSettings
 from sommelier_mlflow.evaluation._stats import (
     BOOTSTRAP_METHOD,
+    CLUSTER_RESAMPLING,
     QUANTILE_METHOD,
     MetricInterval,
     PairedBootstrapResult,
@@ -59,6 +60,8 @@ class ReportKeys:
     ADAPTER: Final = frozenset({"source", "sha256"})
     BOOTSTRAP: Final = frozenset({"method", "quantile_method", "seed", "resamples", "confidence"})
     GAP_BOOTSTRAP: Final = BOOTSTRAP | {"n"}
+    # Written beside an interval only when its resamples drew whole conversations.
+    CLUSTERED: Final = frozenset({"resampling", "clusters"})
     COVERAGE: Final = frozenset(
         {
             "target_rows",
@@ -203,9 +206,18 @@ class ReportChecker:
                 MetricInterval(name, low[name].value, high[name].value, estimate, lower, upper)
             )
         at = where.rsplit(".", 1)[0] + ".bootstrap"
-        entry, settings = self._provenance(provenance, at, ReportKeys.GAP_BOOTSTRAP)
+        given = self.mapping(provenance, at)
+        keys = ReportKeys.GAP_BOOTSTRAP | (ReportKeys.CLUSTERED if "clusters" in given else set())
+        entry, settings = self._provenance(provenance, at, frozenset(keys))
         if entry["n"] != n:
             self.broken(f"{at}.n", f"is {entry['n']!r}, expected {n} paired rows")
+        clusters = None
+        if "clusters" in entry:
+            if entry["resampling"] != CLUSTER_RESAMPLING:
+                self.fail(f"{at}.resampling", f"is not {CLUSTER_RESAMPLING!r}")
+            clusters = self.count(entry["clusters"], f"{at}.clusters")
+            if not 0 < clusters <= n:
+                self.broken(f"{at}.clusters", f"is {clusters}, not between 1 and {n} rows")
         return PairedBootstrapResult(
             method=BOOTSTRAP_METHOD,
             quantile_method=QUANTILE_METHOD,
@@ -214,6 +226,7 @@ class ReportChecker:
             confidence=settings.confidence,
             n=n,
             intervals=tuple(intervals),
+            clusters=clusters,
         )
 
     def paired_sides(

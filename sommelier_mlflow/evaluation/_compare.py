@@ -40,6 +40,7 @@ from sommelier_mlflow.evaluation._results import BootstrapSettings, metrics_from
 from sommelier_mlflow.evaluation._seeds import derive_seed
 from sommelier_mlflow.evaluation._stats import (
     BootstrapDraws,
+    cluster_test_from_outcomes,
     mcnemar_from_outcomes,
     paired_bootstrap_draws,
 )
@@ -76,6 +77,7 @@ GATE_FIELDS: Final[tuple[str, ...]] = (
     "model_identity.tokenizer_revision",
     "prompt_format",
     "chat_template_kwargs",
+    "template_date",
     "dataset.name",
     "dataset.id",
     "dataset.digest",
@@ -98,6 +100,7 @@ GATE_FIELDS: Final[tuple[str, ...]] = (
     "paired_slices",
     "pair_set_sha256.<language>",
     "example_ids",
+    "conversation_ids",
 )
 """The gate's checks in order; ``ComparisonRefusedError.field`` names the first failing one
 (``<language>`` is replaced by the slice, languages in sorted order). ``model_kind`` is
@@ -116,6 +119,7 @@ _HINTS: Final = {
     "scoring": "score both arms with the same --scoring mode",
     "prompt_format": "render both arms' prompts with the same --prompt-format",
     "chat_template_kwargs": "render both arms' prompts with the same --chat-template-kwargs",
+    "template_date": "render both arms' prompts with the same --template-date",
     "slice_by": "score both arms with the same --slice-by fields",
     "field_slices": "score both arms on the same split so the same field slices exist",
     "decoding": "generate both arms with identical decoding settings, batch size included",
@@ -127,6 +131,8 @@ _HINTS: Final = {
     "paired_slices": "evaluate both arms on the same split so the same languages are paired",
     "pair_set_sha256": "evaluate both arms on the same split so the same rows are paired",
     "example_ids": "evaluate both arms on the same examples",
+    "conversation_ids": "evaluate both arms on the same split, whose rows name the same "
+    "conversations (intervals and tests resample whole conversations)",
 }
 
 
@@ -198,6 +204,8 @@ def _gate(base: EvaluationReport, adapter: EvaluationReport) -> None:
         ("prompt_format", bi.prompt_format, ai.prompt_format),
         # So is one rendered with other template variables (a thinking switch, a date).
         ("chat_template_kwargs", dict(bi.chat_template_kwargs), dict(ai.chat_template_kwargs)),
+        # Or on another fixed day.
+        ("template_date", bi.template_date, ai.template_date),
         # So is a split read from another dataset, or from an edited one.
         *((f"dataset.{name}", left_dataset[name], right_dataset[name]) for name in _DATASET),
         ("test_split_sha256", bi.test_split_sha256, ai.test_split_sha256),
@@ -252,6 +260,14 @@ def _gate(base: EvaluationReport, adapter: EvaluationReport) -> None:
             adapter,
             [i for i in differing if i in set(base.example_ids)][:5],
             [i for i in differing if i in set(adapter.example_ids)][:5],
+        )
+    if base.conversation_ids != adapter.conversation_ids:
+        _refuse(
+            "conversation_ids",
+            base,
+            adapter,
+            sorted({c for c in base.conversation_ids if c is not None})[:5],
+            sorted({c for c in adapter.conversation_ids if c is not None})[:5],
         )
 
 
@@ -311,6 +327,9 @@ def _compare_slice(
     column = names.index(outcome)
     base_num, base_den = base.numerators[rows], base.denominators[rows]
     adapter_num, adapter_den = adapter.numerators[rows], adapter.denominators[rows]
+    # The gate proved both arms name the same conversations: one clustering serves both.
+    clusters = None if base.clusters is None else np.array(base.clusters)[rows]
+    base_right, adapter_right = base_num[:, column] == 1, adapter_num[:, column] == 1
     draws = paired_bootstrap_draws(
         base_num,
         base_den,
@@ -320,6 +339,7 @@ def _compare_slice(
         seed=derive_seed(settings.seed, f"delta/{name}"),
         confidence=settings.confidence,
         metric_names=names,
+        clusters=clusters,
     )
     entry = report_types.SliceComparison(
         examples=len(base_num),
@@ -327,7 +347,11 @@ def _compare_slice(
         adapter=MappingProxyType(metrics_from_components(adapter_num, adapter_den, names)),
         delta=draws.result,
         mcnemar_metric=outcome,
-        mcnemar=mcnemar_from_outcomes(base_num[:, column] == 1, adapter_num[:, column] == 1),
+        mcnemar=(
+            mcnemar_from_outcomes(base_right, adapter_right)
+            if clusters is None
+            else cluster_test_from_outcomes(base_right, adapter_right, clusters)
+        ),
     )
     return entry, draws
 
@@ -370,6 +394,7 @@ def _run_summary(arm: EvaluationReport) -> report_types.RunSummary:
         report_sha256=arm.sha256,
         format_hint=arm.format_hint,
         format_mismatch=arm.format_mismatch,
+        calls_in_reasoning=arm.calls_in_reasoning,
     )
 
 

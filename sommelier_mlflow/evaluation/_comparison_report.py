@@ -46,10 +46,12 @@ from sommelier_mlflow.evaluation._serialise import (
     settings_to_dict,
 )
 from sommelier_mlflow.evaluation._stats import (
+    CLUSTER_TEST_METHOD,
     MCNEMAR_METHOD,
     McNemarResult,
     PairedBootstrapResult,
     mcnemar_exact,
+    sign_flip_p_values,
 )
 from sommelier_mlflow.toolcalls import (
     DEFAULT_MODE,
@@ -103,8 +105,10 @@ class RunSummary:
     """One compared arm: its kind, adapter, size and the digest of its report.
 
     ``format_hint`` and ``format_mismatch`` are the arm's own output-format
-    diagnostics, carried so the comparison's summary and Markdown say what
-    each arm's summary said (each stored only when the arm's report had it).
+    diagnostics, and ``calls_in_reasoning`` its outputs whose only calls were
+    written while reasoning, carried so the comparison's summary and Markdown
+    say what each arm's summary said (each stored only when the arm's report
+    had it, so existing comparison reports keep their bytes).
     """
 
     model_kind: ModelKind
@@ -113,6 +117,7 @@ class RunSummary:
     report_sha256: str
     format_hint: str | None = None
     format_mismatch: FormatMismatch | None = None
+    calls_in_reasoning: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,6 +272,11 @@ class ComparisonReport:
                         if run.format_mismatch is not None
                         else {}
                     ),
+                    **(
+                        {"calls_in_reasoning": run.calls_in_reasoning}
+                        if run.calls_in_reasoning
+                        else {}
+                    ),
                 }
                 for kind, run in self.runs.items()
             },
@@ -363,9 +373,10 @@ _IDENTITY: Final = frozenset(
     }
 )
 _RUN: Final = frozenset({"model_kind", "adapter", "examples", "report_sha256"})
-_RUN_OPTIONAL: Final = frozenset({"format_hint", "format_mismatch"})
+_RUN_OPTIONAL: Final = frozenset({"format_hint", "format_mismatch", "calls_in_reasoning"})
 _SLICE: Final = frozenset({"examples", "base", "adapter", "delta", "bootstrap", "mcnemar"})
 _MCNEMAR: Final = frozenset({"metric", "method", "n", "b", "c", "p_value"})
+_CLUSTER_TEST: Final = frozenset({"clusters", "differences"})
 _CLAIMS: Final = frozenset(
     {
         "schema_version",
@@ -638,6 +649,15 @@ class _Reader:
         examples = check.count(entry["examples"], f"{where}.examples")
         hint = entry.get("format_hint")
         mismatch = entry.get("format_mismatch")
+        in_reasoning = 0
+        if "calls_in_reasoning" in entry:
+            in_reasoning = check.count(entry["calls_in_reasoning"], f"{where}.calls_in_reasoning")
+            if not 0 < in_reasoning <= examples:
+                check.broken(
+                    f"{where}.calls_in_reasoning",
+                    f"is {in_reasoning} of {examples} outputs (it counts some of them, "
+                    "and is left out when none)",
+                )
         return RunSummary(
             model_kind=model_kind,
             adapter=adapter,
@@ -649,6 +669,7 @@ class _Reader:
                 if mismatch is None
                 else check.format_mismatch(mismatch, f"{where}.format_mismatch", examples)
             ),
+            calls_in_reasoning=in_reasoning,
         )
 
     def slice(self, name: str, value: object, names: Sequence[str]) -> SliceComparison:
@@ -659,25 +680,72 @@ class _Reader:
         base, adapter, delta = check.paired_sides(
             entry, where, names, examples, ("base", "adapter", "delta", "adapter minus base")
         )
-        mcnemar = check.mapping(entry["mcnemar"], f"{where}.mcnemar", _MCNEMAR)
+        given = check.mapping(entry["mcnemar"], f"{where}.mcnemar")
+        clustered = given.get("method") == CLUSTER_TEST_METHOD
+        mcnemar = check.mapping(
+            given, f"{where}.mcnemar", _MCNEMAR | _CLUSTER_TEST if clustered else _MCNEMAR
+        )
         metric = check.text(mcnemar["metric"], f"{where}.mcnemar.metric")
         if metric not in names:
             check.fail(f"{where}.mcnemar.metric", f"{metric!r} is not a compared metric")
         b = check.count(mcnemar["b"], f"{where}.mcnemar.b")
         c = check.count(mcnemar["c"], f"{where}.mcnemar.c")
-        if mcnemar["method"] != MCNEMAR_METHOD:
-            check.fail(f"{where}.mcnemar.method", f"is not {MCNEMAR_METHOD!r}")
+        if not clustered and mcnemar["method"] != MCNEMAR_METHOD:
+            check.fail(
+                f"{where}.mcnemar.method", f"is not {MCNEMAR_METHOD!r} or {CLUSTER_TEST_METHOD!r}"
+            )
         if mcnemar["n"] != examples or b + c > examples:
             check.broken(f"{where}.mcnemar", "counts disagree with the slice size")
-        if mcnemar["p_value"] != mcnemar_exact(b, c):
-            check.broken(f"{where}.mcnemar.p_value", "is not the exact p-value of b and c")
+        if clustered:
+            result = self._cluster_test(f"{where}.mcnemar", mcnemar, b, c, examples, delta)
+        else:
+            result = McNemarResult(b=b, c=c, n=examples, p_value=mcnemar_exact(b, c))
+        if mcnemar["p_value"] != result.p_value:
+            check.broken(f"{where}.mcnemar.p_value", "is not the test's p-value of its counts")
         return SliceComparison(
             examples=examples,
             base=MappingProxyType(base),
             adapter=MappingProxyType(adapter),
             delta=delta,
             mcnemar_metric=metric,
-            mcnemar=McNemarResult(b=b, c=c, n=examples, p_value=mcnemar_exact(b, c)),
+            mcnemar=result,
+        )
+
+    def _cluster_test(
+        self,
+        where: str,
+        entry: Mapping[str, Any],
+        b: int,
+        c: int,
+        examples: int,
+        delta: PairedBootstrapResult,
+    ) -> McNemarResult:
+        """Read a cluster-level test and recompute its p-value from its differences."""
+        check = self.check
+        clusters = check.count(entry["clusters"], f"{where}.clusters")
+        if clusters != delta.clusters:
+            check.broken(f"{where}.clusters", "is not the number of conversations resampled")
+        table: list[tuple[int, int]] = []
+        for index, item in enumerate(check.array(entry["differences"], f"{where}.differences")):
+            at = f"{where}.differences[{index}]"
+            pair = check.array(item, at)
+            if len(pair) != 2 or type(pair[0]) is not int or pair[0] == 0:
+                check.fail(at, "must be [non-zero difference, conversations]")
+            if table and pair[0] <= table[-1][0]:
+                check.fail(at, "differences must be sorted without repeats")
+            table.append((pair[0], check.count(pair[1], at)))
+        if sum(count for _, count in table) > clusters:
+            check.broken(f"{where}.differences", "count more conversations than were compared")
+        if sum(d * count for d, count in table) != c - b:
+            check.broken(f"{where}.differences", "do not add up to c - b")
+        return McNemarResult(
+            b=b,
+            c=c,
+            n=examples,
+            p_value=sign_flip_p_values(table)[0],
+            method=CLUSTER_TEST_METHOD,
+            clusters=clusters,
+            differences=tuple(table),
         )
 
     def gap(self, where: str, value: object, names: Sequence[str]) -> LanguageGap:

@@ -26,6 +26,7 @@ from sommelier_mlflow.data import (
     check_model_kind,
     check_scoring_mode,
     check_slice_fields,
+    conversation_slice_values,
     validate_language,
 )
 from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
@@ -131,6 +132,23 @@ def _chat_template_kwargs(selected: Sequence[TestExample]) -> dict[str, Any]:
             "--chat-template-kwargs"
         )
     return dict(selected[0].chat_template_kwargs) if selected else {}
+
+
+def _template_date(selected: Sequence[TestExample]) -> str | None:
+    """The one day the arm's prompts were rendered on (``--template-date``); mixed is refused."""
+    seen: dict[str | None, str] = {}
+    for example in selected:
+        seen.setdefault(example.template_date, example.example_id)
+    if len(seen) > 1:
+        listed = ", ".join(
+            f"{day or 'none'} (e.g. {example!r})"
+            for day, example in sorted(seen.items(), key=lambda item: item[0] or "")
+        )
+        raise InputError(
+            f"the split's prompts were rendered on {len(seen)} different template days (field "
+            f"template_date: {listed}); render every row with the same --template-date"
+        )
+    return selected[0].template_date if selected else None
 
 
 def _join(
@@ -252,8 +270,11 @@ def _answered(example: TestExample, record: GenerationRecord) -> AnsweredExample
         raw_text=record.raw_text,
         prompt_sha256=record.prompt_sha256,  # verified equal to the example's digest
         gold_calls=example.gold_calls,
-        slice_values=example.slice_values,
+        slice_values=tuple(
+            sorted(example.slice_values + conversation_slice_values(example.messages))
+        ),
         tools=example.tools,
+        conversation_id=example.conversation_id,
     )
 
 
@@ -327,6 +348,7 @@ def score_run(
     selected = _select_examples(split, languages)
     prompt_format = _prompt_format(selected)
     chat_template_kwargs = _chat_template_kwargs(selected)
+    template_date = _template_date(selected)
     records = _join(split, selected, generations)
     for example, record in zip(selected, records, strict=True):
         _check_record(example, record, model_kind)
@@ -356,4 +378,5 @@ def score_run(
         prompt_format=prompt_format,
         dataset=split.dataset,
         chat_template_kwargs=chat_template_kwargs,
+        template_date=template_date,
     )

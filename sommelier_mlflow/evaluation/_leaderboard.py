@@ -56,7 +56,9 @@ LEADERBOARD_SCHEMA: Final = "sommelier_mlflow.leaderboard.v1"
 LEADERBOARD_FILENAME: Final = "leaderboard.json"
 LEADERBOARD_MARKDOWN_FILENAME: Final = "leaderboard.md"
 #: How a row's p-value was computed (see :func:`select_p_value`).
-_PValueMethod = Literal["exact_mcnemar_one_sided", "paired_bootstrap_one_sided"]
+_PValueMethod = Literal[
+    "exact_mcnemar_one_sided", "exact_sign_flip_one_sided", "paired_bootstrap_one_sided"
+]
 
 
 @dataclass(frozen=True)
@@ -157,15 +159,18 @@ def select_p_value(
     On the comparison's McNemar outcome (``full_call_exact_match``: right or
     wrong per example) the test is the exact one-sided McNemar test on the
     discordant pairs, which is valid at any sample size, so Holm over the
-    family controls the error exactly. Any other metric is tested from the
-    very bootstrap draws behind its published interval, as a claim is: a good
-    approximation, not an exact test.
+    family controls the error exactly; on a conversation split it is the exact
+    one-sided sign-flip test over conversations that replaces McNemar there.
+    Any other metric is tested from the very bootstrap draws behind its
+    published interval, as a claim is: a good approximation, not an exact test.
 
     Raises:
         ConfigError: ``metric`` was not compared.
     """
     overall = comparison.slices[OVERALL]
     if metric == overall.mcnemar_metric:
+        if overall.mcnemar.differences is not None:
+            return overall.mcnemar.one_sided(), "exact_sign_flip_one_sided"
         return mcnemar_one_sided(overall.mcnemar.b, overall.mcnemar.c), "exact_mcnemar_one_sided"
     try:
         return bootstrap_p_value(draws.column(metric), 0.0), "paired_bootstrap_one_sided"

@@ -29,7 +29,13 @@ from sommelier_mlflow.evaluation._stats import (
     QUANTILE_METHOD,
     PairedBootstrapResult,
 )
-from sommelier_mlflow.toolcalls import DEFAULT_MODE, MetricValue, find_scoring_mode, markdown_table
+from sommelier_mlflow.toolcalls import (
+    DEFAULT_MODE,
+    MetricValue,
+    calls_in_reasoning_message,
+    find_scoring_mode,
+    markdown_table,
+)
 
 __all__ = ["format_metric", "format_delta", "format_p_value", "render_comparison_markdown"]
 
@@ -173,13 +179,16 @@ def _identity_lines(report: ComparisonReport) -> list[str]:
 
 
 def _format_warning_lines(report: ComparisonReport) -> list[str]:
-    """Each arm's output-format warning and hint, first thing in the file, or nothing."""
+    """Each arm's output-format warning, hint and reasoning note, first in the file, or nothing."""
     items = []
     for kind, run in report.runs.items():
         if run.format_mismatch is not None:
             items.append(f"- **{kind} arm:** {_text(run.format_mismatch.message)}.")
         if run.format_hint is not None:
             items.append(f"- {kind} arm hint: {_text(run.format_hint)}")
+        if run.calls_in_reasoning:
+            note = calls_in_reasoning_message(run.calls_in_reasoning, run.examples)
+            items.append(f"- {kind} arm note: {_text(note)}.")
     if not items:
         return []
     return ["## Output format warnings", "", *items, ""]
@@ -207,12 +216,20 @@ def _slice_lines(
         ],
         rows,
     )
+    # A conversation split resamples and tests whole conversations (written only then,
+    # so single-turn reports keep their Markdown).
+    units = "" if delta.clusters is None else f", resampling {delta.clusters} conversations"
+    test = (
+        "McNemar"
+        if mcnemar.clusters is None
+        else f"Sign-flip test over {mcnemar.clusters} conversations"
+    )
     lines += [
         "",
         f"Delta bootstrap: seed {delta.seed}, {delta.resamples} resamples over "
-        f"n = {delta.n} paired examples.",
+        f"n = {delta.n} paired examples{units}.",
         "",
-        f"McNemar on {entry.mcnemar_metric} ({mcnemar.method}): b = {mcnemar.b} "
+        f"{test} on {entry.mcnemar_metric} ({mcnemar.method}): b = {mcnemar.b} "
         f"(base right, adapter wrong), c = {mcnemar.c} (base wrong, adapter right), "
         f"n = {mcnemar.n}, p = {format_p_value(mcnemar.p_value)}.",
         "",

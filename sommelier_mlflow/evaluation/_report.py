@@ -40,9 +40,10 @@ from sommelier_mlflow.data import (
     ModelIdentity,
     ModelKind,
     check_slice_fields,
+    read_template_date,
     slice_name,
 )
-from sommelier_mlflow.errors import InputError
+from sommelier_mlflow.errors import ConfigError, InputError
 from sommelier_mlflow.evaluation._checks import ReportChecker, ReportKeys, read_report_document
 from sommelier_mlflow.evaluation._digests import pair_set_digest
 from sommelier_mlflow.evaluation._results import (
@@ -50,6 +51,7 @@ from sommelier_mlflow.evaluation._results import (
     PairedSlice,
     ScoredRun,
     SliceResult,
+    cluster_labels,
     metrics_from_components,
 )
 from sommelier_mlflow.evaluation._serialise import (
@@ -102,6 +104,7 @@ _OPTIONAL_IDENTITY_KEYS: Final = frozenset(
         "prompt_format",
         "dataset",
         "chat_template_kwargs",
+        "template_date",
         "sample",
         "skip_overlong",
     }
@@ -170,6 +173,8 @@ class ArmIdentity:
             (``--test-split mlflow-dataset:NAME``); ``None`` for a split file.
         chat_template_kwargs: The extra template variables every prompt was
             rendered with (``--chat-template-kwargs``; written only when set).
+        template_date: The day the template's clock said while every prompt
+            was rendered (``--template-date``; written only when set).
         sample: How ``max_examples`` drew the evaluated rows (``rule``,
             ``seed``, ``max_examples``, ``strata``, ``roots``; see
             :func:`~sommelier_mlflow.data.sample_examples`); ``None`` when every
@@ -189,6 +194,7 @@ class ArmIdentity:
     prompt_format: str = DEFAULT_PROMPT_FORMAT
     dataset: DatasetRef | None = None
     chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    template_date: str | None = None
     sample: Mapping[str, Any] | None = None
     skip_overlong: SkippedOverlong | None = None
 
@@ -229,6 +235,12 @@ class EvaluationReport:
             format found its call syntax in under a fifth of the outputs while
             another format reads calls in more of them (written only when
             set; the reader recounts ``syntax_found`` from the rows' statuses).
+        calls_in_reasoning: Outputs that made no call in their answer but wrote
+            the format's call syntax while reasoning (written only when some
+            did; the reader refuses more than the rows scored ``no_json``).
+        conversation_ids: Each row's conversation (``None`` for a row that is
+            not a turn of one); empty when no row is, so single-turn reports
+            keep their bytes. Intervals and tests resample conversations.
     """
 
     identity: ArmIdentity
@@ -249,6 +261,15 @@ class EvaluationReport:
     field_slices: Mapping[str, SliceResult] = field(default_factory=lambda: MappingProxyType({}))
     format_hint: str | None = None
     format_mismatch: FormatMismatch | None = None
+    calls_in_reasoning: int = 0
+    conversation_ids: tuple[str | None, ...] = ()
+
+    @cached_property
+    def clusters(self) -> list[str] | None:
+        """Each row's resampling unit (its conversation), ``None`` without conversations."""
+        if not self.conversation_ids:
+            return None
+        return cluster_labels(self.conversation_ids, self.example_ids)
 
     @cached_property
     def field_slice_rows(self) -> dict[str, NDArray[np.intp]]:
@@ -303,6 +324,7 @@ class EvaluationReport:
                 prompt_format=run.prompt_format,
                 dataset=run.dataset,
                 chat_template_kwargs=dict(run.chat_template_kwargs),
+                template_date=run.template_date,
             ),
             metric_names=run.metric_names,
             bootstrap=run.bootstrap,
@@ -324,6 +346,12 @@ class EvaluationReport:
                 run.scored.format_hint.message if run.scored.format_hint is not None else None
             ),
             format_mismatch=run.scored.format_mismatch,
+            calls_in_reasoning=run.scored.calls_in_reasoning,
+            conversation_ids=(
+                tuple(example.conversation_id for example in examples)
+                if run.scored.clusters is not None
+                else ()
+            ),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -372,6 +400,7 @@ class EvaluationReport:
                     "numerators": numerators[row],
                     "denominators": denominators[row],
                     **self._row_slice_values(row),
+                    **self._row_conversation(row),
                 }
                 for row in range(self.examples)
             ],
@@ -381,6 +410,7 @@ class EvaluationReport:
                 if self.format_mismatch is not None
                 else {}
             ),
+            **({"calls_in_reasoning": self.calls_in_reasoning} if self.calls_in_reasoning else {}),
         }
 
     # The three parts below are written only when scoring is not ``single`` or
@@ -399,6 +429,8 @@ class EvaluationReport:
             extra["dataset"] = self.identity.dataset.to_dict()
         if self.identity.chat_template_kwargs:
             extra["chat_template_kwargs"] = dict(self.identity.chat_template_kwargs)
+        if self.identity.template_date is not None:
+            extra["template_date"] = self.identity.template_date
         if self.identity.sample is not None:
             extra["sample"] = dict(self.identity.sample)
         if self.identity.skip_overlong is not None:
@@ -418,6 +450,11 @@ class EvaluationReport:
                 for name, entry in self.field_slices.items()
             }
         }
+
+    def _row_conversation(self, row: int) -> dict[str, Any]:
+        if not self.conversation_ids or self.conversation_ids[row] is None:
+            return {}
+        return {"conversation_id": self.conversation_ids[row]}
 
     def _row_slice_values(self, row: int) -> dict[str, Any]:
         if not self.identity.slice_by:
@@ -488,7 +525,10 @@ def _check_rows(
     previous = ""
     for index, raw in enumerate(rows):
         where = f"per_example[{index}]"
-        row = check.mapping(raw, where, row_keys)
+        given = check.mapping(raw, where)
+        row = check.mapping(
+            given, where, row_keys | {"conversation_id"} if "conversation_id" in given else row_keys
+        )
         example_id = check.text(row["example_id"], f"{where}.example_id")
         if ids and example_id <= previous:
             check.fail(
@@ -532,8 +572,9 @@ def _paired(
     prompts: Sequence[str],
     numerators: NDArray[np.int64],
     denominators: NDArray[np.int64],
+    clusters: Sequence[str] | None = None,
 ) -> PairedSlice:
-    """Read one gap and check its pairs, digest and metrics against the report's rows."""
+    """Read one gap and check its pairs, digest, metrics and clusters against the report's rows."""
     result = read_gap(check, language, value, ReportKeys.GAP | {"pair_ids"}, slices, names)
     where = f"paired_slices.{language}"
     root_rows: list[int] = []
@@ -557,6 +598,12 @@ def _paired(
         check.broken(f"{where}.pair_set_sha256", "does not match the listed pairs and prompts")
     roots = np.array(root_rows, dtype=np.int64)
     targets = np.array(target_rows, dtype=np.int64)
+    expected = None if clusters is None else len({clusters[row] for row in root_rows})
+    if result.bootstrap.clusters != expected:
+        check.broken(
+            f"{where}.bootstrap.clusters",
+            f"is {result.bootstrap.clusters}, the pairs' conversations say {expected}",
+        )
     check.same_metrics(
         result.root_metrics,
         metrics_from_components(numerators[roots], denominators[roots], names),
@@ -583,7 +630,7 @@ def _read(document: object, source: str) -> EvaluationReport:
         )
     identity_entry, identity = _read_identity(check, top)
     slice_by = identity.slice_by
-    optional_top = {"format_hint", "format_mismatch"} & set(top)
+    optional_top = {"format_hint", "format_mismatch", "calls_in_reasoning"} & set(top)
     check.mapping(
         top, "report", _TOP_KEYS | ({"field_slices"} if slice_by else set()) | optional_top
     )
@@ -595,6 +642,8 @@ def _read(document: object, source: str) -> EvaluationReport:
     ids, languages, prompts, statuses, numerators, denominators = _check_rows(
         check, top["per_example"], names, slice_by
     )
+    conversations = _row_conversations(check, top["per_example"])
+    clusters = cluster_labels(conversations, ids)
     row_values = _row_values(check, top["per_example"], slice_by)
     if not ids:
         check.fail("per_example", "is empty; a report covers at least one example")
@@ -604,6 +653,7 @@ def _read(document: object, source: str) -> EvaluationReport:
     if check.count(top["examples"], "examples") != len(ids):
         check.broken("examples", f"is {top['examples']} but per_example holds {len(ids)} rows")
     mismatch = _format_mismatch(check, top, statuses)
+    in_reasoning = _calls_in_reasoning(check, top, statuses)
     metrics = check.metrics(top["metrics"], "metrics", names)
     check.same_metrics(metrics, metrics_from_components(numerators, denominators, names), "metrics")
 
@@ -625,6 +675,7 @@ def _read(document: object, source: str) -> EvaluationReport:
             prompts,
             numerators,
             denominators,
+            clusters,
         )
         for language, raw in paired_entries.items()
     }
@@ -651,7 +702,36 @@ def _read(document: object, source: str) -> EvaluationReport:
         document_sha256=sha256_text(canonical_json(top)),
         format_hint=format_hint,
         format_mismatch=mismatch,
+        calls_in_reasoning=in_reasoning,
+        conversation_ids=tuple(conversations) if clusters is not None else (),
     )
+
+
+def _calls_in_reasoning(
+    check: ReportChecker, top: dict[str, Any], statuses: Sequence[ParseStatus]
+) -> int:
+    """The optional ``calls_in_reasoning`` count: at most the rows scored ``no_json``."""
+    if "calls_in_reasoning" not in top:
+        return 0
+    count = check.count(top["calls_in_reasoning"], "calls_in_reasoning")
+    no_call = sum(1 for status in statuses if status == "no_json")
+    if not 0 < count <= no_call:
+        check.broken(
+            "calls_in_reasoning",
+            f"is {count} but {no_call} rows were scored no_json (it counts some of those, "
+            "and is left out when none)",
+        )
+    return count
+
+
+def _row_conversations(check: ReportChecker, rows: list[Any]) -> list[str | None]:
+    """Each row's optional ``conversation_id`` (rows are already checked mappings)."""
+    return [
+        check.text(row["conversation_id"], f"per_example[{index}].conversation_id")
+        if "conversation_id" in row
+        else None
+        for index, row in enumerate(rows)
+    ]
 
 
 def _format_mismatch(
@@ -689,6 +769,7 @@ def _read_identity(check: ReportChecker, top: dict[str, Any]) -> tuple[dict[str,
         prompt_format=prompt_format,
         dataset=_dataset(check, identity_entry),
         chat_template_kwargs=_chat_template_kwargs(check, identity_entry),
+        template_date=_template_date(check, identity_entry),
         sample=_sample(check, identity_entry),
         skip_overlong=_skipped(check, identity_entry),
     )
@@ -746,6 +827,17 @@ def _chat_template_kwargs(check: ReportChecker, identity: dict[str, Any]) -> dic
     if not kwargs:
         check.fail("identity.chat_template_kwargs", "is empty; leave it out when none were given")
     return dict(kwargs)
+
+
+def _template_date(check: ReportChecker, identity: dict[str, Any]) -> str | None:
+    if "template_date" not in identity:
+        return None
+    day = check.text(identity["template_date"], "identity.template_date")
+    try:
+        read_template_date(day)
+    except ConfigError as exc:
+        check.fail("identity.template_date", str(exc))
+    return day
 
 
 def _sample(check: ReportChecker, identity: dict[str, Any]) -> dict[str, Any] | None:

@@ -40,6 +40,7 @@ from sommelier_mlflow.toolcalls import output_format as registered_output_format
 
 __all__ = [
     "metrics_from_components",
+    "cluster_labels",
     "AnsweredExample",
     "BootstrapSettings",
     "ExampleResult",
@@ -74,6 +75,24 @@ def metrics_from_components(
     }
 
 
+def cluster_labels(
+    conversation_ids: Sequence[str | None], example_ids: Sequence[str]
+) -> list[str] | None:
+    """The resampling unit of each row: its conversation, or the row alone.
+
+    ``None`` when no row names a conversation (a single-turn split: rows are
+    resampled and tested one by one, as always). Otherwise a row without a
+    conversation is a cluster of its own, labelled so that it can never share
+    a label with a conversation.
+    """
+    if all(conversation is None for conversation in conversation_ids):
+        return None
+    return [
+        f"c:{conversation}" if conversation is not None else f"e:{example_id}"
+        for conversation, example_id in zip(conversation_ids, example_ids, strict=True)
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class AnsweredExample:
     """One example and its completion: everything scoring needs, and nothing about provenance.
@@ -92,6 +111,9 @@ class AnsweredExample:
         tools: The tools the example offered, as its row holds them; the output
             format's decoder receives them (one whose values are untyped text
             types them by these schemas). Empty when the caller has none.
+        conversation_id: The conversation the example is a turn of; turns of
+            one conversation are resampled and tested together. ``None`` for
+            a single-turn example (a split without conversations).
     """
 
     example_id: str
@@ -103,6 +125,7 @@ class AnsweredExample:
     gold_calls: tuple[Mapping[str, Any], ...] | None = None
     slice_values: tuple[tuple[str, str], ...] = ()
     tools: Sequence[Mapping[str, Any]] = ()
+    conversation_id: str | None = None
 
     @property
     def expected_calls(self) -> tuple[Mapping[str, Any], ...]:
@@ -162,6 +185,7 @@ class ExampleResult:
         score: The additive metric components, one per scored metric.
         parsed_calls: The parsed calls when ``parse_status == "ok"`` (``calls`` scoring).
         slice_values: The example's value of each declared slice field, sorted by field.
+        conversation_id: The conversation it is a turn of (``None``: single-turn).
     """
 
     example_id: str
@@ -174,6 +198,7 @@ class ExampleResult:
     score: ExampleScore
     parsed_calls: tuple[dict[str, Any], ...] | None = None
     slice_values: tuple[tuple[str, str], ...] = ()
+    conversation_id: str | None = None
 
     @property
     def full_call_correct(self) -> bool:
@@ -325,6 +350,9 @@ class ScoredExamples:
         format_mismatch: Set when ``output_format`` found its call syntax in
             under a fifth of the outputs while another format reads calls in
             more of them: the scores then measure the format, not the model.
+        calls_in_reasoning: Outputs that made no call in their answer but wrote
+            the format's call syntax while reasoning (``<think>``, harmony's
+            ``analysis`` channel); they score as making no call.
     """
 
     metrics_scored: tuple[ScoringMetric[Any], ...]
@@ -340,6 +368,7 @@ class ScoredExamples:
     output_format: str = JSON_FORMAT
     format_hint: FormatHint | None = None
     format_mismatch: FormatMismatch | None = None
+    calls_in_reasoning: int = 0
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -355,6 +384,14 @@ class ScoredExamples:
     def table_rows(self) -> list[dict[str, Any]]:
         """The per-example table (one flat dict per example, ``example_id`` order)."""
         return [example.table_row(self.metrics_scored) for example in self.examples]
+
+    @property
+    def clusters(self) -> list[str] | None:
+        """Each row's resampling unit (:func:`cluster_labels`); ``None`` without conversations."""
+        return cluster_labels(
+            [example.conversation_id for example in self.examples],
+            [example.example_id for example in self.examples],
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -374,6 +411,8 @@ class ScoredRun:
         dataset: The MLflow evaluation dataset the split was read from, if any.
         chat_template_kwargs: The extra template variables every prompt was
             rendered with (``--chat-template-kwargs``).
+        template_date: The day the template's clock was fixed to while every
+            prompt was rendered (``--template-date``), or ``None``.
     """
 
     model_kind: ModelKind
@@ -387,6 +426,7 @@ class ScoredRun:
     prompt_format: str = DEFAULT_PROMPT_FORMAT
     dataset: DatasetRef | None = None
     chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    template_date: str | None = None
 
     @property
     def metric_names(self) -> tuple[str, ...]:

@@ -25,7 +25,13 @@ from numpy.typing import NDArray
 from sommelier_mlflow._gc import paused_gc
 from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow._progress import SCORING_PROGRESS_MIN, progress_bar
-from sommelier_mlflow.data import check_slice_fields, slice_name, slice_sections
+from sommelier_mlflow.data import (
+    TURN_SLICE_FIELD,
+    check_slice_fields,
+    slice_name,
+    slice_sections,
+    with_conversation_slices,
+)
 from sommelier_mlflow.errors import InputError, InvariantViolationError
 from sommelier_mlflow.evaluation._digests import pair_set_digest
 from sommelier_mlflow.evaluation._results import (
@@ -35,6 +41,7 @@ from sommelier_mlflow.evaluation._results import (
     PairedSlice,
     ScoredExamples,
     SliceResult,
+    cluster_labels,
     metrics_from_components,
 )
 from sommelier_mlflow.evaluation._seeds import derive_seed
@@ -52,6 +59,7 @@ from sommelier_mlflow.toolcalls import (
     ScoringMetric,
     ScoringMode,
     Tools,
+    calls_in_reasoning,
     format_diagnosis,
     output_format_hint_order,
     score_components,
@@ -124,6 +132,7 @@ def _result_row(
         score,
         parsed.calls if isinstance(parsed, CallsParseResult) else None,
         slice_values,
+        completion.conversation_id,
     )
 
 
@@ -146,7 +155,16 @@ def _paired_slices(
     gap_scope: str,
     settings: BootstrapSettings,
 ) -> dict[str, PairedSlice]:
-    """Matched-pair gaps: per target language, its pairs, their metrics and bootstrap."""
+    """Matched-pair gaps: per target language, its pairs, their metrics and bootstrap.
+
+    In a split with conversations, a pair belongs to its root's conversation,
+    and the bootstrap resamples conversations of pairs (all the pairs of one
+    conversation together), as the deltas do.
+    """
+    clusters = cluster_labels(
+        [completion.conversation_id for completion in completions],
+        [completion.example_id for completion in completions],
+    )
     row_of = {completion.example_id: row for row, completion in enumerate(completions)}
     translated: dict[str, list[int]] = defaultdict(list)
     for row, completion in enumerate(completions):
@@ -170,6 +188,7 @@ def _paired_slices(
             seed=derive_seed(settings.seed, f"gap/{gap_scope}/{language}"),
             confidence=settings.confidence,
             metric_names=metric_names,
+            clusters=None if clusters is None else [clusters[root] for root in roots.tolist()],
         )
         pair_digest = _pair_digest(completions, pair_rows)
         paired[language] = PairedSlice(
@@ -297,7 +316,9 @@ def score_completions(
             ``sommelier.calls_parser.v1``) or another registered one.
         slice_by: Slice fields beyond language; each completion must carry
             a value for each in ``slice_values``. The mode's default slices
-            come first (``calls`` adds ``calls:0``, ``calls:1``, ``calls:2+``).
+            come first (``calls`` adds ``calls:0``, ``calls:1``, ``calls:2+``);
+            completions of conversation turns (whose ``slice_values`` carry
+            ``turn``) add ``turn`` and ``after`` last.
         progress: Allow a progress bar (examples/s, ETA) on stderr. It shows
             only for more than :data:`SCORING_PROGRESS_MIN` completions, where
             scoring takes long enough to be worth watching.
@@ -314,15 +335,28 @@ def score_completions(
     """
     mode = scoring_mode(scoring)
     fmt = registered_output_format(output_format)
-    fields = check_slice_fields(slice_by, scoring=scoring)
+    rows = _in_id_order(completions)
+    fields = with_conversation_slices(
+        check_slice_fields(slice_by, scoring=scoring),
+        any(TURN_SLICE_FIELD in dict(row.slice_values) for row in rows),
+    )
     chosen = mode.metrics() if metrics is None else tuple(metrics)
     names = tuple(metric.name for metric in chosen)
-    rows = _in_id_order(completions)
     with progress_bar(
         len(rows), "score", enabled=progress and len(rows) > SCORING_PROGRESS_MIN
     ) as bar:
         parses, comparisons = _parse_and_compare(rows, mode, fmt, bar)
     hint, mismatch = _format_diagnosis(rows, parses, mode, fmt)
+    in_reasoning = (
+        0
+        if fmt.decode is None
+        else calls_in_reasoning(
+            [completion.raw_text for completion in rows],
+            [parsed.status for parsed in parses],
+            fmt.decode,
+            [completion.tools for completion in rows],
+        )
+    )
     numerators, denominators = _component_arrays(comparisons, chosen)
     values = [_slice_values(completion, fields, mode) for completion in rows]
     results = tuple(
@@ -362,6 +396,7 @@ def score_completions(
         output_format=fmt.name,
         format_hint=hint,
         format_mismatch=mismatch,
+        calls_in_reasoning=in_reasoning,
     )
 
 

@@ -23,6 +23,7 @@ from sommelier_mlflow.evaluation._results import (
 )
 from sommelier_mlflow.evaluation._stats import (
     BOOTSTRAP_METHOD,
+    CLUSTER_RESAMPLING,
     QUANTILE_METHOD,
     PairedBootstrapResult,
 )
@@ -66,7 +67,14 @@ def settings_to_dict(settings: BootstrapSettings) -> dict[str, Any]:
 
 
 def bootstrap_provenance(result: PairedBootstrapResult) -> dict[str, Any]:
-    """The settings that produced one interval set (everything but the numbers)."""
+    """The settings that produced one interval set (everything but the numbers).
+
+    A bootstrap that resampled whole conversations adds ``resampling``
+    (``"conversation"``) and ``clusters`` (how many); others keep their bytes.
+    """
+    clustered: dict[str, Any] = {}
+    if result.clusters is not None:
+        clustered = {"resampling": CLUSTER_RESAMPLING, "clusters": result.clusters}
     return {
         "method": result.method,
         "quantile_method": result.quantile_method,
@@ -74,6 +82,7 @@ def bootstrap_provenance(result: PairedBootstrapResult) -> dict[str, Any]:
         "resamples": result.resamples,
         "confidence": result.confidence,
         "n": result.n,
+        **clustered,
     }
 
 

@@ -21,7 +21,7 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Final, ParamSpec
+from typing import Any, Final, ParamSpec
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -35,15 +35,20 @@ __all__ = [
     "BOOTSTRAP_METHOD",
     "QUANTILE_METHOD",
     "MCNEMAR_METHOD",
+    "CLUSTER_RESAMPLING",
+    "CLUSTER_TEST_METHOD",
     "MetricInterval",
     "PairedBootstrapResult",
     "BootstrapDraws",
     "McNemarResult",
+    "cluster_indices",
     "paired_bootstrap_draws",
     "paired_bootstrap",
     "mcnemar_exact",
     "mcnemar_one_sided",
     "mcnemar_from_outcomes",
+    "sign_flip_p_values",
+    "cluster_test_from_outcomes",
 ]
 
 BOOTSTRAP_METHOD: Final = "paired_percentile_bootstrap"
@@ -55,6 +60,13 @@ numpy default change cannot move published intervals."""
 
 MCNEMAR_METHOD: Final = "exact_binomial_two_sided"
 """Name recorded in reports for :func:`mcnemar_exact`."""
+
+CLUSTER_RESAMPLING: Final = "conversation"
+"""Recorded (as ``resampling``) beside an interval whose resamples drew whole conversations."""
+
+CLUSTER_TEST_METHOD: Final = "exact_sign_flip_conversations_two_sided"
+"""Name recorded in reports for the cluster-level test that replaces McNemar's on
+conversation splits (see :func:`cluster_test_from_outcomes`)."""
 
 _EXACT_FLOAT_LIMIT: Final = 2**53
 # Matrix cells per chunk: ~2M cells keeps each temporary (indices, counts,
@@ -103,6 +115,9 @@ class PairedBootstrapResult:
         confidence: Nominal coverage, e.g. ``0.95``.
         n: Number of paired rows (examples or matched pairs).
         intervals: One entry per metric, in the order of ``metric_names``.
+        clusters: How many clusters (conversations) were resampled as units
+            when the rows were clustered; ``None`` when rows were resampled
+            one by one (every split without ``conversation_id``).
     """
 
     method: str
@@ -112,6 +127,7 @@ class PairedBootstrapResult:
     confidence: float
     n: int
     intervals: tuple[MetricInterval, ...]
+    clusters: int | None = None
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -132,7 +148,8 @@ class PairedBootstrapResult:
     def to_dict(self) -> dict[str, object]:
         """Return a plain JSON-safe dict (str keys, int/float/str/dict values)."""
         return {
-            **field_dict(self, skip={"intervals"}),
+            **field_dict(self, skip={"intervals", "clusters"}),
+            **({"clusters": self.clusters} if self.clusters is not None else {}),
             "metrics": {interval.metric: interval.to_dict() for interval in self.intervals},
         }
 
@@ -186,15 +203,40 @@ class McNemarResult:
     n: int
     p_value: float
     method: str = MCNEMAR_METHOD
+    clusters: int | None = None
+    differences: tuple[tuple[int, int], ...] | None = None
+
+    def one_sided(self) -> Fraction:
+        """The exact one-sided p-value that arm b is *better*, by the same test.
+
+        McNemar's one-sided tail for unclustered rows; the sign-flip tail over
+        conversations for a clustered result.
+        """
+        if self.differences is None:
+            return mcnemar_one_sided(self.b, self.c)
+        return sign_flip_p_values(self.differences)[1]
 
     def to_dict(self) -> dict[str, object]:
-        """Return a plain JSON-safe dict for reports."""
+        """Return a plain JSON-safe dict for reports.
+
+        A cluster-level result adds ``clusters`` and ``differences`` (the count
+        of conversations per non-zero per-conversation difference, as
+        ``[[difference, conversations], ...]``), from which a reader recomputes
+        the p-value; an unclustered result keeps McNemar's five fields.
+        """
+        clustered: dict[str, object] = {}
+        if self.differences is not None:
+            clustered = {
+                "clusters": self.clusters,
+                "differences": [list(item) for item in self.differences],
+            }
         return {
             "method": self.method,
             "n": self.n,
             "b": self.b,
             "c": self.c,
             "p_value": self.p_value,
+            **clustered,
         }
 
 
@@ -369,6 +411,42 @@ def _resampled_differences(
     return diffs
 
 
+def cluster_indices(labels: ArrayLike, n: int) -> tuple[NDArray[np.intp], int]:
+    """Each row's cluster index (clusters in sorted label order) and the cluster count.
+
+    Raises:
+        InvariantViolationError: ``labels`` is not 1-D with one label per row.
+    """
+    array = np.asarray(labels)
+    if array.ndim != 1 or array.shape[0] != n:
+        raise InvariantViolationError(
+            f"clusters must hold one label per row ({n}), got shape {array.shape}"
+        )
+    unique, inverse = np.unique(array, return_inverse=True)
+    return inverse.reshape(-1).astype(np.intp), int(unique.shape[0])
+
+
+def _cluster_sums(
+    comps: Mapping[str, NDArray[np.int64]], labels: ArrayLike, n: int
+) -> tuple[dict[str, NDArray[np.int64]], int]:
+    """Sum every component array per cluster: the units a clustered bootstrap resamples.
+
+    Integer sums (exact); the float64 bound is checked again on the sums, which
+    a resample multiplies by at most the cluster count.
+    """
+    index, k = cluster_indices(labels, n)
+    order = np.argsort(index, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(index[order]) != 0])
+    sums = {label: np.add.reduceat(array[order], starts, axis=0) for label, array in comps.items()}
+    largest = max(int(array.max()) for array in sums.values())
+    if k * largest >= _EXACT_FLOAT_LIMIT:
+        raise InputError(
+            f"cluster sums up to {largest} over {k} clusters could exceed 2**53 when "
+            "resampled, beyond exact float64 sums"
+        )
+    return sums, k
+
+
 def paired_bootstrap_draws(
     num_a: ArrayLike,
     den_a: ArrayLike,
@@ -379,6 +457,7 @@ def paired_bootstrap_draws(
     seed: int,
     confidence: float = 0.95,
     metric_names: Sequence[str],
+    clusters: ArrayLike | None = None,
     _chunk_cells: int = _DEFAULT_CHUNK_CELLS,
 ) -> BootstrapDraws:
     """Percentile bootstrap intervals of ``value_b - value_a`` and the draws behind them.
@@ -411,6 +490,13 @@ def paired_bootstrap_draws(
         seed: Non-negative seed; see :func:`derive_seed` for one per comparison.
         confidence: Nominal coverage strictly between 0 and 1.
         metric_names: One name per column, in column order.
+        clusters: Optional 1-D labels, one per row (a conversation id): rows
+            sharing a label are resampled together, as one unit, in both arms
+            at once. Each resample then draws ``k`` clusters (``k`` distinct
+            labels, in sorted label order) with replacement, and row ``r`` of
+            ``integers(0, k, size=(resamples, k))`` is resample ``r``. Turns of
+            one conversation are correlated, so resampling them one by one
+            would make the interval too narrow. ``None`` resamples rows.
         _chunk_cells: Private memory knob (cells of the per-chunk count
             matrix); results do not depend on it.
 
@@ -437,6 +523,9 @@ def paired_bootstrap_draws(
     value_a = [_ratio(sums["num_a"][j], sums["den_a"][j]) for j in range(m)]
     value_b = [_ratio(sums["num_b"][j], sums["den_b"][j]) for j in range(m)]
 
+    cluster_count: int | None = None
+    if clusters is not None:
+        comps, cluster_count = _cluster_sums(comps, clusters, n)
     diffs = _resampled_differences(comps, resamples, seed, _chunk_cells)
 
     alpha = (1.0 - confidence) / 2.0
@@ -460,6 +549,7 @@ def paired_bootstrap_draws(
         confidence=confidence,
         n=n,
         intervals=intervals,
+        clusters=cluster_count,
     )
     diffs.flags.writeable = False
     return BootstrapDraws(result=result, differences=diffs)
@@ -581,3 +671,115 @@ def mcnemar_from_outcomes(correct_a: ArrayLike, correct_b: ArrayLike) -> McNemar
     b = int(np.count_nonzero(a & ~b_arr))
     c = int(np.count_nonzero(~a & b_arr))
     return McNemarResult(b=b, c=c, n=int(a.size), p_value=mcnemar_exact(b, c))
+
+
+def _binomial_row(m: int, exact: bool) -> list[Any]:
+    """``C(m, k)`` for ``k = 0..m``: ints, or each over ``2**m`` (a correctly rounded float)."""
+    row: list[Any] = [1] * (m + 1)
+    for k in range(1, m + 1):
+        row[k] = row[k - 1] * (m - k + 1) // k
+    if exact:
+        return row
+    scale = 2**m
+    return [count / scale for count in row]
+
+
+# Below this many discordant conversations the null distribution is counted in
+# exact integers (object arrays, ~0.1 s at the limit); above it the same
+# convolution runs in float64 (rounding ~1e-12 relative, milliseconds).
+_EXACT_SIGN_FLIP_LIMIT: Final = 500
+
+
+def sign_flip_p_values(differences: Sequence[tuple[int, int]]) -> tuple[float, Fraction]:
+    """The paired sign-flip test on per-cluster differences, from their counts.
+
+    Under the null hypothesis that the two arms are exchangeable within every
+    conversation, each conversation's difference ``d`` (arm b's successes minus
+    arm a's) is as likely to be ``-d`` as ``d``, independently across
+    conversations. The statistic ``T = sum(d)`` is therefore compared with the
+    distribution of ``sum(s_c * d_c)`` over all ``2**K`` sign vectors. That
+    distribution depends only on how many conversations have each ``|d|``:
+    it is the convolution of one scaled binomial per distinct ``|d|``,
+    computed exactly (integer counts over ``2**K``) for up to
+    :data:`_EXACT_SIGN_FLIP_LIMIT` discordant conversations and in float64
+    above. With one turn per conversation every ``d`` is ``+-1`` and the test
+    is exactly McNemar's exact test (``b + c`` discordant pairs).
+
+    Args:
+        differences: ``(d, conversations)`` per non-zero difference ``d``.
+
+    Returns:
+        The two-sided p-value ``P(|S| >= |T|)`` (a float, as McNemar's) and
+        the one-sided ``P(S >= T)`` that arm b is better (a Fraction).
+
+    Raises:
+        InputError: A zero difference or a count that is not a positive integer.
+    """
+    groups: dict[int, int] = {}
+    for difference, count in differences:
+        size = _count("difference", abs(difference))
+        conversations = _count("conversations", count)
+        if size == 0 or conversations == 0:
+            raise InputError("differences list non-zero differences with positive counts")
+        groups[size] = groups.get(size, 0) + conversations
+    observed = sum(d * count for d, count in differences)
+    total = sum(size * count for size, count in groups.items())
+    discordant = sum(groups.values())
+    if discordant == 0:
+        return 1.0, Fraction(1)
+    exact = discordant <= _EXACT_SIGN_FLIP_LIMIT
+    dtype = object if exact else np.float64
+    distribution = np.ones(1, dtype=dtype)
+    for size in sorted(groups):
+        count = groups[size]
+        row = np.zeros(size * count + 1, dtype=dtype)
+        row[::size] = _binomial_row(count, exact)
+        distribution = np.convolve(distribution, row)
+    # distribution[w] is P(W = w) (times 2**K when exact), S = 2 W - total.
+    statistic = 2 * np.arange(total + 1, dtype=np.int64) - total
+    two_sided = distribution[np.abs(statistic) >= abs(observed)].sum()
+    one_sided = distribution[statistic >= observed].sum()
+    if exact:
+        scale = 2**discordant
+        return float(min(Fraction(1), Fraction(int(two_sided), scale))), Fraction(
+            int(one_sided), scale
+        )
+    return min(1.0, float(two_sided)), min(Fraction(1), Fraction(float(one_sided)))
+
+
+def cluster_test_from_outcomes(
+    correct_a: ArrayLike, correct_b: ArrayLike, clusters: ArrayLike
+) -> McNemarResult:
+    """The cluster-level test that replaces McNemar's when rows are turns of conversations.
+
+    Per conversation, ``d`` = arm b's right answers minus arm a's; the paired
+    sign-flip test (:func:`sign_flip_p_values`) asks whether ``sum(d)`` is
+    extreme among its sign flips. Turns of one conversation are flipped
+    together, so their correlation cannot make the test too eager, as
+    McNemar's per-turn test would be.
+
+    Returns:
+        A :class:`McNemarResult` with McNemar's ``b``/``c``/``n`` (over turns),
+        ``method`` :data:`CLUSTER_TEST_METHOD`, the number of conversations and
+        the counts of their non-zero differences.
+    """
+    counted = mcnemar_from_outcomes(correct_a, correct_b)
+    a = np.asarray(correct_a)
+    b_arr = np.asarray(correct_b)
+    index, k = cluster_indices(clusters, int(a.size))
+    difference = np.bincount(index, weights=(b_arr & ~a), minlength=k) - np.bincount(
+        index, weights=(a & ~b_arr), minlength=k
+    )
+    values, counts = np.unique(difference.astype(np.int64), return_counts=True)
+    table = tuple(
+        (int(value), int(count)) for value, count in zip(values, counts, strict=True) if value
+    )
+    return McNemarResult(
+        b=counted.b,
+        c=counted.c,
+        n=counted.n,
+        p_value=sign_flip_p_values(table)[0],
+        method=CLUSTER_TEST_METHOD,
+        clusters=k,
+        differences=table,
+    )

@@ -326,6 +326,7 @@ class HFGenerator(LocalSources):
         hf_token: str | None = None,
         num_threads: int | None = None,
         keep_special_tokens: bool = False,
+        min_new_tokens: int | None = None,
     ) -> None:
         """Load tokenizer, model and adapter.
 
@@ -350,6 +351,11 @@ class HFGenerator(LocalSources):
                 small models on few CPU cores are often faster single-threaded.
             keep_special_tokens: Decode completions keeping special tokens (the
                 output format's tags), still cut before end-of-sequence.
+            min_new_tokens: If given, end-of-sequence is suppressed until that
+                many tokens are generated (transformers' ``min_new_tokens``):
+                with ``min_new_tokens == max_new_tokens`` every completion has
+                exactly that length, which fixed-cost benchmarks need. It
+                changes outputs, so it is part of the fingerprint.
 
         Raises:
             ConfigError: Bad dtype, device, thread count or unpinned Hub revision.
@@ -361,6 +367,9 @@ class HFGenerator(LocalSources):
             raise ConfigError(f"num_threads must be a positive integer, got {num_threads!r}")
         if type(trust_remote_code) is not bool:
             raise ConfigError(f"trust_remote_code must be a bool, got {trust_remote_code!r}")
+        if min_new_tokens is not None and (type(min_new_tokens) is not int or min_new_tokens <= 0):
+            raise ConfigError(f"min_new_tokens must be a positive integer, got {min_new_tokens!r}")
+        self._min_new_tokens = min_new_tokens
         self._model_source, self._revision, model_local = _resolve_source(
             model, revision, what="model", revision_option="revision"
         )
@@ -520,6 +529,7 @@ class HFGenerator(LocalSources):
             "runtime": self.runtime_info(),
             # Only when on: fingerprints of runs that drop them keep their bytes.
             **({"special_tokens": "kept"} if self._keep_special_tokens else {}),
+            **({} if self._min_new_tokens is None else {"min_new_tokens": self._min_new_tokens}),
         }
 
     @property
@@ -556,6 +566,18 @@ class HFGenerator(LocalSources):
             for completion in self.generate_details(prompts, max_new_tokens=max_new_tokens)
         ]
 
+    def _generation_config(self, model: Any) -> Any:
+        """The shared model's greedy config, with this backend's ``min_new_tokens`` if set.
+
+        The engine is shared by backends whose options differ, so the floor is
+        set on a copy for this backend's calls, never on the shared model.
+        """
+        if self._min_new_tokens is None:
+            return model.generation_config
+        config = copy.deepcopy(model.generation_config)
+        config.min_new_tokens = self._min_new_tokens
+        return config
+
     def generate_details(self, prompts: Sequence[str], *, max_new_tokens: int) -> list[Completion]:
         """:meth:`generate`, with each completion's finish reason and token counts.
 
@@ -576,7 +598,7 @@ class HFGenerator(LocalSources):
                     engine.tokenizer,
                     prompts,
                     max_new_tokens=max_new_tokens,
-                    generation_config=model.generation_config,
+                    generation_config=self._generation_config(model),
                     device=self._device,
                     keep_special_tokens=self._keep_special_tokens,
                 )
@@ -660,6 +682,10 @@ def greedy_completions(
         return []
     call_config = copy.deepcopy(generation_config)
     call_config.max_new_tokens = max_new_tokens
+    floor = getattr(call_config, "min_new_tokens", None)
+    if floor is not None and floor > max_new_tokens:
+        # Same outputs (no end-of-sequence at all), without transformers' "unfeasible" warning.
+        call_config.min_new_tokens = max_new_tokens
     eos = call_config.eos_token_id
     eos_ids = {int(token) for token in ([eos] if isinstance(eos, int) else list(eos or []))}
     if tokenizer.eos_token_id is not None:
@@ -757,7 +783,7 @@ def physical_cores() -> int:
 
 
 class HFOptions(BackendOptions):
-    """The ``hf`` backend's one option: the precision the model computes in."""
+    """The ``hf`` backend's options: the precision, and a floor on completion length."""
 
     dtype: DType | None = Field(
         default=None,
@@ -765,9 +791,19 @@ class HFOptions(BackendOptions):
         "in float64 CPU kernel rounding is far too small to change a greedy choice",
     )
 
+    min_new_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="suppress end-of-sequence until this many tokens are generated "
+        "(equal to max_new_tokens: fixed-length outputs, for benchmarks)",
+    )
+
     def job_identity(self) -> dict[str, object]:
-        """The precision can change a greedy choice, so it names the run's outputs."""
-        return {} if self.dtype is None else {"dtype": self.dtype}
+        """Precision and a length floor change outputs, so they name the run's outputs."""
+        identity: dict[str, object] = {} if self.dtype is None else {"dtype": self.dtype}
+        if self.min_new_tokens is not None:
+            identity["min_new_tokens"] = self.min_new_tokens
+        return identity
 
 
 @register_backend("hf", options=HFOptions)
@@ -792,4 +828,5 @@ def hf_backend(request: BackendRequest, options: HFOptions) -> HFGenerator:
         num_threads=request.num_threads,
         keep_special_tokens=request.keep_special_tokens,
         dtype=options.dtype,
+        min_new_tokens=options.min_new_tokens,
     )

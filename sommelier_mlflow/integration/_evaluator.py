@@ -24,6 +24,11 @@ evaluator its own dict either way):
     Each row's offered tools (a list of tool schemas, or its JSON text),
     handed to the output format's decoder, which may type untyped values by
     them.
+``messages_column`` (default ``"messages"`` if present)
+    Each row's conversation history before the turn its output answers (a
+    list of OpenAI chat messages, or its JSON text; an empty cell is a
+    single-turn row); gives the ``turn:`` and ``after:`` slices
+    (``docs/conversations.md``).
 ``default_language`` (default ``"en"``)
     Language of rows without one.
 ``seed``, ``resamples`` (default ``0``, ``2000``)
@@ -54,6 +59,9 @@ evaluator its own dict either way):
     (a mapping or its JSON text, as ``--chat-template-kwargs``: ``{"enable_thinking":
     false}``); checked and logged as the param ``sommelier.chat_template_kwargs``
     (canonical JSON), so runs rendered differently are told apart.
+``template_date`` (default none)
+    The day the prompts' chat-template clock was fixed to (``YYYY-MM-DD``, as
+    ``--template-date``); checked and logged as the param ``sommelier.template_date``.
 ``col_mapping``
     Consumed by MLflow itself (renames the targets/predictions columns); accepted.
 
@@ -80,6 +88,7 @@ from sommelier_mlflow._redact import redact_value
 from sommelier_mlflow.data import (
     check_slice_fields,
     read_chat_template_kwargs,
+    read_template_date,
     slice_field_names,
 )
 from sommelier_mlflow.errors import ConfigError, InputError, InvariantViolationError
@@ -121,6 +130,7 @@ _COLUMN_DEFAULTS: Final = {
     "example_id_column": "example_id",
     "source_example_id_column": "source_example_id",
     "tools_column": "tools",
+    "messages_column": "messages",
 }
 #: Keys renamed to the name the CLI, the MLproject and Python give the option
 #: (issue 31), old to new; an old key is read, with a DeprecationWarning, for one release.
@@ -139,10 +149,13 @@ _KNOWN_KEYS: Final = frozenset(
         "slice_by",
         "output_format",
         "chat_template_kwargs",
+        "template_date",
     }
 )
 #: The param the declared chat-template variables are logged under.
 CHAT_TEMPLATE_KWARGS_PARAM: Final = "sommelier.chat_template_kwargs"
+#: The param the declared fixed template day is logged under.
+TEMPLATE_DATE_PARAM: Final = "sommelier.template_date"
 
 
 class EvaluatorConfigError(ConfigError, MlflowException):
@@ -170,6 +183,7 @@ class _Config:
     slice_by: tuple[str, ...] = ()
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     output_format: str = JSON_FORMAT
+    template_date: str | None = None
 
 
 def _parse_config(raw: object) -> _Config:
@@ -240,6 +254,10 @@ def _parse_config(raw: object) -> _Config:
         template_kwargs = read_chat_template_kwargs(config.get("chat_template_kwargs"))
     except ConfigError as exc:
         raise EvaluatorConfigError(f"chat_template_kwargs: {exc}") from exc
+    try:
+        template_date = read_template_date(config.get("template_date"))
+    except ConfigError as exc:
+        raise EvaluatorConfigError(f"template_date: {exc}") from exc
     return _Config(
         columns=columns,
         explicit=frozenset(key for key in _COLUMN_DEFAULTS if key in config),
@@ -252,6 +270,7 @@ def _parse_config(raw: object) -> _Config:
         slice_by=tuple(name for name in slice_by if name != "language"),
         output_format=output_format,
         chat_template_kwargs=template_kwargs,
+        template_date=template_date,
     )
 
 
@@ -382,6 +401,8 @@ class SommelierEvaluator(ModelEvaluator):
                 run_id,
                 {CHAT_TEMPLATE_KWARGS_PARAM: canonical_json(config.chat_template_kwargs)},
             )
+        if config.template_date is not None:
+            log_params(run_id, {TEMPLATE_DATE_PARAM: config.template_date})
         return self._log(run_id, scores, config.log_table)
 
     @staticmethod
@@ -425,6 +446,7 @@ class SommelierEvaluator(ModelEvaluator):
             slice_by={name: _slice_column(features, name) for name in config.slice_by},
             output_format=config.output_format,
             tools=_column(features, config, "tools_column"),
+            messages=_column(features, config, "messages_column"),
         )
 
     @staticmethod

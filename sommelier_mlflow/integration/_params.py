@@ -55,9 +55,11 @@ def evaluation_params(report: Mapping[str, Any]) -> dict[str, object]:
     Model and tokenizer ids and revisions, the adapter's source and digest
     (``None`` for base), the parser version, every decoding field (batch size
     included), the bootstrap seed and resamples, and the chat-template
-    variables when the prompts were rendered with some. Names avoid the MLproject
-    parameter names (``model``, ``adapter``, ``batch_size``...), which MLflow
-    logs itself and would refuse to see re-logged with a resolved value.
+    variables and fixed template day when the prompts were rendered with them,
+    and on a conversation split the number of conversation turns
+    (``conversation_turns``). Names avoid the MLproject parameter names
+    (``model``, ``adapter``, ``batch_size``...), which MLflow logs itself and
+    would refuse to see re-logged with a resolved value.
     """
     identity = report_field(report, "identity")
     adapter = identity.get("adapter")
@@ -72,8 +74,28 @@ def evaluation_params(report: Mapping[str, Any]) -> dict[str, object]:
     if identity.get("chat_template_kwargs"):
         # Canonical, so under its own key: `mlflow run` logs the parameter as typed.
         params["chat_template_kwargs.resolved"] = canonical_json(identity["chat_template_kwargs"])
+    if identity.get("template_date"):
+        params["template_date.resolved"] = identity["template_date"]  # mlflow run logs the given
     params.update(_selection_params(identity))
+    params.update(_conversation_params(report))
     return params
+
+
+def _conversation_params(report: Mapping[str, Any]) -> dict[str, object]:
+    """How many examples are conversation turns, for a split of conversation rows only.
+
+    Read from the ``turn:`` slices every conversation split gets, so a
+    single-turn run logs exactly the params it logged before.
+    """
+    field_slices = report.get("field_slices")
+    if not isinstance(field_slices, Mapping):
+        return {}
+    turns = [
+        result.get("examples", 0)
+        for name, result in field_slices.items()
+        if name.startswith("turn:") and isinstance(result, Mapping)
+    ]
+    return {"conversation_turns": sum(turns)} if turns else {}
 
 
 def _selection_params(identity: Mapping[str, Any]) -> dict[str, object]:

@@ -30,7 +30,12 @@ from typing import Any, Final, TypeVar
 from pydantic import ValidationError
 
 from sommelier_mlflow._json import JSONDecodeError, loads
-from sommelier_mlflow.data import OVERALL, validate_language
+from sommelier_mlflow.data import (
+    OVERALL,
+    conversation_slice_values,
+    messages_problem,
+    validate_language,
+)
 from sommelier_mlflow.errors import ConfigError, InputError
 from sommelier_mlflow.evaluation import (
     AnsweredExample,
@@ -176,6 +181,39 @@ def _tool_lists(tools: Sequence[object] | None, count: int) -> list[tuple[Any, .
     return out
 
 
+def _histories(
+    messages: Sequence[object] | None,
+    offered: Sequence[Sequence[Any]] | None,
+    count: int,
+) -> list[list[Any] | None]:
+    """Each row's checked conversation history, ``None`` for a single-turn row.
+
+    A history is checked as the split reader checks one (message order, calls
+    answered, object arguments; call names against the row's tools when a
+    tools column is given).
+    """
+    if messages is None:
+        return [None] * count
+    out: list[list[Any] | None] = []
+    for row, value in enumerate(messages):
+        if isinstance(value, (str, bytes)):
+            try:
+                value = loads(value)
+            except JSONDecodeError as exc:
+                raise ConfigError(
+                    f"row {row}: messages is text but not valid JSON ({exc})"
+                ) from exc
+        elif not isinstance(value, (list, tuple)) and is_missing(value):
+            out.append(None)
+            continue
+        history = list(value) if isinstance(value, (list, tuple)) else value
+        problem = messages_problem(history, None if offered is None else offered[row])
+        if problem is not None or not isinstance(history, list):
+            raise ConfigError(f"row {row}: {problem or 'messages must be a list'}")
+        out.append(history)
+    return out
+
+
 def _build_metrics(specs: Sequence[MetricSpec | Mapping[str, Any]]) -> list[BaseMetric[Any]]:
     built: list[BaseMetric[Any]] = []
     for index, spec in enumerate(specs):
@@ -302,6 +340,7 @@ def score_predictions(
     output_format: str = JSON_FORMAT,
     tools: Sequence[object] | None = None,
     slice_columns: Mapping[str, Sequence[object]] | None = None,
+    messages: Sequence[object] | None = None,
 ) -> PredictionScores:
     """Score outputs against gold calls, with slices, gaps and optional catalog metrics.
 
@@ -329,6 +368,10 @@ def score_predictions(
             text), handed to the output format's decoder (default: none).
         slice_columns: The old name of ``slice_by``, accepted with a
             ``DeprecationWarning`` until the next release.
+        messages: Each row's conversation history before the turn its output
+            answers (a list of OpenAI chat messages, or its JSON text; an
+            empty cell is a single-turn row). A split with histories gets
+            the ``turn:`` and ``after:`` slices (``docs/conversations.md``).
 
     Returns:
         The evaluator report, the per-example table rows and every metric key.
@@ -349,6 +392,7 @@ def score_predictions(
             "languages": languages,
             "source example ids": source_example_ids,
             "tools": tools,
+            "messages": messages,
             **{f"values of slice column {name!r}": values for name, values in extra_fields.items()},
         },
     )
@@ -366,6 +410,7 @@ def score_predictions(
     langs = _languages(languages, count, default_language)
     roots = _sources(source_example_ids, count)
     offered = _tool_lists(tools, count)
+    histories = _histories(messages, offered if tools is not None else None, count)
     catalog = _build_metrics(metrics)
     settings = BootstrapSettings(seed=seed, resamples=resamples, confidence=0.95)
     scored = score_completions(
@@ -377,7 +422,9 @@ def score_predictions(
                 gold_call=None,
                 raw_text=texts[row],
                 gold_calls=gold_sets[row],
-                slice_values=row_values[row],
+                slice_values=tuple(
+                    sorted(row_values[row] + conversation_slice_values(histories[row]))
+                ),
                 tools=offered[row],
             )
             for row in range(count)

@@ -51,6 +51,7 @@ __all__ = [
     "TAG_TEST_SPLIT_SHA256",
     "TAG_REPORT_SHA256",
     "MAX_METRICS_PER_BATCH",
+    "dataset_digest",
     "client_uri",
     "resolve_client",
     "log_metrics_batch",
@@ -92,6 +93,11 @@ _BINARY_SUFFIXES: Final = frozenset(
 )
 
 
+def dataset_digest(split_sha256: str) -> str:
+    """The digest MLflow shows for a test split: the start of its file's SHA-256."""
+    return split_sha256[:_DATASET_DIGEST_LENGTH]
+
+
 def client_uri(client: MlflowClient) -> str | None:
     uri = getattr(client, "tracking_uri", None)
     return str(uri) if uri else None
@@ -111,13 +117,17 @@ def log_metrics_batch(
     *,
     client: MlflowClient | None = None,
     step: int = 0,
+    model_id: str | None = None,
+    dataset: tuple[str, str] | None = None,
 ) -> int:
     """Log metric keys with one ``log_batch`` request per 1,000 keys.
 
     One request keeps a run's metrics consistent (all or nothing, in practice)
     and fast against a remote server. MLflow refuses batches of more than
     1,000 metrics, so a larger mapping is sent as consecutive full batches in
-    key order; every key carries the same timestamp and ``step``.
+    key order; every key carries the same timestamp and ``step``. With
+    ``model_id`` (and ``dataset``, its name and digest) MLflow also records
+    every metric on that LoggedModel, for that dataset.
 
     Returns:
         The number of ``log_batch`` requests made (0 for an empty mapping).
@@ -129,7 +139,13 @@ def log_metrics_batch(
     from mlflow.entities import Metric
 
     timestamp = int(time.time() * 1000)
-    entities = [Metric(key, float(value), timestamp, step) for key, value in metrics.items()]
+    name, digest = dataset if dataset is not None else (None, None)
+    entities = [
+        Metric(key, float(value), timestamp, step, model_id, name, digest)
+        if model_id is not None
+        else Metric(key, float(value), timestamp, step)
+        for key, value in metrics.items()
+    ]
     tracker = resolve_client(client)
     calls = 0
     with tracking_errors("log metrics", client_uri(tracker)):
@@ -472,7 +488,15 @@ def log_test_split_input(
             gold_column: pd.Series(gold_values, dtype=object),
         }
     )
-    digest = split.sha256[:_DATASET_DIGEST_LENGTH]
+    if any(e.messages is not None for e in split.examples):
+        # Conversation turns: the history each turn answers, as the evaluator's
+        # messages column reads it (query stays the last user message, a label).
+        frame["conversation_id"] = [e.conversation_id or "" for e in split.examples]
+        frame["turn"] = [e.turn or 0 for e in split.examples]
+        frame["messages"] = [
+            "" if e.messages is None else canonical_json(list(e.messages)) for e in split.examples
+        ]
+    digest = dataset_digest(split.sha256)
     tracker = resolve_client(client)
     with tracking_errors("log the test split as a dataset input", client_uri(tracker)):
         # An explicit source and digest: MLflow would otherwise guess the source

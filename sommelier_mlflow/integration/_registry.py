@@ -46,6 +46,8 @@ _URI: Final = re.compile(
 TAG_COMPARISON_RUN: Final = "sommelier.comparison_run_id"
 TAG_VERDICT: Final = "sommelier.verdict"
 TAG_CLAIMS_SHA256: Final = "sommelier.claims_sha256"
+#: On a promoted version: the LoggedModel carrying the evaluated adapter's metrics.
+TAG_EVALUATED_MODEL: Final = "sommelier.evaluated_model_id"
 #: MLflow's rule for an alias: letters, digits, ``_`` and ``-``, at most 255 of them,
 #: and neither ``latest`` (any case) nor a version's spelling ``v<digits>``.
 _ALIAS: Final = re.compile(r"[\w-]{1,255}")
@@ -102,6 +104,7 @@ class RegisteredModel:
     base_revision: str | None
     model_dir: Path | None = None
     tokenizer_dir: Path | None = None
+    model_id: str | None = None
 
     def tags(self, role: str) -> dict[str, str]:
         """``sommelier.registry.<role>.*`` tags recording the identity on an arm's run."""
@@ -111,6 +114,7 @@ class RegisteredModel:
             "version": self.version,
             "source_run_id": self.source_run_id or "",
             "adapter_sha256": self.adapter_sha256 or "",
+            "model_id": self.model_id or "",
         }
         return {f"sommelier.registry.{role}.{key}": value for key, value in values.items() if value}
 
@@ -186,7 +190,25 @@ def resolve_registered_model(uri: str, download_root: str | Path) -> RegisteredM
         base_revision=flavor.get("source_model_revision"),
         model_dir=model_dir,
         tokenizer_dir=tokenizer_dir if tokenizer_dir.is_dir() else None,
+        model_id=_version_model_id(found),
     )
+
+
+#: A version registered from a LoggedModel has the source ``models:/<model id>``.
+_MODEL_SOURCE: Final = re.compile(re.escape(REGISTRY_PREFIX) + r"(m-[0-9a-f]+)")
+
+
+def _version_model_id(version: Any) -> str | None:
+    """The LoggedModel a version was registered from (MLflow 3), if any.
+
+    The registry's SQL store does not fill ``ModelVersion.model_id``; the
+    version's ``source`` names the model (``models:/m-...``) either way.
+    """
+    explicit = getattr(version, "model_id", None)
+    if explicit:
+        return str(explicit)
+    match = _MODEL_SOURCE.fullmatch(str(getattr(version, "source", "") or ""))
+    return match.group(1) if match else None
 
 
 def check_alias(alias: str) -> None:
@@ -229,9 +251,19 @@ def check_promotion(name: str, version: str, alias: str) -> None:
 
 
 def promote_version(
-    name: str, version: str, alias: str, report: ComparisonReport, comparison_run_id: str
+    name: str,
+    version: str,
+    alias: str,
+    report: ComparisonReport,
+    comparison_run_id: str,
+    adapter_model_id: str | None = None,
 ) -> bool:
     """Set ``alias`` on the version and tag it with the evidence, only if claims are supported.
+
+    The evidence is the comparison run, the verdict, the claims' digest and,
+    when the adapter arm's metrics are on a LoggedModel, that model's id
+    (:data:`TAG_EVALUATED_MODEL`), so the version leads to the model view of
+    the evaluation that justified it.
 
     Returns:
         Whether the alias was set; nothing in the registry changes otherwise.
@@ -253,5 +285,7 @@ def promote_version(
         client.set_model_version_tag(name, version, TAG_COMPARISON_RUN, comparison_run_id)
         client.set_model_version_tag(name, version, TAG_VERDICT, verdict.verdict)
         client.set_model_version_tag(name, version, TAG_CLAIMS_SHA256, verdict.claims_sha256)
+        if adapter_model_id:
+            client.set_model_version_tag(name, version, TAG_EVALUATED_MODEL, adapter_model_id)
         client.set_registered_model_alias(name, alias, version)
     return True

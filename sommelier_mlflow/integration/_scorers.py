@@ -13,7 +13,10 @@ rest of the product, no model and no LLM judge.
     ``inputs["tools"]``, the tools the row offered (a list of tool schemas or
     its JSON text; an evaluation dataset's records carry it), is handed to the
     output format's decoder, which may type untyped values by it. Without
-    it the decoder sees no tools.
+    it the decoder sees no tools. ``inputs["messages"]``, the conversation
+    before the turn the output answers (a conversation row's history, or its
+    JSON text), is checked as the split reader checks it (a malformed one
+    fails the row); the output is scored against that turn's gold calls.
 ``expectations``
     The gold call: ``expectations["gold_call"]`` (a dict or its JSON string),
     ``expectations["gold_calls"]`` (a list of exactly one call), or the call
@@ -52,6 +55,7 @@ from typing import Any, Final
 from mlflow.genai.scorers import Scorer, scorer
 
 from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads
+from sommelier_mlflow.data import messages_problem
 from sommelier_mlflow.errors import ConfigError, DataError
 from sommelier_mlflow.toolcalls import (
     DEFAULT_MODE,
@@ -118,6 +122,17 @@ def _tools_of(inputs: object) -> list[Any]:
     return tools
 
 
+def _check_messages(inputs: object, tools: list[Any]) -> None:
+    """Refuse a malformed ``inputs["messages"]`` history, as the split reader would."""
+    messages = _decoded(inputs.get("messages")) if isinstance(inputs, Mapping) else None
+    if messages is None:
+        return
+    has_tools = isinstance(inputs, Mapping) and inputs.get("tools") is not None
+    problem = messages_problem(messages, tools if has_tools else None)
+    if problem is not None:
+        raise DataError(f"inputs['messages']: {problem}")
+
+
 @functools.lru_cache(maxsize=4096)
 def _score_texts(
     text: str,
@@ -140,10 +155,12 @@ def _score(
     outputs: object, expectations: object, inputs: object, mode: str, fmt: str
 ) -> ExampleScore:
     calls = scoring_mode(mode).gold_calls(_gold_of(expectations), "expectations")
+    tools = _tools_of(inputs)
+    _check_messages(inputs, tools)
     return _score_texts(
         completion_text(outputs),
         canonical_json(list(calls)),
-        canonical_json(_tools_of(inputs)),
+        canonical_json(tools),
         mode,
         fmt,
         scoring_metric_names(mode),

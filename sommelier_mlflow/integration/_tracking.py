@@ -11,12 +11,15 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sommelier_mlflow._redact import redact
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.evaluation import ComparisonReport, EvaluationReport
 from sommelier_mlflow.integration._claims import verdict_tags
 from sommelier_mlflow.integration._keys import comparison_metric_keys, evaluation_metric_keys
+from sommelier_mlflow.integration._logged_models import TAG_LOGGED_MODEL_ID, find_or_create_model
 from sommelier_mlflow.integration._params import (
     comparison_params,
     evaluation_params,
@@ -27,6 +30,7 @@ from sommelier_mlflow.integration._primitives import (
     COMPARISON_REPORT_ARTIFACT,
     EVALUATION_REPORT_ARTIFACT,
     TAG_REPORT_SHA256,
+    dataset_digest,
     json_artifact_bytes,
     log_artifact_files,
     log_comparison_figure,
@@ -36,6 +40,7 @@ from sommelier_mlflow.integration._primitives import (
     log_params,
     log_test_split_input,
     log_text_artifact,
+    read_active_run,
     resolve_client,
     set_sommelier_tags,
 )
@@ -60,6 +65,7 @@ def log_evaluation_run(
     params: Mapping[str, object] | None = None,
     metrics: Mapping[str, float] | None = None,
     client: MlflowClient | None = None,
+    logged_model: bool = True,
 ) -> dict[str, float]:
     """Record one arm's evaluation in an existing run.
 
@@ -70,6 +76,12 @@ def log_evaluation_run(
     ``sommelier/`` at their paths relative to ``artifacts_root`` (e.g.
     ``generations/<slice>.jsonl``), ``sommelier/evaluation_report.json`` and
     the per-example table.
+
+    The metrics are also linked to the LoggedModel of the evaluated model
+    (found by its identity, created as an external model the first time; see
+    :mod:`._logged_models`), for the test split as dataset, and the run is
+    tagged with its id (:data:`TAG_LOGGED_MODEL_ID`). A store without
+    LoggedModels gets the run as before and one warning.
 
     Args:
         report: The arm's evaluation report.
@@ -84,6 +96,8 @@ def log_evaluation_run(
         metrics: Extra metrics outside the report (e.g. ``generation/prompts_per_s``);
             a key that collides with a report key is refused.
         client: Tracking client (default: a new one).
+        logged_model: Link the metrics to the model's LoggedModel (``False``
+            for a caller that links them itself, such as a training checkpoint).
 
     Returns:
         The metric keys logged.
@@ -105,16 +119,24 @@ def log_evaluation_run(
         if dataset is not None
         else {}
     )
+    model_id = _arm_model(report, run_id, tracker) if logged_model else None
+    model_tags = {TAG_LOGGED_MODEL_ID: model_id} if model_id is not None else {}
     set_sommelier_tags(
         run_id,
         model_kind=report.identity.model_kind,
         parser_version=report.identity.parser_version,
         test_split_sha256=report.identity.test_split_sha256,
-        extra={TAG_REPORT_SHA256: _digest(document), **dataset_tags},
+        extra={TAG_REPORT_SHA256: _digest(document), **dataset_tags, **model_tags},
         client=tracker,
     )
     log_params(run_id, {**evaluation_params(document), **(params or {})}, client=tracker)
-    log_metrics_batch(run_id, keys, client=tracker)
+    # The model's metrics are on the test split, named and digested as its dataset input.
+    split_dataset = (
+        (redact(Path(test_split_path).name), dataset_digest(report.identity.test_split_sha256))
+        if test_split_path is not None
+        else None
+    )
+    log_metrics_batch(run_id, keys, client=tracker, model_id=model_id, dataset=split_dataset)
     if test_split_path is not None:
         log_test_split_input(test_split_path, run_id=run_id, split=split, client=tracker)
     if artifact_files:
@@ -202,6 +224,27 @@ def log_verdict(
     if report.claims is None:
         return {}
     return set_sommelier_tags(run_id, extra=verdict_tags(report.claims), client=client)
+
+
+def _arm_model(report: EvaluationReport, run_id: str, tracker: MlflowClient) -> str | None:
+    """The LoggedModel an arm's metrics go to: its registry version's, or one of its identity.
+
+    An arm evaluated from ``models:/`` (the adapter version, or a full model
+    version given as ``--model``) carries the version's LoggedModel id in its
+    ``sommelier.registry.*`` tags, set before this; the metrics join that
+    model, where the registry already links it.
+    """
+    run = read_active_run(run_id, client=tracker)
+    role = "adapter" if report.identity.adapter is not None else "model"
+    registered = run.data.tags.get(f"sommelier.registry.{role}.model_id")
+    if registered:
+        return str(registered)
+    return find_or_create_model(
+        report.identity,
+        experiment_id=str(run.info.experiment_id),
+        source_run_id=run_id,
+        client=tracker,
+    )
 
 
 def _digest(document: object) -> str:

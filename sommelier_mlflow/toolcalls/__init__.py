@@ -8,10 +8,15 @@ scipy, so it can score millions of records without MLflow or torch loaded.
 from __future__ import annotations
 
 # The native output formats register themselves on import (hermes, llama3_json,
-# mistral, openai, pythonic; deepseek_v31, kimi_k2, llama4_pythonic,
-# phi4_mini_json, xlam); json is registered by _modes.
+# mistral, openai, pythonic; issue 30: deepseek_v31, functiongemma, gemma4, glm45,
+# harmony, kimi_k2, llama4_pythonic, phi4_mini_json, qwen3_xml, xlam); json is
+# registered by _modes.
 from sommelier_mlflow.toolcalls import (  # noqa: F401
     _decode_deepseek_v31,
+    _decode_functiongemma,
+    _decode_gemma4,
+    _decode_glm45,
+    _decode_harmony,
     _decode_hermes,
     _decode_kimi_k2,
     _decode_llama3,
@@ -20,6 +25,7 @@ from sommelier_mlflow.toolcalls import (  # noqa: F401
     _decode_openai,
     _decode_phi4_mini,
     _decode_pythonic,
+    _decode_qwen3_xml,
     _decode_xlam,
 )
 from sommelier_mlflow.toolcalls._bfcl import (
@@ -60,6 +66,8 @@ from sommelier_mlflow.toolcalls._format_hint import (
     FORMAT_MISMATCH_FIELDS,
     FormatHint,
     FormatMismatch,
+    calls_in_reasoning,
+    calls_in_reasoning_message,
     format_diagnosis,
     format_hint,
     syntax_found,
@@ -175,6 +183,8 @@ __all__ = [
     "bfcl_aggregate",
     "builtin_scoring_metrics",
     "call_count_value",
+    "calls_in_reasoning",
+    "calls_in_reasoning_message",
     "category_counts",
     "check_bfcl",
     "completion_text",

@@ -42,10 +42,16 @@ class CallsParseResult:
         status: One of ``ok``, ``no_json``, ``invalid_json``, ``invalid_shape``.
         calls: The calls in output order when ``status == "ok"`` (possibly
             empty: an explicit "no call"), otherwise ``None``.
+        calls_in_reasoning: The output made no call in its answer (``no_json``)
+            but wrote the format's call syntax while reasoning (inside
+            ``<think>``, harmony's ``analysis`` channel): a call written while
+            thinking is not the answer, yet a report counts such outputs,
+            since they tell a model that would call from one that would not.
     """
 
     status: ParseStatus
     calls: tuple[dict[str, Any], ...] | None = None
+    calls_in_reasoning: bool = False
 
     @property
     def abstained(self) -> bool:
@@ -64,6 +70,7 @@ class CallsParseResult:
 _new_result = object.__new__
 _set_status = CallsParseResult.__dict__["status"].__set__
 _set_calls = CallsParseResult.__dict__["calls"].__set__
+_set_in_reasoning = CallsParseResult.__dict__["calls_in_reasoning"].__set__
 
 
 def ok_calls(calls: tuple[dict[str, Any], ...]) -> CallsParseResult:
@@ -71,6 +78,7 @@ def ok_calls(calls: tuple[dict[str, Any], ...]) -> CallsParseResult:
     result: CallsParseResult = _new_result(CallsParseResult)
     _set_status(result, "ok")
     _set_calls(result, calls)
+    _set_in_reasoning(result, False)
     return result
 
 

@@ -17,6 +17,7 @@ that no format is more generous than another:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
@@ -38,6 +39,7 @@ __all__ = [
     "INVALID_JSON",
     "INVALID_SHAPE",
     "NO_CALL",
+    "NO_JSON_CALLS_IN_REASONING",
     "JSON_WHITESPACE",
     "strict_json",
     "plain_calls",
@@ -48,8 +50,10 @@ __all__ = [
     "json_values_between",
     "THINK",
     "UNTHINK",
+    "split_thoughts",
     "without_thoughts",
     "llama_call",
+    "CALL_NAME",
 ]
 
 T = TypeVar("T")
@@ -61,6 +65,13 @@ NO_JSON: Final = CallsParseResult("no_json")
 INVALID_JSON: Final = CallsParseResult("invalid_json")
 INVALID_SHAPE: Final = CallsParseResult("invalid_shape")
 NO_CALL: Final = CallsParseResult("ok", ())
+#: No call in the answer, but the format's call syntax inside the reasoning.
+NO_JSON_CALLS_IN_REASONING: Final = CallsParseResult("no_json", calls_in_reasoning=True)
+
+#: A function name where a format writes one as bare text (``<function=NAME>``, GLM's
+#: ``<tool_call>NAME``): no whitespace, brackets, braces, parentheses, quotes, ``<``,
+#: ``>``, ``=``, ``,`` or ``;`` (text holding them is JSON or code, not a name).
+CALL_NAME: Final = re.compile(r"""[^\s\[\]{}()<>"'=,;]+""")
 
 #: The four characters RFC 8259 calls whitespace; "trimmed" means these only.
 JSON_WHITESPACE: Final = " \t\n\r"
@@ -205,6 +216,36 @@ THINK: Final = "<think>"
 UNTHINK: Final = "</think>"
 
 
+def split_thoughts(text: str, open_tag: str, close_tag: str) -> tuple[str, str] | None:
+    """``text`` without its thoughts, and the thoughts; ``None`` when a thought never closes.
+
+    A thought is every ``open_tag`` up to the first ``close_tag`` after it;
+    when the first ``close_tag`` comes before any ``open_tag``, everything up
+    to it is one too (a thought the chat template opened in the prompt, as
+    Qwen3's and GLM's thinking models do). Formats remove thoughts before
+    decoding because a call written while thinking is not the answer; the
+    thoughts are returned so a decoder can tell whether they held a call.
+    Linear: each search starts where the previous one ended.
+    """
+    answer: list[str] = []
+    thoughts: list[str] = []
+    first_close = text.find(close_tag)
+    first_open = text.find(open_tag)
+    pos = 0
+    if first_close >= 0 and (first_open < 0 or first_close < first_open):
+        thoughts.append(text[:first_close])
+        pos = first_close + len(close_tag)
+    while (start := text.find(open_tag, pos)) >= 0:
+        end = text.find(close_tag, start + len(open_tag))
+        if end < 0:
+            return None
+        answer.append(text[pos:start])
+        thoughts.append(text[start + len(open_tag) : end])
+        pos = end + len(close_tag)
+    answer.append(text[pos:])
+    return "".join(answer), "".join(thoughts)
+
+
 def without_thoughts(text: str) -> str | None:
     """``text`` with every thought removed, or ``None`` when a thought never closes.
 
@@ -214,20 +255,8 @@ def without_thoughts(text: str) -> str | None:
     ``<think>``, everything up to it (a thought the chat template opened in
     the prompt, as Qwen3's and DeepSeek-V3.1's thinking modes do). Linear.
     """
-    first_close = text.find(UNTHINK)
-    first_open = text.find(THINK)
-    if first_close >= 0 and (first_open < 0 or first_close < first_open):
-        text = text[first_close + len(UNTHINK) :]
-    kept: list[str] = []
-    pos = 0
-    while (start := text.find(THINK, pos)) >= 0:
-        end = text.find(UNTHINK, start + len(THINK))
-        if end < 0:
-            return None
-        kept.append(text[pos:start])
-        pos = end + len(UNTHINK)
-    kept.append(text[pos:])
-    return "".join(kept)
+    split = split_thoughts(text, THINK, UNTHINK)
+    return None if split is None else split[0]
 
 
 def llama_call(value: Any) -> dict[str, Any] | None:

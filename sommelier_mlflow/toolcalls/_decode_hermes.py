@@ -37,10 +37,13 @@ from sommelier_mlflow.toolcalls._decode import (
     INVALID_JSON,
     INVALID_SHAPE,
     NO_JSON,
+    NO_JSON_CALLS_IN_REASONING,
+    THINK,
+    UNTHINK,
     checked_call,
     parse_piece,
     plain_calls,
-    without_thoughts,
+    split_thoughts,
 )
 from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 
@@ -66,14 +69,16 @@ def decode_hermes(text: str, tools: Tools = ()) -> CallsParseResult:
         Never raises for any ``str``.
     """
     del tools  # typed values: the schemas add nothing
+    thought_call = False
     if "think>" in text:
-        answer = without_thoughts(text)
-        if answer is None:
+        split = split_thoughts(text, THINK, UNTHINK)
+        if split is None:
             return INVALID_JSON
-        text = answer
+        text, thoughts = split
+        thought_call = _OPEN in thoughts
     start = text.find(_OPEN)
     if start < 0:
-        return NO_JSON
+        return NO_JSON_CALLS_IN_REASONING if thought_call else NO_JSON
     pieces: list[str] = []
     values: list[Any] = []
     while start >= 0:

@@ -10,7 +10,9 @@ What the decoder accepts, exactly:
    thinking is not the answer); a ``<think>`` that never closes refuses the
    output (``invalid_json``).
 2. After trimming JSON whitespace, text without any ``{`` or ``[`` is zero
-   calls (``no_json``): the model answered in prose.
+   calls (``no_json``): the model answered in prose. It is flagged
+   ``calls_in_reasoning`` when the thoughts' first bracketed JSON value is a
+   call or a list of calls (read as the ``calls`` parser reads an output).
 3. Any other text must be, as a whole, one strict JSON array (``invalid_json``
    if not: prose around it, a code fence, a cut-off array); ``[]`` is ``ok``
    with zero calls.
@@ -22,16 +24,19 @@ What the decoder accepts, exactly:
 from __future__ import annotations
 
 from sommelier_mlflow._json import JSONDecodeError
-from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult, ok_calls
+from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult, ok_calls, parse_tool_calls
 from sommelier_mlflow.toolcalls._decode import (
     INVALID_JSON,
     INVALID_SHAPE,
     JSON_WHITESPACE,
     NO_JSON,
+    NO_JSON_CALLS_IN_REASONING,
+    THINK,
+    UNTHINK,
     parse_piece,
     plain_calls,
+    split_thoughts,
     strict_json,
-    without_thoughts,
 )
 from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 from sommelier_mlflow.toolcalls._parse import NOT_JSON, is_tool_call
@@ -51,14 +56,15 @@ def decode_xlam(text: str, tools: Tools = ()) -> CallsParseResult:
         Never raises for any ``str``.
     """
     del tools
+    thoughts = ""
     if "think>" in text:
-        answer = without_thoughts(text)
-        if answer is None:
+        split = split_thoughts(text, THINK, UNTHINK)
+        if split is None:
             return INVALID_JSON
-        text = answer
+        text, thoughts = split
     body = text.strip(JSON_WHITESPACE)
     if "[" not in body and "{" not in body:
-        return NO_JSON
+        return NO_JSON_CALLS_IN_REASONING if _calls_in(thoughts) else NO_JSON
     try:
         value = parse_piece(body)
     except JSONDecodeError:
@@ -73,6 +79,13 @@ def decode_xlam(text: str, tools: Tools = ()) -> CallsParseResult:
     if not all(is_tool_call(element) for element in value):
         return INVALID_SHAPE
     return ok_calls(tuple(value))
+
+
+def _calls_in(thoughts: str) -> bool:
+    """Whether ``thoughts`` hold a call: their first bracketed JSON value is one, or a list."""
+    if "{" not in thoughts:  # a call is an object
+        return False
+    return bool(parse_tool_calls(thoughts).calls)
 
 
 register_output_format(

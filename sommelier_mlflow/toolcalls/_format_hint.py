@@ -34,6 +34,8 @@ __all__ = [
     "syntax_found",
     "format_diagnosis",
     "format_hint",
+    "calls_in_reasoning",
+    "calls_in_reasoning_message",
 ]
 
 #: One format's parse of an output, given the output and its example's tools.
@@ -246,3 +248,47 @@ def format_hint(
 ) -> FormatHint | None:
     """The hint alone (see :func:`format_diagnosis`), or ``None`` when the format looks right."""
     return format_diagnosis(texts, statuses, chosen, decoders, tools)[0]
+
+
+def calls_in_reasoning(
+    texts: Sequence[str],
+    statuses: Sequence[str],
+    decode: Callable[[str, Sequence[Mapping[str, Any]]], CallsParseResult],
+    tools: Sequence[Sequence[Mapping[str, Any]]],
+) -> int:
+    """How many outputs made no call in their answer but wrote one while reasoning.
+
+    A call written inside ``<think>`` (or harmony's ``analysis`` channel) is
+    not the answer, so such an output scores as making no call; counting them
+    tells a model that would have called from one that never thought to.
+    Only the outputs scored ``no_json`` are decoded again, for the flag
+    :attr:`~sommelier_mlflow.toolcalls.CallsParseResult.calls_in_reasoning`.
+
+    Args:
+        texts: Every raw output that was scored.
+        statuses: The parse status each of ``texts`` was scored with.
+        decode: The chosen output format's decoder.
+        tools: Each output's example tools, which the decoder receives.
+    """
+    return sum(
+        1
+        for text, status, offered in zip(texts, statuses, tools, strict=True)
+        if status == _NO_SYNTAX and decode(text, offered).calls_in_reasoning
+    )
+
+
+def calls_in_reasoning_message(count: int, outputs: int) -> str:
+    """The line every summary and the comparison report show for an arm's reasoning-only calls.
+
+    Such outputs score as making no call, which is right (the answer made
+    none) but hides that the model wanted to call; the line says so next to
+    the output-format warning and hint, so the count is not read as abstention.
+
+    Args:
+        count: Outputs whose only calls were written while reasoning.
+        outputs: How many outputs were scored.
+    """
+    return (
+        f"{count} of {outputs} outputs made calls only inside their reasoning "
+        "(<think>…</think>, or the format's reasoning channel), which do not count as answers"
+    )

@@ -9,8 +9,11 @@ and an end token, and a section token closes the run::
 
 One reading serves both, so that the two formats cannot drift apart:
 
-1. Thoughts are removed first (:func:`~sommelier_mlflow.toolcalls._decode.without_thoughts`);
-   a thought that never closes refuses the output (``invalid_json``).
+1. Thoughts are removed first (:func:`~sommelier_mlflow.toolcalls._decode.split_thoughts`);
+   a thought that never closes refuses the output (``invalid_json``), and an
+   output with no section whose thoughts open one is ``no_json`` flagged
+   ``calls_in_reasoning`` (a call written while thinking is not the answer,
+   but the report counts it).
 2. Zero or more sections, in output order; a section ends at the first
    section-end token after it. Text outside sections is the message's
    content and is ignored, but holds none of the format's tokens: a call
@@ -40,9 +43,12 @@ from sommelier_mlflow.toolcalls._decode import (
     INVALID_SHAPE,
     JSON_WHITESPACE,
     NO_JSON,
+    NO_JSON_CALLS_IN_REASONING,
+    THINK,
+    UNTHINK,
     skip_whitespace,
+    split_thoughts,
     strict_json,
-    without_thoughts,
 )
 from sommelier_mlflow.toolcalls._parse import NOT_JSON
 
@@ -110,15 +116,19 @@ def decode_sections(text: str, tokens: SectionTokens) -> CallsParseResult:
 
     Never raises for any ``str``.
     """
+    thought_call = False
     if "think>" in text:
-        answer = without_thoughts(text)
-        if answer is None:
+        split = split_thoughts(text, THINK, UNTHINK)
+        if split is None:
             return INVALID_JSON
-        text = answer
+        text, thoughts = split
+        thought_call = tokens.section_begin in thoughts
     inner = tokens.inner_tokens()
     start = text.find(tokens.section_begin)
     if start < 0:
-        return INVALID_JSON if any(token in text for token in inner) else NO_JSON
+        if any(token in text for token in inner):
+            return INVALID_JSON
+        return NO_JSON_CALLS_IN_REASONING if thought_call else NO_JSON
     calls: list[tuple[str, Any]] = []
     pos = 0
     while start >= 0:

@@ -47,6 +47,7 @@ from sommelier_mlflow.data import (
     format_examples,
     read_chat_template_kwargs,
     read_generations,
+    read_template_date,
     read_test_split,
     sample_examples,
 )
@@ -224,6 +225,9 @@ class SommelierCallback(TrainerCallback):
         chat_template_kwargs: Extra chat-template variables (a mapping or its
             JSON text), as ``evaluate --chat-template-kwargs``: Qwen3's
             ``{"enable_thinking": False}``, Llama's ``{"date_string": ...}``.
+        template_date: The day (``YYYY-MM-DD``) the chat template's clock says,
+            as ``evaluate --template-date``, for templates that write today's
+            date with no variable to pin it (gpt-oss).
         slice_by: Slice fields beyond language, as ``evaluate --slice-by``.
         max_new_tokens: Greedy generation budget per example.
         batch_size: Prompts per generation batch.
@@ -253,6 +257,7 @@ class SommelierCallback(TrainerCallback):
         output_format: str = JSON_FORMAT,
         prompt_format: str = DEFAULT_PROMPT_FORMAT,
         chat_template_kwargs: Mapping[str, Any] | str | None = None,
+        template_date: str | None = None,
         slice_by: Sequence[str] = (),
         max_new_tokens: int = 96,
         batch_size: int = 8,
@@ -278,6 +283,7 @@ class SommelierCallback(TrainerCallback):
         self._keep_special_tokens = find_output_format(output_format).special_tokens
         self._prompt_format = prompt_format
         self._chat_template_kwargs = read_chat_template_kwargs(chat_template_kwargs)
+        self._template_date = read_template_date(template_date)
         self._slice_by = tuple(slice_by)
         self._decoding = Decoding(max_new_tokens, batch_size, backend="hf")
         # Every evaluation scores alike; only the arm and its generations change.
@@ -376,6 +382,7 @@ class SommelierCallback(TrainerCallback):
             self._tokenizer,
             prompt_format=self._prompt_format,
             chat_template_kwargs=self._chat_template_kwargs,
+            template_date=self._template_date,
         )
         formatted = TestSplit(split.path, split.sha256, tuple(rendered))
         digest = sha256_text(canonical_json(sorted(e.example_id for e in formatted.examples)))
@@ -491,13 +498,14 @@ class SommelierCallback(TrainerCallback):
         from sommelier_mlflow.integration import (
             evaluation_metric_keys,
             log_artifact_files,
-            log_metrics_batch,
+            log_checkpoint_model,
         )
 
         keys = {
             f"{METRIC_PREFIX}{key}": value for key, value in evaluation_metric_keys(report).items()
         }
-        log_metrics_batch(run_id, keys, step=step)
+        # The run's metrics on the loss's step axis, and the checkpoint's LoggedModel.
+        log_checkpoint_model(report.identity, keys, run_id=run_id, step=step)
         log_artifact_files(
             [report_path], f"{ARTIFACT_ROOT}/step-{step}", root=report_path.parent, run_id=run_id
         )

@@ -212,3 +212,33 @@ def test_evaluate_logs_a_system_prompt_file_whole_and_the_template_variables(
     assert Path(logged).read_text(encoding="utf-8") == prompt
     report = json.loads((tmp_path / "out" / "evaluation_report.json").read_text())
     assert report["identity"]["chat_template_kwargs"] == {"date_string": "26 Jul 2024"}
+
+
+def test_gpt_oss_renders_on_the_template_date_and_the_day_reaches_report_and_gate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.support.chat_templates import specimen_tokenizer
+
+    specimen_tokenizer(tmp_path / "gpt_oss", "gpt_oss")
+    raw = _unformatted(tmp_path)
+    args = ["format", "--test-split", str(raw), "--tokenizer", str(tmp_path / "gpt_oss")]
+    args += ["--prompt-format", "native"]
+    assert main([*args, "--out", str(tmp_path / "refused.jsonl")]) == 2
+    assert "else --template-date YYYY-MM-DD" in capsys.readouterr().err
+    days = {"b": "2024-07-26", "a": "2024-07-27"}
+    for name, day in days.items():
+        out = tmp_path / f"{name}.jsonl"
+        assert main([*args, "--template-date", day, "--out", str(out)]) == 0
+        rendered = read_test_split(out).examples
+        assert all(f"Current date: {day}" in (e.prompt_text or "") for e in rendered)
+        assert {e.template_date for e in rendered} == {day}
+    assert _score(tmp_path / "b.jsonl", BASE_OUTPUTS, "base", tmp_path / "b", tmp_path) == 0
+    assert _score(tmp_path / "a.jsonl", ADAPTER_OUTPUTS, "adapter", tmp_path / "a", tmp_path) == 0
+    report = json.loads((tmp_path / "b" / "evaluation_report.json").read_text())
+    assert report["identity"]["template_date"] == "2024-07-26"
+    capsys.readouterr()
+    compare = ["compare", "--base-report", str(tmp_path / "b" / "evaluation_report.json")]
+    compare += ["--adapter-report", str(tmp_path / "a" / "evaluation_report.json")]
+    assert main([*compare, "--out", str(tmp_path / "c")]) == 4
+    err = capsys.readouterr().err
+    assert "template_date differs" in err and "--template-date" in err

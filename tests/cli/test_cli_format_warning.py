@@ -260,3 +260,36 @@ def test_single_mode_evaluate_and_main_warn_and_calls_mode_score_too(
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith(f"  {WARNING} 8 outputs")
     assert lines[3].split()[0] == "call_set_exact_match"
+
+
+def test_calls_only_in_reasoning_are_noted_in_score_show_and_compare(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.cli.cli_helpers import declared_score_args, precomputed_rows, write_jsonl
+
+    def hermes(text: str) -> str:
+        return f"<tool_call>\n{text}\n</tool_call>" if text.startswith("{") else text
+
+    outputs = {index: hermes(text) for index, text in ADAPTER_OUTPUTS.items()}
+    outputs[0] = f"<think>I could write {outputs[0]}</think>No call needed."  # only thought
+    for kind in ("base", "adapter"):
+        precomputed = write_jsonl(tmp_path / f"{kind}.jsonl", precomputed_rows(outputs))
+        args = [*declared_score_args(files["split"], kind), "--output-format", "hermes"]
+        args += ["--precomputed", str(precomputed), "--out", str(tmp_path / kind)]
+        assert main([*args, *(["--adapter", "my-lora"] if kind == "adapter" else [])]) == 0
+    note = (
+        "2 of 8 outputs made calls only inside their reasoning (<think>…</think>, "
+        "or the format's reasoning channel), which do not count as answers"
+    )
+    hint = "hint: 2 of 8 outputs decode as json; did you mean --output-format json?"
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:3] == [f"  {hint}", f"  note: {note}"]  # after the hint, before any number
+    shown = format_arm_summary(read_evaluation_report(tmp_path / "base" / "evaluation_report.json"))
+    assert shown.splitlines()[1:3] == [hint, f"note: {note}"]
+    assert main(compare_args(tmp_path / "base", tmp_path / "adapter", tmp_path / "cmp")) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[1] == f"note (base arm): {note}" and printed[3] == f"note (adapter arm): {note}"
+    runs = json.loads((tmp_path / "cmp" / "comparison" / "comparison_report.json").read_text())[
+        "runs"
+    ]
+    assert runs["base"]["calls_in_reasoning"] == runs["adapter"]["calls_in_reasoning"] == 2

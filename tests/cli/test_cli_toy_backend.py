@@ -114,3 +114,19 @@ def test_help_and_the_backends_command_describe_the_options(
     assert "  repeat (int, default 1): times each answer is written" in listed
     assert "  request_timeout (float, default 300.0): seconds one request may take in all" in listed
     assert "hf: Transformers in this process" in listed and "replay" not in listed
+
+
+def test_the_arm_run_holds_the_generation_timing_beside_the_manifest(
+    tmp_path: Path, tracking_uri: str
+) -> None:
+    from mlflow import MlflowClient
+
+    assert _evaluate(tmp_path, "--mlflow") == 0
+    client = MlflowClient(tracking_uri=tracking_uri)
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "sommelier")}
+    assert {"sommelier/generation_manifest.json", "sommelier/generation_timing.jsonl"} <= artifacts
+    logged = client.download_artifacts(
+        run.info.run_id, "sommelier/generation_timing.jsonl", str(tmp_path / "dl")
+    )
+    assert Path(logged).read_bytes() == (tmp_path / "arm" / "generation_timing.jsonl").read_bytes()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,11 @@ def arms(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for step, outputs in CHECKPOINTS.items():
         args = score_args(files, "adapter", root / f"checkpoint-{step}")
         args[4] = str(write_arm(root / f"gen-{step}", "adapter", outputs))
+        # Each checkpoint is its own adapter (its own weights, so its own LoggedModel).
+        checkpoint_dir = root / f"adapter-{step}"
+        shutil.copytree(files["adapter_dir"], checkpoint_dir)
+        (checkpoint_dir / "adapter_model.safetensors").write_bytes(f"weights {step}".encode())
+        args[-1] = str(checkpoint_dir)
         assert main(args) == 0
         reports[f"checkpoint-{step}"] = root / f"checkpoint-{step}" / "evaluation_report.json"
     return reports
@@ -121,6 +127,9 @@ def _log_sweep(arms: dict[str, Path]) -> tuple[str, dict[str, str]]:
     import mlflow
     from mlflow.tracking import MlflowClient
 
+    from sommelier_mlflow.evaluation import read_evaluation_report
+    from sommelier_mlflow.integration import log_evaluation_run
+
     client = MlflowClient()
     experiment = client.get_experiment_by_name("Default").experiment_id
     sweep = client.create_run(experiment, run_name="sweep").info.run_id
@@ -129,7 +138,8 @@ def _log_sweep(arms: dict[str, Path]) -> tuple[str, dict[str, str]]:
         kind = "base" if label == "base" else "adapter"
         with mlflow.start_run(run_name=label) as run:
             mlflow.set_tags({"sommelier.model_kind": kind, "mlflow.parentRunId": sweep})
-            mlflow.log_artifact(str(arms[label]), "sommelier")
+            # As `evaluate --mlflow` logs an arm: report, metrics, its LoggedModel.
+            log_evaluation_run(read_evaluation_report(arms[label]), run_id=run.info.run_id)
         runs[label] = run.info.run_id
     return sweep, runs
 
@@ -160,6 +170,19 @@ def test_a_sweep_parent_run_gives_the_family_and_the_best_run_is_tagged(
         everywhere, f"tags.mlflow.parentRunId = '{boards[0].info.run_id}'"
     )
     assert len(children) == 3
+    # Each adapter's LoggedModel carries its ranking: the best is rank 1.
+    ranks = {}
+    for label, run in runs.items():
+        if label == "base":
+            continue
+        model_id = client.get_run(run).data.tags["sommelier.logged_model_id"]
+        model_tags = client.get_logged_model(model_id).tags
+        assert model_tags["sommelier.leaderboard.run_id"] == boards[0].info.run_id
+        assert model_tags["sommelier.leaderboard.of"] == "3"
+        assert float(model_tags["sommelier.leaderboard.adjusted_p_value"]) <= 1.0
+        assert model_tags["sommelier.leaderboard.verdict"] in {"better", "not shown better"}
+        ranks[label] = model_tags["sommelier.leaderboard.rank"]
+    assert ranks == {"checkpoint-200": "1", "checkpoint-300": "2", "checkpoint-100": "3"}
 
     # `show` prints the leaderboard run's table, as compare printed it.
     table = (tmp_path / "o" / "comparison" / "leaderboard.md").read_text(encoding="utf-8")

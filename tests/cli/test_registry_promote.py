@@ -155,6 +155,19 @@ def test_an_adapter_evaluated_by_alias_records_its_registry_identity(
     )
     assert report["identity"]["adapter"]["sha256"] == registry["adapter_sha256"]
     assert report["identity"]["model_identity"]["base_model"] == str(registry["model_dir"])
+    # The arm's metrics join the LoggedModel the version was registered from (MLflow 3),
+    # rather than a new external model of the same adapter.
+    client = MlflowClient()
+    version_model = client.get_model_version(NAME, "1").source.removeprefix("models:/")
+    assert version_model and tags["sommelier.registry.adapter.model_id"] == version_model
+    assert tags["sommelier.logged_model_id"] == version_model
+    linked = client.get_logged_model(version_model).metrics
+    assert arm_runs["adapter"] in {m.run_id for m in linked}
+    assert {m.key for m in linked} >= {"overall/valid_json_rate"}
+    # The base arm (the base that version names) is the base's own external model.
+    base_model = client.get_run(arm_runs["base"]).data.tags["sommelier.logged_model_id"]
+    assert base_model != version_model
+    assert client.get_logged_model(base_model).tags["mlflow.model.isExternal"] == "true"
 
 
 def _registry_tags(run_id: str) -> dict[str, str]:
@@ -189,16 +202,22 @@ def test_main_tags_each_child_run_with_the_registry_versions_it_ran(
         "sommelier.registry.model.source_run_id": registry["logged_run"],
         "sommelier.registry.model.adapter_sha256": registry["adapter_sha256"],
     }
-    # The base arm ran the version's base only: it carries no adapter identity.
+    # The base arm ran the version's base only: it carries no adapter identity, and no
+    # LoggedModel of the version (that model is base + adapter, not what it evaluated).
     assert _registry_tags(children["base"]) == model_tags
-    assert _registry_tags(children["adapter"]) == {
-        **model_tags,
-        "sommelier.registry.adapter.uri": uri,
-        "sommelier.registry.adapter.name": NAME,
-        "sommelier.registry.adapter.version": "1",  # the alias, resolved
-        "sommelier.registry.adapter.source_run_id": registry["logged_run"],
-        "sommelier.registry.adapter.adapter_sha256": registry["adapter_sha256"],
-    }
+    assert (
+        _registry_tags(children["adapter"])
+        == {
+            **model_tags,
+            "sommelier.registry.adapter.uri": uri,
+            "sommelier.registry.adapter.name": NAME,
+            "sommelier.registry.adapter.version": "1",  # the alias, resolved
+            "sommelier.registry.adapter.source_run_id": registry["logged_run"],
+            "sommelier.registry.adapter.adapter_sha256": registry["adapter_sha256"],
+            # The LoggedModel the version was registered from: the adapter arm's metrics join it.
+            "sommelier.registry.adapter.model_id": client.get_model_version(NAME, "1").source[8:],
+        }
+    )
 
 
 def test_score_takes_a_registry_adapter_as_evaluate_does(
@@ -222,6 +241,11 @@ def test_score_takes_a_registry_adapter_as_evaluate_does(
     report = json.loads((tmp_path / "score" / "evaluation_report.json").read_text())
     assert report["identity"]["adapter"]["sha256"] == registry["adapter_sha256"]
     assert report["identity"]["model_identity"]["base_model"] == str(registry["model_dir"])
+    # Re-scored, its metrics join the same registry LoggedModel as the evaluate run's.
+    version_model = client.get_model_version(NAME, "1").source.removeprefix("models:/")
+    assert scored.data.tags["sommelier.logged_model_id"] == version_model
+    linked = {m.run_id for m in client.get_logged_model(version_model).metrics}
+    assert {scored.info.run_id, arm_runs["adapter"]} <= linked
 
 
 def _compare(arm_runs: dict[str, str], out: Path, *extra: str) -> int:
@@ -230,7 +254,10 @@ def _compare(arm_runs: dict[str, str], out: Path, *extra: str) -> int:
 
 
 def test_promotion_sets_the_alias_only_on_a_supported_verdict(
-    tracking: str, arm_runs: dict[str, str], tmp_path: Path
+    tracking: str,
+    arm_runs: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from mlflow.tracking import MlflowClient
 
@@ -261,6 +288,26 @@ def test_promotion_sets_the_alias_only_on_a_supported_verdict(
     assert (
         comparison.data.tags["sommelier.claims_sha256"] == version.tags["sommelier.claims_sha256"]
     )
+    # The version leads to the LoggedModel of the evaluation that justified it.
+    evaluated = client.get_run(arm_runs["adapter"]).data.tags["sommelier.logged_model_id"]
+    assert version.tags["sommelier.evaluated_model_id"] == evaluated
+    assert comparison.data.tags["sommelier.adapter_model_id"] == evaluated
+    # `show` on the version prints its verdict and the evaluated model's metrics.
+    capsys.readouterr()
+    assert main(["show", f"models:/{NAME}@champion"]) == 0
+    shown = capsys.readouterr().out
+    assert f"models:/{NAME}@champion: version 1 of {NAME}" in shown
+    assert "sommelier.verdict: supported" in shown
+    assert f"LoggedModel {evaluated}" in shown
+    adapter_run = client.get_run(arm_runs["adapter"]).data.metrics
+    valid = adapter_run["overall/valid_json_rate"]
+    numerator = int(adapter_run["overall/counts/valid_json_rate.numerator"])
+    denominator = int(adapter_run["overall/counts/valid_json_rate.denominator"])
+    expected = f"overall/valid_json_rate {valid:.3f} {numerator}/{denominator}"
+    assert expected in {" ".join(line.split()) for line in shown.splitlines()}
+    # And on the LoggedModel itself, by id.
+    assert main(["show", evaluated]) == 0
+    assert capsys.readouterr().out.startswith(f"LoggedModel {evaluated}")
 
 
 def test_bad_registry_input_exits_with_the_documented_codes(

@@ -7,11 +7,13 @@ Qwen3-Coder/Qwen3.5, gpt-oss, Gemma 4), set on a copy of the demo tokenizer as
 a user would. The bundled splits are rendered through each with
 ``--prompt-format native``: no error, the tools shown as JSON Schema, a system
 prompt honoured or refused, and digests that do not depend on the day (a
-template that writes today's date with no variable to pin it is refused).
+template that writes today's date with no variable to pin it is refused
+unless ``--template-date`` fixes its clock).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime, tzinfo
 from pathlib import Path
@@ -29,6 +31,7 @@ from sommelier_mlflow.data import (
 )
 from sommelier_mlflow.errors import ConfigError
 from tests.support.chat_templates import REPO, SPECIMEN_NAMES, specimen_tokenizer
+from tests.support.conversations import write_conversation_split
 
 EXAMPLES = REPO / "examples"
 #: A parameter type written the Python way, as JSON in a rendered prompt.
@@ -41,8 +44,11 @@ PINNED = {"date_string": "26 Jul 2024"}
 KWARGS = {"llama31": PINNED}
 #: A system prompt of one's own: Mistral v11's default one carries today's date.
 SYSTEM_PROMPTS = {"mistral_v11": "You are a helpful assistant."}
-#: Specimens whose every prompt writes today's date, with no variable to pin it (gpt-oss).
+#: Specimens whose every prompt writes today's date, with no variable to pin it (gpt-oss):
+#: rendered on a fixed day (--template-date).
 DATED = ("gpt_oss",)
+TEMPLATE_DAY = "2024-07-26"
+TEMPLATE_DATES = dict.fromkeys(DATED, TEMPLATE_DAY)
 #: The types JSON Schema names; Qwen3-Coder's template writes each parameter's in <type>.
 SCHEMA_TYPES = {"string", "integer", "number", "boolean", "array", "object", "null"}
 #: A TypeScript parameter (gpt-oss) typed with a Python name instead of JSON Schema's.
@@ -98,6 +104,9 @@ def splits(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[TestExamp
             EXAMPLES / "calls" / "data" / "test_split.jsonl", root / "calls.jsonl"
         ),
         "bfcl": list(read_test_split(bfcl.split_path, slice_by=("category",)).examples),
+        "conversations": list(
+            read_test_split(write_conversation_split(root / "conversations.jsonl")).examples
+        ),
     }
 
 
@@ -134,7 +143,7 @@ def _shows_json_schema_types(text: str) -> bool:
     )
 
 
-@pytest.mark.parametrize("split", ["demo", "native", "calls", "bfcl"])
+@pytest.mark.parametrize("split", ["demo", "native", "calls", "bfcl", "conversations"])
 @pytest.mark.parametrize("name", SPECIMEN_NAMES)
 def test_every_bundled_split_renders_with_tools_as_json_schema(
     specimens: dict[str, Any], splits: dict[str, list[TestExample]], name: str, split: str
@@ -144,18 +153,25 @@ def test_every_bundled_split_renders_with_tools_as_json_schema(
         with pytest.raises(ConfigError, match=r"writes the date into the prompt") as info:
             format_examples(examples, specimens[name], prompt_format="native")
         assert info.value.exit_code == 2 and name in str(info.value)
-        return
+        assert "else --template-date YYYY-MM-DD" in str(info.value)
     rendered = format_examples(
         examples,
         specimens[name],
         prompt_format="native",
         system_prompt=SYSTEM_PROMPTS.get(name),
         chat_template_kwargs=KWARGS.get(name),
+        template_date=TEMPLATE_DATES.get(name),
     )
     assert len(rendered) == len(examples) > 0
     for example in rendered:
         text = example.prompt_text or ""
         assert example.query in text
+        for message in example.messages or ():  # a history: every call and result is shown
+            for call in message.get("tool_calls", []):
+                assert call["function"]["name"] in text
+            if message["role"] == "tool":  # as it is, or as a JSON string (Mistral)
+                escaped = json.dumps(message["content"])[1:-1]
+                assert message["content"] in text or escaped in text
         assert _shows_json_schema_types(text), (example.example_id, text)
         for tool in tool_schemas(example.tools):
             assert tool["function"]["name"] in text
@@ -281,7 +297,7 @@ def test_qwen3_takes_enable_thinking_and_records_it(
     assert all("chat_template_kwargs" not in e.to_json() for e in thinking)
 
 
-@pytest.mark.parametrize("name", [name for name in SPECIMEN_NAMES if name not in DATED])
+@pytest.mark.parametrize("name", SPECIMEN_NAMES)
 def test_digests_are_the_same_on_two_days(
     specimens: dict[str, Any],
     splits: dict[str, list[TestExample]],
@@ -297,8 +313,10 @@ def test_digests_are_the_same_on_two_days(
             prompt_format="native",
             system_prompt=SYSTEM_PROMPTS.get(name),
             chat_template_kwargs=KWARGS.get(name),
+            template_date=TEMPLATE_DATES.get(name),
         )
         digests.append([example.prompt_sha256 for example in rendered])
+        assert all(example.template_date == TEMPLATE_DATES.get(name) for example in rendered)
     assert digests[0] == digests[1]
 
 
@@ -317,13 +335,45 @@ def test_mistral_v11_writes_the_date_unless_given_a_system_prompt(
     text = example.prompt_text or ""
     assert "[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT]" in text
     assert text.index("[AVAILABLE_TOOLS]") < text.index("[INST]")
+    # Or its default system prompt, on a fixed day: the same text every day, recorded.
+    [dated] = format_examples(
+        splits["native"][:1],
+        specimens["mistral_v11"],
+        prompt_format="native",
+        template_date=TEMPLATE_DAY,
+    )
+    assert "2024-07-26" in (dated.prompt_text or "")
+    assert dated.to_json()["template_date"] == TEMPLATE_DAY
+    assert "template_date" not in example.to_json()  # none: the row keeps its bytes
+
+
+def test_the_template_date_is_a_calendar_day(
+    specimens: dict[str, Any], splits: dict[str, list[TestExample]]
+) -> None:
+    for wrong in ("2024-02-30", "26 Jul 2024", "2024-7-26"):
+        with pytest.raises(ConfigError, match=r"--template-date must be a calendar date") as info:
+            format_examples(
+                splits["native"][:1],
+                specimens["gpt_oss"],
+                prompt_format="native",
+                template_date=wrong,
+            )
+        assert info.value.exit_code == 2
 
 
 def test_gpt_oss_shows_instructions_and_typescript_tools_on_a_fixed_day(
     specimens: dict[str, Any], splits: dict[str, list[TestExample]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # No variable pins gpt-oss's date (format_examples refuses it above); on one fixed day the
-    # template shows the system prompt as developer instructions and the tools as TypeScript.
+    # No variable pins gpt-oss's date: --template-date renders it on that day.
+    [dated] = format_examples(
+        splits["native"][:1],
+        specimens["gpt_oss"],
+        prompt_format="native",
+        template_date=TEMPLATE_DAY,
+    )
+    assert "Current date: 2024-07-26" in (dated.prompt_text or "")
+    # On one fixed day the template shows the system prompt as developer instructions and
+    # the tools as TypeScript.
     _Clock(monkeypatch).set(datetime(2026, 12, 4, 12))
     example = splits["native"][0]
     text = specimens["gpt_oss"].apply_chat_template(

@@ -194,3 +194,29 @@ def test_bad_chat_template_kwargs_are_exit_2(given: str, message: str) -> None:
         read_chat_template_kwargs(given)
     assert info.value.exit_code == 2
     assert read_chat_template_kwargs("") == read_chat_template_kwargs(None) == {}
+
+
+def test_the_template_date_is_the_templates_clock_and_the_rows(tmp_path: Path) -> None:
+    tokenizer = build_tokenizer(
+        tmp_path / "day",
+        "{{ strftime_now('%Y-%m-%d') }}|{% for m in messages %}{{ m['content'] }}{% endfor %}",
+    )
+    with pytest.raises(ConfigError, match=r"writes the date.*--template-date"):
+        format_examples([_example()], tokenizer)
+    [example] = format_examples([_example()], tokenizer, template_date="2024-07-26")
+    assert (example.prompt_text or "").startswith("2024-07-26|")
+    path = write_test_split(tmp_path / "day.jsonl", [example])
+    assert loads(path.read_text().splitlines()[0])["template_date"] == "2024-07-26"
+    [read] = read_test_split(path).examples
+    assert read.template_date == "2024-07-26"
+    # Replayed on the same day it is kept; on none or another day, refused naming the field.
+    assert format_examples([read], tokenizer, template_date="2024-07-26") == [read]
+    for other in (None, "2024-07-27"):
+        with pytest.raises(ConfigError, match="rendered with template_date 2024-07-26"):
+            format_examples([read], tokenizer, template_date=other)
+    # A row whose day is not a date is refused naming the line.
+    row = loads(path.read_text().splitlines()[0])
+    row["template_date"] = "26 Jul 2024"
+    path.write_bytes(dumps_line(row))
+    with pytest.raises(DataError, match=r"day\.jsonl:1: .*--template-date must be a calendar"):
+        read_test_split(path)

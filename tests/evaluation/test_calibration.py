@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 from tests.support.scripts import load_script
@@ -25,6 +26,21 @@ def test_joint_cells_have_the_requested_marginals_and_correlation() -> None:
     assert covariance / ((0.5 * 0.5 * 0.65 * 0.35) ** 0.5) == pytest.approx(0.6)
     with pytest.raises(ValueError):
         bench.joint_cells(0.9, 0.1, 0.9)
+
+
+@pytest.mark.parametrize("icc", [0.0, 0.3, 0.6])
+def test_simulated_conversations_have_the_requested_within_conversation_correlation(icc):
+    bench = _load()
+    rng = np.random.default_rng(4)
+    a, b, labels = bench.simulate_conversations(rng, 20_000, 0.0, icc)
+    sizes = np.bincount(labels)
+    assert sizes.min() == 2 and sizes.max() == 8
+    # The first two turns of every conversation: their correlation is icc in each arm.
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    for arm in (a, b):
+        first, second = arm[starts].astype(float), arm[starts + 1].astype(float)
+        assert np.corrcoef(first, second)[0, 1] == pytest.approx(icc, abs=0.03)
+    assert a.mean() == pytest.approx(0.5, abs=0.01)
 
 
 @pytest.mark.slow

@@ -105,6 +105,14 @@ def _skipped(*example_ids):
     return {"skip_overlong": {"context_length": 64, "example_ids": list(example_ids)}}
 
 
+def _in_conversations(rows):
+    """The same rows, each English root a turn of one conversation with its neighbour."""
+    return [
+        replace(row, conversation_id=f"conv-{index // 2}") if row.language == "en" else row
+        for index, row in enumerate(rows)
+    ]
+
+
 CASES = {
     "model_kind (adapter report first)": (
         "model_kind",
@@ -162,6 +170,16 @@ CASES = {
             {
                 **(a := _adapter_report(kit)),
                 "identity": {**a["identity"], "chat_template_kwargs": {"enable_thinking": False}},
+            },
+        ),
+    ),
+    "template_date": (
+        "template_date",
+        lambda kit, base: (
+            base,
+            {
+                **(a := _adapter_report(kit)),
+                "identity": {**a["identity"], "template_date": "2024-07-26"},
             },
         ),
     ),
@@ -262,6 +280,10 @@ CASES = {
     "pair_set_sha256.fr": (
         "pair_set_sha256.fr",
         lambda kit, base: (base, _adapter_report(kit, kit.golden_split(_unpair_first))),
+    ),
+    "conversation_ids": (
+        "conversation_ids",
+        lambda kit, base: (base, _adapter_report(kit, kit.golden_split(_in_conversations))),
     ),
     "example_ids": (
         "example_ids",

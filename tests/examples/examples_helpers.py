@@ -21,11 +21,12 @@ from tests.support.mlflow_run import PROJECT, mlflow_run
 
 @dataclass(frozen=True)
 class ComparedArms:
-    """What the store holds afterwards: each arm's run data, the comparison's metrics."""
+    """What the store holds afterwards: each arm's run data, the comparison's metrics and run id."""
 
     base: Any  # mlflow.entities.RunData
     adapter: Any  # mlflow.entities.RunData
     compared: dict[str, float]
+    compare_run_id: str  # where its artifacts (the comparison report) are
 
 
 def score_and_compare_precomputed_arms(
@@ -75,6 +76,7 @@ def score_and_compare_precomputed_arms(
         base=client.get_run(run_ids["base"]).data,
         adapter=client.get_run(run_ids["adapter"]).data,
         compared=client.get_run(compare_id).data.metrics,
+        compare_run_id=compare_id,
     )
 
 

@@ -415,3 +415,61 @@ def test_the_generation_backend_runs_both_arms(demo_assets: Any) -> None:
     assert outputs["adapter"] != outputs["base"]
     parsed = [parse_tool_call(text).status for text in outputs["adapter"]]
     assert parsed.count("ok") >= 6, parsed
+
+
+def test_the_committed_template_renders_a_tool_call_history_and_single_turns_as_before(
+    tmp_path: Path,
+) -> None:
+    """Issue 32: calls (content null or empty) and tool results render; no single turn changed."""
+    from tests.support.conversations import write_conversation_split
+
+    tokenizer = _committed_tokenizer()
+    examples = read_test_split(write_conversation_split(tmp_path / "split.jsonl")).by_id()
+    (later,) = format_examples([examples["c2-t3"]], tokenizer, prompt_format="native")
+    text = later.prompt_text or ""
+    assert (
+        '<|assistant|>\n<tool_call>\n{"name": "search_flights", "arguments": {"destination": '
+        '"Paris"}}\n</tool_call></s><|user|>\n<tool_response>\n{"flight": "AF123"}\n'
+        "</tool_response><|end|>\n"
+    ) in text
+    assert text.endswith('{"booking": "H-9"}\n</tool_response><|end|>\n<|assistant|>\n')
+    # A history with a text answer renders it as the trained assistant turns were.
+    (answered,) = format_examples([examples["c4-t3"]], tokenizer, prompt_format="native")
+    assert "<|assistant|>\nIn Berlin sind es 5 °C.</s><|user|>\nUnd in München?" in (
+        answered.prompt_text or ""
+    )
+    # Single turns, with or without tools, render exactly as with the trained template.
+    calls_split = REPO / "examples" / "calls" / "data" / "test_split.jsonl"
+    for example in read_test_split(calls_split).examples:
+        for tools in (None, tool_schemas(example.tools)):
+            messages = [{"role": "user", "content": example.query}]
+            assert tokenizer.apply_chat_template(
+                messages, tools=tools, tokenize=False, add_generation_prompt=True
+            ) == tokenizer.apply_chat_template(
+                messages,
+                tools=tools,
+                chat_template=TRAINED_TEMPLATE_WITH_TOOLS,
+                tokenize=False,
+                add_generation_prompt=True,
+            )
+
+
+#: The committed template before it learnt tool-call histories (issue 32).
+TRAINED_TEMPLATE_WITH_TOOLS = (
+    "{{ bos_token }}{% if tools %}{% set first = messages[0] if messages else none %}"
+    "{{ '<|system|>\\n' }}{% if first and first['role'] == 'system' %}"
+    "{{ first['content'] + '\\n\\n' }}{% endif %}{{ 'You may call one or more of the functions "
+    "described below. Their JSON schemas, one per line, are inside "
+    "<tools></tools>:\\n<tools>\\n' }}"
+    "{% for tool in tools %}{{ tool | tojson + '\\n' }}{% endfor %}{{ '</tools>\\n\\nTo call a "
+    "function, answer with a JSON object holding its name and arguments inside "
+    "<tool_call></tool_call> tags:\\n<tool_call>\\n{\"name\": <function name>, \"arguments\": "
+    "<arguments as a JSON object>}\\n</tool_call><|end|>\\n' }}{% for message in messages %}"
+    "{% if not (loop.first and message['role'] == 'system') %}{% if message['role'] == "
+    "'assistant' %}{{ '<|assistant|>\\n' + message['content'] + eos_token }}{% else %}"
+    "{{ '<|' + message['role'] + '|>\\n' + message['content'] + '<|end|>\\n' }}{% endif %}"
+    "{% endif %}{% endfor %}{% else %}{% for message in messages %}{% if message['role'] == "
+    "'assistant' %}{{ '<|assistant|>\\n' + message['content'] + eos_token }}{% else %}"
+    "{{ '<|' + message['role'] + '|>\\n' + message['content'] + '<|end|>\\n' }}{% endif %}"
+    "{% endfor %}{% endif %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
+)

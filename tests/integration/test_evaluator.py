@@ -255,6 +255,14 @@ def test_chat_template_kwargs_are_checked_and_logged_as_a_param(store: Store) ->
     assert "sommelier.chat_template_kwargs" not in mlflow.get_run(plain).data.params
 
 
+def test_the_template_date_is_checked_and_logged_as_a_param(store: Store) -> None:
+    import mlflow
+
+    config = {"language_column": "lang", "template_date": "2024-07-26"}
+    _, run_id = evaluate_in_run(store, _bilingual(), evaluator_config={"sommelier": config})
+    assert mlflow.get_run(run_id).data.params["sommelier.template_date"] == "2024-07-26"
+
+
 def _config_error(store: Store, data: pd.DataFrame, **kwargs: Any) -> SommelierError:
     with pytest.raises(ConfigError) as caught:
         evaluate_in_run(store, data, **kwargs)
@@ -275,6 +283,7 @@ def _config_error(store: Store, data: pd.DataFrame, **kwargs: Any) -> SommelierE
         ({"metrics": [{"nom": "CountsMetric"}]}, r"metrics\[0\] is not a MetricSpec"),
         ({"chat_template_kwargs": "[1]"}, "chat_template_kwargs: .*must be a JSON object"),
         ({"chat_template_kwargs": {"tools": []}}, "chat_template_kwargs: .*may not set tools"),
+        ({"template_date": "26 Jul 2024"}, "template_date: .*must be a calendar date"),
     ],
 )
 def test_bad_config_is_a_config_error_and_an_mlflow_exception(

@@ -189,6 +189,16 @@ def test_main_and_four_concurrent_scores_into_a_new_experiment(
             by_id[run_id.group(1)],
             tmp_path / f"score{index}" / "evaluation_report.json",
         )
+    # Two processes scored each identity at once: one LoggedModel each, with both runs' metrics.
+    scores = {
+        index: by_id[re.findall(r"logged to MLflow run ([0-9a-f]+)", outputs[f"score{index}"])[0]]
+        for index in range(4)
+    }
+    for pair in ((0, 2), (1, 3)):
+        models = {scores[index].data.tags["sommelier.logged_model_id"] for index in pair}
+        assert len(models) == 1, models
+        linked = client.get_logged_model(models.pop()).metrics
+        assert {scores[index].info.run_id for index in pair} <= {m.run_id for m in linked}
     parent_id = re.search(r"MLflow parent run: ([0-9a-f]+)", outputs["main"])
     reports = re.search(r"^reports: (.+)$", outputs["main"], re.MULTILINE)
     assert parent_id and reports, outputs["main"][-3000:]

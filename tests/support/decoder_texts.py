@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -54,6 +55,30 @@ _FRAGMENTS = [
     "a.b",
     '"""',
     "#",
+    # issue 30's formats
+    "<function=f>",
+    "</function>",
+    "<parameter=a>",
+    "</parameter>",
+    "<arg_key>",
+    "</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+    "<|start|>assistant",
+    "<|channel|>analysis",
+    "<|channel|>commentary to=functions.f",
+    "<|constrain|>json",
+    "<|message|>",
+    "<|end|>",
+    "<|call|>",
+    "<|tool_call>call:f{",
+    "<tool_call|>",
+    '<|"|>',
+    "<|channel>",
+    "<channel|>",
+    "<start_function_call>call:f{",
+    "<end_function_call>",
+    "<escape>",
     # kimi_k2, deepseek_v31, phi4_mini_json, llama4_pythonic
     "<|tool_calls_section_begin|>",
     "<|tool_call_begin|>",
@@ -75,3 +100,30 @@ _FRAGMENTS = [
 texts = st.lists(
     st.sampled_from(_FRAGMENTS) | st.text(max_size=3) | _json_values.map(json.dumps), max_size=12
 ).map("".join)
+
+#: Tools that type the values of qwen3_xml and glm45 outputs: xlam's flat form for one,
+#: JSON Schema for the other (both shapes a split row allows).
+TYPED_TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "get_weather",
+        "parameters": {
+            "city": {"type": "str"},
+            "days": {"type": "int"},
+            "units": {"type": "str, optional"},
+        },
+    },
+    {
+        "name": "book",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "price": {"type": "number"},
+                "quiet": {"type": "boolean"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "filters": {"type": "object"},
+                "code": {"type": ["integer", "string"]},
+                "note": {},
+            },
+        },
+    },
+]

@@ -87,3 +87,21 @@ def test_statuses(text: str, status: str, calls: tuple[object, ...] | None) -> N
 def test_thoughts_are_not_answers(text: str, status: str, calls: tuple[object, ...] | None) -> None:
     result = decode_deepseek_v31(text)
     assert (result.status, result.calls) == (status, calls)
+
+
+@pytest.mark.parametrize(
+    ("text", "status", "in_reasoning"),
+    [
+        ("<think>" + section(call(T)) + "</think>No call.", "no_json", True),
+        # thinking mode: the prompt opened the thought, the output closes it
+        ("Paris, so " + section(call(T)) + "</think>No call.", "no_json", True),
+        ("Paris, so " + section(call(T)) + "</think>" + section(call(W)), "ok", False),
+        ("<think>no tools</think>Hello", "no_json", False),
+        ("<think>unfinished " + section(call(W)), "invalid_json", False),
+    ],
+)
+def test_thoughts_are_removed_and_calls_in_them_counted(
+    text: str, status: str, in_reasoning: bool
+) -> None:
+    result = decode_deepseek_v31(text)
+    assert (result.status, result.calls_in_reasoning) == (status, in_reasoning)

@@ -80,3 +80,19 @@ def test_deep_nesting_is_a_status_not_a_crash() -> None:
     assert decode_hermes(f"<tool_call>{deep}</tool_call>").status == "invalid_json"
     deep_call = {"name": "f", "arguments": {"a": json.loads("[" * 500 + "]" * 500)}}
     assert decode_hermes(block(deep_call)).status == "ok"
+
+
+@pytest.mark.parametrize(
+    ("text", "in_reasoning"),
+    [
+        ("<think>" + block(T) + "</think>no call needed", True),
+        ("I should use " + block(T) + "</think>\n\nno", True),  # thought opened by the prompt
+        ("<think>no tools</think>Hello", False),
+        ("Hello", False),
+        ("<think>" + block(T) + "</think>" + block(W), False),  # the answer calls: not counted
+    ],
+)
+def test_an_output_whose_only_call_was_thought_is_flagged(text: str, in_reasoning: bool) -> None:
+    result = decode_hermes(text)
+    assert result.calls_in_reasoning is in_reasoning
+    assert result.status == ("ok" if text.endswith(block(W)) else "no_json")

@@ -107,3 +107,20 @@ def test_the_tools_change_nothing() -> None:
     text = section(call(W))
     tools = [{"name": "get_weather", "parameters": {"city": {"type": "str"}}}]
     assert decode_kimi_k2(text, tools) == decode_kimi_k2(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "status", "in_reasoning"),
+    [
+        ("<think>" + section(call(T)) + "</think>No call is needed.", "no_json", True),
+        ("the prompt opened it " + section(call(T)) + "</think>No call.", "no_json", True),
+        ("<think>maybe " + section(call(T)) + "</think>" + section(call(W)), "ok", False),
+        ("<think>no tools</think>Hello", "no_json", False),
+        ("<think>still thinking " + section(call(W)), "invalid_json", False),
+    ],
+)
+def test_thoughts_are_removed_and_calls_in_them_counted(
+    text: str, status: str, in_reasoning: bool
+) -> None:
+    result = decode_kimi_k2(text)
+    assert (result.status, result.calls_in_reasoning) == (status, in_reasoning)

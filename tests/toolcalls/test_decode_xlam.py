@@ -53,3 +53,22 @@ def test_the_registered_format_is_this_decoder_at_its_version() -> None:
 def test_statuses(text: str, status: str, calls: tuple[object, ...] | None) -> None:
     result = decode_xlam(text)
     assert (result.status, result.calls) == (status, calls)
+
+
+@pytest.mark.parametrize(
+    ("text", "status", "in_reasoning"),
+    [
+        ("<think>" + json.dumps([W]) + "</think>I can't help.", "no_json", True),
+        ("<think>call " + json.dumps(W) + " maybe</think>", "no_json", True),  # one call object
+        ("the prompt opened it " + json.dumps([W]) + "</think>No.", "no_json", True),
+        ("<think>" + json.dumps([T]) + "</think>" + json.dumps([W]), "ok", False),
+        ("<think>no tools {at all}</think>Hello", "no_json", False),  # braces, no call
+        ("<think>[]</think>Hello", "no_json", False),  # an empty list calls nothing
+        ("<think>" + json.dumps([W]), "invalid_json", False),  # never closed
+    ],
+)
+def test_thoughts_are_removed_and_calls_in_them_counted(
+    text: str, status: str, in_reasoning: bool
+) -> None:
+    result = decode_xlam(text)
+    assert (result.status, result.calls_in_reasoning) == (status, in_reasoning)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -10,6 +12,10 @@ from hypothesis import given, settings
 from sommelier_mlflow._gc import paused_gc
 from sommelier_mlflow.toolcalls import CallsParseResult
 from sommelier_mlflow.toolcalls._decode_deepseek_v31 import decode_deepseek_v31
+from sommelier_mlflow.toolcalls._decode_functiongemma import decode_functiongemma
+from sommelier_mlflow.toolcalls._decode_gemma4 import decode_gemma4
+from sommelier_mlflow.toolcalls._decode_glm45 import decode_glm45
+from sommelier_mlflow.toolcalls._decode_harmony import decode_harmony
 from sommelier_mlflow.toolcalls._decode_hermes import decode_hermes
 from sommelier_mlflow.toolcalls._decode_kimi_k2 import decode_kimi_k2
 from sommelier_mlflow.toolcalls._decode_llama3 import decode_llama3_json
@@ -18,8 +24,9 @@ from sommelier_mlflow.toolcalls._decode_mistral import decode_mistral
 from sommelier_mlflow.toolcalls._decode_openai import decode_openai
 from sommelier_mlflow.toolcalls._decode_phi4_mini import decode_phi4_mini_json
 from sommelier_mlflow.toolcalls._decode_pythonic import decode_pythonic
+from sommelier_mlflow.toolcalls._decode_qwen3_xml import decode_qwen3_xml
 from sommelier_mlflow.toolcalls._decode_xlam import decode_xlam
-from tests.support.decoder_texts import texts
+from tests.support.decoder_texts import TYPED_TOOLS, texts
 from tests.support.timing import growth_ratios
 
 DECODERS: list[Callable[[str], CallsParseResult]] = [
@@ -28,6 +35,13 @@ DECODERS: list[Callable[[str], CallsParseResult]] = [
     decode_mistral,
     decode_openai,
     decode_pythonic,
+    decode_qwen3_xml,
+    decode_glm45,
+    decode_harmony,
+    decode_gemma4,
+    decode_functiongemma,
+    partial(decode_qwen3_xml, tools=TYPED_TOOLS),
+    partial(decode_glm45, tools=TYPED_TOOLS),
 ]
 
 # Issue 30's formats: section tokens, JSON lists, pythonic in code tokens.
@@ -128,6 +142,126 @@ def test_deep_nesting_never_crashes_any_decoder() -> None:
             assert decode(text).status in ("no_json", "invalid_json", "invalid_shape")
 
 
+def test_deep_nesting_in_the_new_formats_ends_in_a_status() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    typed = [  # an array parameter: the deep value must read as JSON, and does not
+        f"<tool_call><function=book><parameter=tags>{deep}</parameter></function></tool_call>",
+        f"<tool_call>book<arg_key>tags</arg_key><arg_value>{deep}</arg_value></tool_call>",
+    ]
+    assert decode_qwen3_xml(typed[0], TYPED_TOOLS).status == "invalid_shape"
+    assert decode_glm45(typed[1], TYPED_TOOLS).status == "invalid_shape"
+    wrapped = [
+        f"<tool_call><function=f><parameter=a>{deep}</parameter></function></tool_call>",
+        f"<tool_call>f<arg_key>a</arg_key><arg_value>{deep}</arg_value></tool_call>",
+        f"<|channel|>commentary to=functions.f<|message|>{deep}<|call|>",
+        "<|tool_call>call:f{a:" + "[" * 100_000 + "]" * 100_000 + "}<tool_call|>",
+        "<|tool_call>call:f{a:" + "[" * 100_000,
+        "<start_function_call>call:f{" + "a:{" * 100_000,
+        "<think>" * 100_000,
+        "<|channel>" * 100_000 + "<channel|>",
+    ]
+    for text in typed + wrapped:
+        for decode in DECODERS:
+            result = decode(text)
+            assert result.status in ("ok", "no_json", "invalid_json", "invalid_shape")
+            assert (result.calls is not None) == (result.status == "ok")
+
+
+#: qwen3_xml, glm45, harmony, gemma4 and functiongemma, one call each, for the checks below.
+CALL_FORMATS: dict[str, tuple[Callable[[str], CallsParseResult], str]] = {
+    "qwen3_xml": (
+        partial(decode_qwen3_xml, tools=TYPED_TOOLS),
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+        "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>\n",
+    ),
+    "glm45": (
+        partial(decode_glm45, tools=TYPED_TOOLS),
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+        "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>\n",
+    ),
+    "harmony": (
+        decode_harmony,
+        "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+        '<|message|>{"city": "Paris", "days": 3}<|call|>',
+    ),
+    "gemma4": (
+        decode_gemma4,
+        '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:3}<tool_call|>',
+    ),
+    "functiongemma": (
+        decode_functiongemma,
+        "<start_function_call>call:get_weather{city:<escape>Paris<escape>,days:3}"
+        "<end_function_call>",
+    ),
+}
+CITY_CALL = {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}
+
+
+@pytest.mark.parametrize("name", sorted(CALL_FORMATS))
+def test_thousands_of_calls_are_read_in_order(name: str) -> None:
+    decode, one = CALL_FORMATS[name]
+    result = decode(one * 5_000)
+    assert result.status == "ok"
+    assert result.calls == (CITY_CALL,) * 5_000
+
+
+@pytest.mark.parametrize("name", sorted(CALL_FORMATS))
+def test_bad_input_ends_in_a_status(name: str) -> None:
+    decode, one = CALL_FORMATS[name]
+    cut = [one[:end] for end in range(1, len(one))]  # every unclosed prefix
+    odd = [
+        one.replace("Paris", "Pa\x00ris"),
+        one.replace("Paris", "Pa\ud800ris"),
+        "\x00" * 1000 + one,
+        "\ud800" + one + "\udfff",
+        "x" * 5_000_000 + one,  # a 5 MB output
+        one * 2 + "{" * 1_000_000,
+    ]
+    for text in cut + odd:
+        result = decode(text)
+        assert result.status in ("ok", "no_json", "invalid_json", "invalid_shape")
+        assert (result.calls is not None) == (result.status == "ok")
+    # a NUL byte inside a string value is text, kept as written (JSON refuses it raw)
+    nul = decode(one.replace("Paris", "Pa\x00ris"))
+    if name == "harmony":
+        assert nul.status == "invalid_json"
+    else:
+        assert nul.calls == (
+            {"name": "get_weather", "arguments": {"city": "Pa\x00ris", "days": 3}},
+        )
+
+
+@pytest.mark.parametrize("name", sorted(CALL_FORMATS))
+def test_decoding_is_linear_in_the_output(name: str) -> None:
+    decode, one = CALL_FORMATS[name]
+    # many calls, one unclosed block after a long run of calls, and deep nesting
+    growth_ratios(lambda n: decode(one * n), (100, 1_000, 10_000), bound=30, repeats=2)
+    half = one[: len(one) // 2]  # thousands of calls, then one left unclosed
+    growth_ratios(lambda n: decode(one * n + half), (100, 1_000, 10_000), bound=30, repeats=2)
+    if name in ("gemma4", "functiongemma"):  # the formats that read nesting themselves
+        opener = one[: one.index("{") + 1] + "a:"
+        growth_ratios(lambda n: decode(opener + "[" * n), (20_000, 200_000), bound=30, repeats=2)
+
+
+def test_no_new_decoder_evaluates_text(tmp_path: Path) -> None:
+    marker = tmp_path / "evaluated"
+    code = f"__import__('pathlib').Path({str(marker)!r}).write_text('x')"
+    texts_with_code = [
+        f"<tool_call><function=f><parameter=a>{code}</parameter></function></tool_call>",
+        f"<tool_call>f<arg_key>a</arg_key><arg_value>{code}</arg_value></tool_call>",
+        f"<|channel|>commentary to=functions.f<|message|>{code}<|call|>",
+        f"<|tool_call>call:f{{a:{code}}}<tool_call|>",
+        f"<start_function_call>call:f{{a:{code}}}<end_function_call>",
+    ]
+    tools = [{"name": "f", "parameters": {"a": {"type": "dict"}}}]
+    for text in texts_with_code:
+        for decode in DECODERS:
+            decode(text)
+        decode_qwen3_xml(text, tools)
+        decode_glm45(text, tools)
+    assert not marker.exists()
+
+
 def test_the_native_formats_are_registered_with_their_versions() -> None:
     from sommelier_mlflow.toolcalls import output_format, output_format_names
 
@@ -137,6 +271,11 @@ def test_the_native_formats_are_registered_with_their_versions() -> None:
         "mistral": ("mistral.v2", True, decode_mistral),
         "openai": ("openai.v1", False, decode_openai),
         "pythonic": ("pythonic.v1", False, decode_pythonic),
+        "qwen3_xml": ("qwen3_xml.v1", True, decode_qwen3_xml),
+        "glm45": ("glm45.v1", True, decode_glm45),
+        "harmony": ("harmony.v1", True, decode_harmony),
+        "gemma4": ("gemma4.v1", True, decode_gemma4),
+        "functiongemma": ("functiongemma.v1", True, decode_functiongemma),
         "kimi_k2": ("kimi_k2.v1", True, decode_kimi_k2),
         "deepseek_v31": ("deepseek_v31.v1", True, decode_deepseek_v31),
         "phi4_mini_json": ("phi4_mini_json.v1", False, decode_phi4_mini_json),
@@ -167,7 +306,12 @@ def test_thousands_of_calls_read_in_linear_time(fmt: str) -> None:
     # otherwise trigger collections whose cost is not the decoder's.
     with paused_gc():
         growth_ratios(
-            lambda n: decode(many_calls(fmt, n)), [300, 3_000, 30_000], bound=30, repeats=3
+            # From 1,000 calls up: at 300, a run takes well under a millisecond and a
+            # loaded machine's noise alone once made one step 30x.
+            lambda n: decode(many_calls(fmt, n)),
+            [1_000, 10_000],
+            bound=30,
+            repeats=5,
         )
 
 

@@ -73,6 +73,13 @@ def _in_format(fmt: str, number: str) -> str:
         "mistral": f"[TOOL_CALLS] [{call}]",
         "openai": json.dumps({"tool_calls": [{"type": "function", "function": function}]}),
         "pythonic": f"[f(n={number})]",
+        "qwen3_xml": f"<tool_call>\n<function=f>\n<parameter=n>\n{number}\n</parameter>\n"
+        "</function>\n</tool_call>",
+        "glm45": f"<tool_call>f\n<arg_key>n</arg_key>\n<arg_value>{number}</arg_value>\n"
+        "</tool_call>",
+        "harmony": f"<|channel|>commentary to=functions.f <|constrain|>json<|message|>{arguments}",
+        "gemma4": f"<|tool_call>call:f{{n:{number}}}<tool_call|>",
+        "functiongemma": f"<start_function_call>call:f{{n:{number}}}<end_function_call>",
         "kimi_k2": "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0"
         f"<|tool_call_argument_begin|>{arguments}<|tool_call_end|><|tool_calls_section_end|>",
         "deepseek_v31": "<\uff5ctool\u2581calls\u2581begin\uff5c>"
@@ -85,13 +92,19 @@ def _in_format(fmt: str, number: str) -> str:
     }[fmt]
 
 
+#: ``n`` is an integer: the formats that type bare text by the schema read it as one.
+_TOOLS = [{"name": "f", "parameters": {"n": {"type": "int"}}}]
+
+
 def _decode(fmt: str, text: str) -> tuple[str, object]:
-    result = parse_tool_calls(text) if fmt == "json" else output_format(fmt).decode(text)
+    decode = output_format(fmt).decode
+    result = parse_tool_calls(text) if decode is None else decode(text, _TOOLS)
     return result.status, result.calls and result.calls[0]["arguments"]["n"]
 
 
 FORMATS = ["json", "hermes", "llama3_json", "mistral", "openai", "pythonic"]
 FORMATS += ["kimi_k2", "deepseek_v31", "phi4_mini_json", "llama4_pythonic", "xlam"]
+FORMATS += ["qwen3_xml", "glm45", "harmony", "gemma4", "functiongemma"]
 LONGEST = 10**MAX_INT_DIGITS - 1
 
 

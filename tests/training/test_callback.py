@@ -166,6 +166,38 @@ def test_callback_logs_per_step_and_does_not_perturb_training(
         orjson.loads(local.read_bytes())
     )
 
+    # Each evaluated checkpoint is a LoggedModel of this run and step, carrying its metrics
+    # (the Models tab lists them; search_logged_models ranks them).
+    models = client.search_logged_models(
+        experiment_ids=[run.info.experiment_id],
+        filter_string=f"tags.`sommelier.training_run_id` = '{run.info.run_id}'",
+    )
+    by_step = {int(m.tags["sommelier.checkpoint_step"]): m for m in models}
+    assert sorted(by_step) == [0, 2, 4]
+    assert by_step[0].tags["sommelier.model_kind"] == "base"
+    assert by_step[4].tags["sommelier.adapter_source"] == "training:step-4"
+    assert by_step[2].name.endswith("-step-2")
+    assert by_step[2].tags["mlflow.model.isExternal"] == "true"
+    on_model = {m.key: m for m in client.get_logged_model(by_step[2].model_id).metrics}
+    exact = on_model["tooleval/overall/full_call_exact_match"]
+    assert exact.step == 2 and exact.run_id == run.info.run_id
+    assert exact.value == callback.reports[2].metrics["full_call_exact_match"].value
+    outputs = {o.model_id: o.step for o in client.get_run(run.info.run_id).outputs.model_outputs}
+    assert outputs == {m.model_id: step for step, m in by_step.items()}
+
+    # The leaderboard takes the training run's checkpoint models as its family (base: step 0)
+    # and records its ranking on each of them.
+    from sommelier_mlflow.cli import main
+
+    training = run.info.run_id
+    args = ["compare", "--base-run-id", training, "--adapter-runs-from-parent", training]
+    args += ["--resamples", "100", "--out", str(tmp_path / "board"), "--mlflow"]
+    assert main(args) == 0
+    ranked = {step: client.get_logged_model(by_step[step].model_id).tags for step in (2, 4)}
+    assert sorted(tags["sommelier.leaderboard.rank"] for tags in ranked.values()) == ["1", "2"]
+    assert all(tags["sommelier.leaderboard.of"] == "2" for tags in ranked.values())
+    assert "sommelier.leaderboard.rank" not in client.get_logged_model(by_step[0].model_id).tags
+
 
 def test_a_row_the_mode_cannot_read_fails_before_the_first_step(
     tmp_path: Path, tiny_pair: tuple[Path, Any], monkeypatch: pytest.MonkeyPatch
@@ -272,6 +304,8 @@ def test_chat_template_kwargs_render_the_subset_and_reach_the_report(
 
     with pytest.raises(ConfigError, match="may not set tools"):
         SommelierCallback(tmp_path / "any.jsonl", chat_template_kwargs={"tools": []})
+    with pytest.raises(ConfigError, match="--template-date must be a calendar date"):
+        SommelierCallback(tmp_path / "any.jsonl", template_date="26 Jul 2024")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     model_dir, tokenizer = tiny_pair
     unformatted = [
@@ -281,12 +315,18 @@ def test_chat_template_kwargs_render_the_subset_and_reach_the_report(
     path = write_test_split(tmp_path / "split.jsonl", unformatted)
     pinned = {"date_string": "26 Jul 2024"}
     callback = SommelierCallback(
-        path, max_new_tokens=4, at_end=False, on_evaluate=False, chat_template_kwargs=pinned
+        path,
+        max_new_tokens=4,
+        at_end=False,
+        on_evaluate=False,
+        chat_template_kwargs=pinned,
+        template_date="2024-07-26",
     )
     _train(model_dir, tokenizer, tmp_path / "out", [callback])
     assert sorted(callback.reports) == [0]
     assert callback.reports[0].identity.chat_template_kwargs == pinned
-    assert callback.reports[0].to_json()["identity"]["chat_template_kwargs"] == pinned
+    identity = callback.reports[0].to_json()["identity"]
+    assert (identity["chat_template_kwargs"], identity["template_date"]) == (pinned, "2024-07-26")
 
 
 def test_closing_an_evaluation_generator_lets_go_of_the_model_without_freeing_it(

@@ -1,0 +1,116 @@
+"""``sharegpt``: ShareGPT as LLaMA-Factory reads it, with its tool layout.
+
+One record is one conversation::
+
+    {"conversations": [{"from": "human", "value": "..."},
+                       {"from": "function_call", "value": "<JSON: {name, arguments}>"},
+                       {"from": "observation", "value": "..."},
+                       {"from": "gpt", "value": "..."}],
+     "system": "...", "tools": "<JSON: [{name, description, parameters}, ...]>"}
+
+``human`` is a user turn, ``gpt`` an assistant turn in text,
+``function_call`` an assistant turn calling a tool (its value JSON: one
+``{name, arguments}`` or a list of them for parallel calls; ``arguments`` an
+object or a JSON string), ``observation`` the tool result(s) (no id, no name;
+after parallel calls, a JSON array with one element per call is one result
+per call),
+and ``system`` (or the ``system`` column) the system prompt. ``tools`` is a
+JSON string or a list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from sommelier_mlflow._json import JSONDecodeError, loads
+from sommelier_mlflow.data._conversation_import import (
+    ConversationProblem,
+    SourceConversation,
+    calls_before,
+    conversation_format,
+    dump_content,
+    openai_call,
+    openai_tools,
+    tool_results,
+)
+from sommelier_mlflow.data._input_formats import register_input_format
+
+__all__ = ["read_sharegpt", "SHAREGPT"]
+
+_ROLES: Final = {"system": "system", "human": "user", "gpt": "assistant", "observation": "tool"}
+
+
+def _calls(value: object) -> tuple[list[dict[str, Any]], ConversationProblem | None]:
+    try:
+        parsed = loads(value) if isinstance(value, str) else value
+    except (JSONDecodeError, RecursionError) as exc:
+        return [], ConversationProblem(
+            "unreadable_call", f"a function_call that is not JSON: {exc}"
+        )
+    items = parsed if isinstance(parsed, list) else [parsed]
+    calls: list[dict[str, Any]] = []
+    for item in items:
+        if not isinstance(item, dict):
+            return [], ConversationProblem(
+                "unreadable_call", f"a function_call that is not an object: {item!r}"
+            )
+        call, problem = openai_call(item.get("name"), item.get("arguments"))
+        if problem is not None:
+            return [], problem
+        assert call is not None
+        calls.append(call)
+    return calls, None
+
+
+def read_sharegpt(record: Mapping[str, Any]) -> SourceConversation:
+    """One LLaMA-Factory ShareGPT record as a conversation (see the module docstring)."""
+    tools, tools_problem = openai_tools(record.get("tools"))
+    turns = record["conversations"]
+    if not isinstance(turns, list):
+        raise TypeError("'conversations' must be a list")
+    messages: list[dict[str, Any]] = []
+    labels: list[str] = []
+    problems: dict[int, ConversationProblem] = {}
+    system = record.get("system")
+    if isinstance(system, str) and system:
+        messages.append({"role": "system", "content": system})
+        labels.append("system")
+    for index, turn in enumerate(turns):
+        speaker = turn.get("from") if isinstance(turn, dict) else None
+        value = turn.get("value") if isinstance(turn, dict) else None
+        if speaker == "observation":
+            results = tool_results(value, calls_before(messages))
+            messages.extend(results)
+            labels.extend([f"conversations[{index}]"] * len(results))
+            continue
+        labels.append(f"conversations[{index}]")
+        if speaker == "function_call":
+            calls, problem = _calls(value)
+            message: dict[str, Any] = {"role": "assistant", "content": None}
+            if calls:
+                message["tool_calls"] = calls
+            if problem is not None:
+                problems[len(messages)] = problem
+        else:
+            message = {"role": _ROLES.get(str(speaker), speaker), "content": dump_content(value)}
+        messages.append(message)
+    return SourceConversation(
+        messages=messages,
+        labels=labels,
+        tools=tools,
+        conversation_id=record.get("conversation_id", record.get("id")),
+        language=record.get("language", "en"),
+        problem=tools_problem,
+        problems=problems,
+    )
+
+
+SHAREGPT = register_input_format(
+    conversation_format(
+        "sharegpt",
+        "ShareGPT as LLaMA-Factory reads it: conversations of human/gpt/function_call/"
+        "observation turns, with tools and system columns.",
+        read_sharegpt,
+    )
+)
