@@ -94,6 +94,8 @@ CURATED = {
         "SupportsRunRecord",
         "TIMING_NAME",
         "TextGenerator",
+        "VllmGenerator",
+        "VllmOptions",
         "adapter_digest",
         "backend_names",
         "backend_spec",

@@ -4,7 +4,7 @@ Importing this package is cheap: torch, transformers and peft are imported
 only when the ``hf`` backend is built. A backend is closed by whoever built it
 (:func:`close_backend`); backends loading the same model share one engine
 (:func:`shared_engine`). Importing it also registers the
-built-in backends (``hf``, ``replay``, ``server``), so :func:`create_backend` knows them
+built-in backends (``hf``, ``replay``, ``server``, ``vllm``), so :func:`create_backend` knows them
 whichever module a caller reaches first.
 """
 
@@ -66,6 +66,7 @@ from sommelier_mlflow.generation._runner import GENERATIONS_DIR, run_generation
 from sommelier_mlflow.generation._server import ServerGenerator, ServerOptions
 from sommelier_mlflow.generation._timing import TIMING_NAME, read_example_seconds
 from sommelier_mlflow.generation._transport import ServedModel, ServerTransport
+from sommelier_mlflow.generation._vllm import VllmGenerator, VllmOptions
 
 __all__ = [
     "BackendFactory",
@@ -99,6 +100,8 @@ __all__ = [
     "SupportsRunRecord",
     "TIMING_NAME",
     "TextGenerator",
+    "VllmGenerator",
+    "VllmOptions",
     "adapter_digest",
     "backend_names",
     "backend_spec",
