@@ -160,8 +160,12 @@ def _same_logging(client: Any, via_mlflow: str, via_cli: str, parameters: set[st
     ours = {key for key in cli.tags if key.startswith("sommelier.")}
     assert ours == {key for key in ran.tags if key.startswith("sommelier.")}
     for key in ours:
-        # run ids and the logging process differ; so may a report that records its run id
-        if not key.endswith(("run_id", ".owner", ".report_sha256")):
+        # run ids and the logging process differ; so may a report that records its run id,
+        # and the LoggedModel, which belongs to the run's experiment (the CLI's run here is
+        # in another experiment than `mlflow run`'s)
+        if key.endswith("logged_model_id"):
+            assert ran.tags[key].startswith("m-") and cli.tags[key].startswith("m-"), key
+        elif not key.endswith(("run_id", ".owner", ".report_sha256")):
             assert ran.tags[key] == cli.tags[key], key
     assert sorted(_artifacts(client, via_mlflow)) == sorted(_artifacts(client, via_cli))
 
