@@ -178,6 +178,26 @@ class SourceConversation:
         )
 
 
+def conversation_turns(
+    record: Mapping[str, Any],
+) -> tuple[list[Any], list[dict[str, Any]], list[str]]:
+    """A ShareGPT-style record's ``conversations`` list, and the messages it starts with.
+
+    Those are its ``system`` column as a system message, when it has one; the
+    labels name where each message sits in the source.
+
+    Raises:
+        TypeError: ``conversations`` is not a list (the record is dropped as malformed).
+    """
+    turns = record["conversations"]
+    if not isinstance(turns, list):
+        raise TypeError("'conversations' must be a list")
+    system = record.get("system")
+    if isinstance(system, str) and system:
+        return turns, [{"role": "system", "content": system}], ["system"]
+    return turns, [], []
+
+
 #: An importer: one source record (a JSON object) -> its conversation.
 ConversationReader = Callable[[Mapping[str, Any]], SourceConversation]
 

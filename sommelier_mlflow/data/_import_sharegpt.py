@@ -29,6 +29,7 @@ from sommelier_mlflow.data._conversation_import import (
     SourceConversation,
     calls_before,
     conversation_format,
+    conversation_turns,
     dump_content,
     openai_call,
     openai_tools,
@@ -66,16 +67,8 @@ def _calls(value: object) -> tuple[list[dict[str, Any]], ConversationProblem | N
 def read_sharegpt(record: Mapping[str, Any]) -> SourceConversation:
     """One LLaMA-Factory ShareGPT record as a conversation (see the module docstring)."""
     tools, tools_problem = openai_tools(record.get("tools"))
-    turns = record["conversations"]
-    if not isinstance(turns, list):
-        raise TypeError("'conversations' must be a list")
-    messages: list[dict[str, Any]] = []
-    labels: list[str] = []
+    turns, messages, labels = conversation_turns(record)
     problems: dict[int, ConversationProblem] = {}
-    system = record.get("system")
-    if isinstance(system, str) and system:
-        messages.append({"role": "system", "content": system})
-        labels.append("system")
     for index, turn in enumerate(turns):
         speaker = turn.get("from") if isinstance(turn, dict) else None
         value = turn.get("value") if isinstance(turn, dict) else None
