@@ -20,4 +20,7 @@ if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
   .venv/bin/python -m pip install -q "torch==2.13.0"
 fi
 .venv/bin/python -m pip install -q -e ".[dev]"
+# BFCL's multi-turn classes (the execution loop and its tests) come from BFCL's own
+# package, installed without its provider SDKs (docs/bfcl.md says why).
+.venv/bin/python -m pip install -q --no-deps "bfcl-eval==2026.3.23"
 echo "$want" > "$STAMP"

