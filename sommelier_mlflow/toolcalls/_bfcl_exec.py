@@ -49,7 +49,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from copy import deepcopy
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -334,9 +334,8 @@ class _Worker:
         else:
             self.send({"ok": None})
 
-    def do_discard(self, key: str) -> None:
+    def do_discard(self, key: str) -> None:  # no reply: nothing can fail, nobody waits
         self.environments.pop(key, None)
-        self.send({"ok": None})
 
     def do_execute(self, key: str, calls: Sequence[Any]) -> None:
         environment = self.environments[key]
@@ -578,10 +577,9 @@ class BfclSandbox:
     def discard(self, key: str) -> None:
         """Forget ``key``'s environment (nothing if none is open)."""
         if self._logs.pop(key, None) is not None and self._process is not None:
-            try:
-                self._request(("discard", key), self._hard_seconds)
-            except _WorkerGone:
-                self._replace_worker()
+            # A dead worker is found and replaced by the next request.
+            with suppress(_WorkerGone):
+                self._send(("discard", key))
 
     def close(self) -> None:
         """Stop the worker and forget every environment."""
@@ -723,6 +721,8 @@ class BfclSandbox:
         return self._receive(time.monotonic() + seconds)
 
     def _send(self, request: tuple[Any, ...]) -> None:
+        if self._process is not None and self._process.poll() is not None:
+            self._replace_worker()  # it died between requests (killed from outside, say)
         self._start()
         data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
         try:

@@ -12,6 +12,8 @@ test-only class plugged in through the ``class_modules`` hook
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -135,6 +137,19 @@ def test_a_call_stuck_in_c_code_kills_the_worker_and_every_environment_is_replay
     assert "hang ran past 2 s or ended the process" in results[0]
     assert results[1] == '{"counter": 8}'  # replayed to 7, the hang's +1000 undone
     assert sandbox.execute("other", [_call("bump")]) == ['{"counter": 52}']
+
+
+def test_a_worker_killed_between_calls_is_replaced_with_its_environments(
+    sandbox: BfclSandbox,
+) -> None:
+    sandbox.open("h", _hostile(5))
+    sandbox.execute("h", [_call("bump")])
+    process = sandbox._process
+    assert process is not None
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert sandbox.execute("h", [_call("bump")]) == ['{"counter": 7}']
+    assert sandbox.restarts == 1
 
 
 def test_a_call_over_the_memory_cap_is_stopped_and_undone() -> None:
