@@ -526,7 +526,8 @@ class BfclSandbox:
         config = environment.get("initial_config", {})
         if not isinstance(config, Mapping):
             raise DataError(f"BFCL environment {key!r}: 'initial_config' must be an object")
-        log = _Log(classes, config, bool(environment.get("long_context", False)))
+        # Copies: a replay must not see what the caller changes afterwards.
+        log = _Log(classes, deepcopy(config), bool(environment.get("long_context", False)))
         self._logs.pop(key, None)
         try:
             self._open(key, log)
@@ -713,7 +714,7 @@ class BfclSandbox:
                 return done, str(frame["result"])
             done.append(str(frame["result"]))
             if log is not None:
-                log.calls.append(call)
+                log.calls.append(deepcopy(call))
         return done, None
 
     def _request(self, request: tuple[Any, ...], seconds: float) -> dict[str, Any]:
