@@ -532,10 +532,11 @@ class BfclSandbox:
         try:
             self._open(key, log)
         except _WorkerGone:
+            said = self._worker_said()
             self._replace_worker()
             raise DataError(
                 f"BFCL environment {key!r}: building its instances took over "
-                f"{_OPEN_SECONDS:g} s or ended the worker"
+                f"{_OPEN_SECONDS:g} s or ended the worker" + (f"; it said: {said}" if said else "")
             ) from None
         self._logs[key] = log
 
@@ -645,6 +646,14 @@ class BfclSandbox:
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
+
+    def _worker_said(self) -> str:
+        """The end of what the worker wrote to stderr (why it could not start, say)."""
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0, os.SEEK_END)
+        self._stderr.seek(max(self._stderr.tell() - 2000, 0))
+        return self._stderr.read().decode(errors="replace").strip()
 
     def _kill(self) -> None:
         if self._process is not None:

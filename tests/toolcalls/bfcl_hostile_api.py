@@ -7,6 +7,8 @@ a call that was stopped left a trace.
 from __future__ import annotations
 
 import decimal
+import os
+import sys
 from typing import Any
 
 
@@ -39,3 +41,12 @@ class HostileAPI:
 
     def shout(self, size: int) -> str:
         return "x" * size
+
+
+class CrashingAPI:
+    """Its scenario loader ends the worker process, saying why on stderr."""
+
+    def _load_scenario(self, scenario: dict[str, Any], long_context: bool = False) -> None:
+        sys.stderr.write("CrashingAPI: this scenario ends the process\n")
+        sys.stderr.flush()
+        os._exit(1)

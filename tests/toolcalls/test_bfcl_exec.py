@@ -34,7 +34,10 @@ from tests.support.bfcl_multi_turn import (
     require_bfcl,
 )
 
-HOSTILE = {"HostileAPI": "tests.toolcalls.bfcl_hostile_api"}
+HOSTILE = {
+    "HostileAPI": "tests.toolcalls.bfcl_hostile_api",
+    "CrashingAPI": "tests.toolcalls.bfcl_hostile_api",
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -150,6 +153,18 @@ def test_a_worker_killed_between_calls_is_replaced_with_its_environments(
     process.wait()
     assert sandbox.execute("h", [_call("bump")]) == ['{"counter": 7}']
     assert sandbox.restarts == 1
+
+
+def test_an_environment_that_ends_the_worker_is_refused_with_what_it_said(
+    sandbox: BfclSandbox,
+) -> None:
+    sandbox.open("h", _hostile(5))
+    crashing = {"initial_config": {}, "involved_classes": ["CrashingAPI"], "long_context": False}
+    with pytest.raises(DataError, match="it said: CrashingAPI: this scenario ends the process"):
+        sandbox.open("crash", crashing)
+    assert sandbox.execute("h", [_call("bump")]) == ['{"counter": 6}']
+    with pytest.raises(KeyError):
+        sandbox.execute("crash", [_call("bump")])
 
 
 def test_a_call_over_the_memory_cap_is_stopped_and_undone() -> None:
