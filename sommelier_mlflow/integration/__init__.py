@@ -56,7 +56,7 @@ from sommelier_mlflow.integration._primitives import (
     read_active_run,
     set_sommelier_tags,
 )
-from sommelier_mlflow.integration._registry import (
+from sommelier_mlflow.integration._model_registry import (
     REGISTRY_PREFIX,
     RegisteredModel,
     check_alias,
