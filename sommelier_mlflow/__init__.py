@@ -9,6 +9,7 @@ integration layers only when used.
 
 from __future__ import annotations
 
+from sommelier_mlflow._deprecation import deprecated_aliases
 from sommelier_mlflow.errors import (
     ComparisonRefusedError,
     ConfigError,
@@ -36,7 +37,7 @@ from sommelier_mlflow.metrics import (
 from sommelier_mlflow.toolcalls import (
     METRIC_NAMES,
     PARSER_VERSION,
-    CallComparison,
+    CallMatch,
     MetricValue,
     ParseResult,
     ScoringMetric,
@@ -52,7 +53,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BaseMetric",
-    "CallComparison",
+    "CallMatch",
     "ComparisonRefusedError",
     "CompositeMetric",
     "ConfigError",
@@ -84,3 +85,7 @@ __all__ = [
     "scoring_metrics",
     "unregister_scoring_metric",
 ]
+
+#: Names before issue 31's one vocabulary (see the glossary in docs/architecture.md);
+#: each still works, with a DeprecationWarning, until the next release.
+__getattr__ = deprecated_aliases(__name__, {"CallComparison": "CallMatch"}, globals())

@@ -35,6 +35,7 @@ LAYER = {
     "_progress": 0,
     "_gc": 0,
     "_plugins": 0,
+    "_deprecation": 0,
     "data": 1,
     "toolcalls": 1,
     "metrics": 2,

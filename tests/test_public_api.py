@@ -12,7 +12,7 @@ EXPECTED_TOP_LEVEL = {
     "METRIC_NAMES",
     "PARSER_VERSION",
     "BaseMetric",
-    "CallComparison",
+    "CallMatch",
     "ComparisonRefusedError",
     "CompositeMetric",
     "ConfigError",

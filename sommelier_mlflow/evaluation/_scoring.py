@@ -109,7 +109,7 @@ def _parse_and_compare(
         # The one parse of this completion; the decoder may type values by the tools.
         parsed = mode.parse(completion.raw_text, fmt, completion.tools)
         parses.append(parsed)
-        comparisons.append(mode.compare(parsed, gold))
+        comparisons.append(mode.match(parsed, gold))
         bar.update(1)
     return parses, comparisons
 

@@ -89,10 +89,10 @@ class ToyJsonFormat(JsonFormatMetric):
 
 # A ratio metric (count columns, three scorers) in the scoring metrics' own group.
 _SCORING_METRIC = """
-from sommelier_mlflow import CallComparison, ScoringMetric, register_scoring_metric
+from sommelier_mlflow import CallMatch, ScoringMetric, register_scoring_metric
 
 
-def key_recall(comparison: CallComparison) -> tuple[int, int]:
+def key_recall(comparison: CallMatch) -> tuple[int, int]:
     gold = set(comparison.gold.arguments)
     got = set(comparison.call["arguments"]) if comparison.call is not None else set()
     return len(gold & got), len(gold)
@@ -106,10 +106,10 @@ register_scoring_metric(
 # A yes/no metric in the group scoring-metric plugins were told to use before
 # they had their own: an entry point naming a function that registers.
 _LEGACY_SCORING_METRIC = """
-from sommelier_mlflow import CallComparison, ScoringMetric, register_scoring_metric
+from sommelier_mlflow import CallMatch, ScoringMetric, register_scoring_metric
 
 
-def weather(comparison: CallComparison) -> tuple[int, int]:
+def weather(comparison: CallMatch) -> tuple[int, int]:
     called = comparison.call is not None and comparison.call["name"] == "get_weather"
     return int(called), 1
 

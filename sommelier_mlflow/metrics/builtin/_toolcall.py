@@ -115,7 +115,7 @@ class ToolCallMetric(BaseMetric[RowValue], abstract=True):
         mode = self._mode
         gold = mode.make_gold(mode.gold_calls(reference, "gold call"))
         parsed = mode.parse(text, self._format, ())  # one text and its gold: no tools here
-        score = one_example_score(mode.compare(parsed, gold), mode.name)
+        score = one_example_score(mode.match(parsed, gold), mode.name)
         return self.result(MetricValue(*score.component(self.scoring_metric)).to_dict())
 
     @staticmethod
