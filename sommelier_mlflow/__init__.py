@@ -22,17 +22,17 @@ from sommelier_mlflow.errors import (
     UnknownMetricError,
 )
 from sommelier_mlflow.metrics import (
-    BaseMetric,
-    CompositeMetric,
-    CountsMetric,
-    EvaluationResult,
-    JsonFormatMetric,
-    MetricSpec,
+    BaseMeasure,
+    CompositeMeasure,
+    CountsMeasure,
+    JsonFormatMeasure,
+    MeasureResults,
+    MeasureSpec,
     count_characters,
     count_encodings,
     count_tokens,
-    get_metric,
-    register_metric,
+    get_measure,
+    register_measure,
 )
 from sommelier_mlflow.toolcalls import (
     METRIC_NAMES,
@@ -52,20 +52,20 @@ from sommelier_mlflow.toolcalls import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "BaseMetric",
+    "BaseMeasure",
     "CallMatch",
     "ComparisonRefusedError",
-    "CompositeMetric",
+    "CompositeMeasure",
     "ConfigError",
-    "CountsMetric",
+    "CountsMeasure",
     "DataError",
     "DependencyError",
-    "EvaluationResult",
     "InputError",
     "InvariantViolationError",
-    "JsonFormatMetric",
+    "JsonFormatMeasure",
     "METRIC_NAMES",
-    "MetricSpec",
+    "MeasureResults",
+    "MeasureSpec",
     "MetricValue",
     "PARSER_VERSION",
     "ParseResult",
@@ -78,9 +78,9 @@ __all__ = [
     "count_encodings",
     "count_tokens",
     "flatten_arguments",
-    "get_metric",
+    "get_measure",
     "parse_tool_call",
-    "register_metric",
+    "register_measure",
     "register_scoring_metric",
     "scoring_metrics",
     "unregister_scoring_metric",
@@ -88,4 +88,4 @@ __all__ = [
 
 #: Names before issue 31's one vocabulary (see the glossary in docs/architecture.md);
 #: each still works, with a DeprecationWarning, until the next release.
-__getattr__ = deprecated_aliases(__name__, {"CallComparison": "CallMatch"}, globals())
+__getattr__ = deprecated_aliases(__name__, globals())

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["warn_renamed", "deprecated_aliases"]
+__all__ = ["warn_renamed", "RENAMED", "DOCUMENTED", "deprecated_aliases"]
 
 
 def warn_renamed(old: str, new: str, *, stacklevel: int = 3) -> None:
@@ -34,24 +34,58 @@ def warn_renamed(old: str, new: str, *, stacklevel: int = 3) -> None:
     )
 
 
-def deprecated_aliases(
-    module: str, renamed: Mapping[str, str], namespace: Mapping[str, Any]
-) -> Callable[[str], Any]:
-    """A module ``__getattr__`` that resolves each old name to its new one, warning.
+#: Public names issue 31 renamed, old to new, that warn when used (until the next release).
+RENAMED: Final[Mapping[str, str]] = {
+    # the per-example match (a "comparison" is base against adapter)
+    "BfclComparison": "BfclMatch",
+    "CallComparison": "CallMatch",
+    "CallsComparison": "CallsMatch",
+    # the catalog's per-row measures (a "metric" is an exact-count scoring metric)
+    "MetricConfig": "MeasureConfig",
+    "ToolCallMetric": "ToolCallMeasure",
+    "evaluate_metrics": "evaluate_measures",
+    "list_metrics": "list_measures",
+    "unregister_metric": "unregister_measure",
+    # the two report types (evaluation_report.json and the evaluator plug-in's)
+    "EvaluatorReport": "PredictionsReport",
+    "read_evaluator_report": "read_predictions_report",
+    "write_evaluator_report": "write_predictions_report",
+}
 
-    Use it as ``__getattr__ = deprecated_aliases(__name__, {"Old": "New"},
-    globals())``; ``from module import Old`` then works and warns, while
-    ``__all__`` and ``dir()`` list only the new names.
+#: Renamed names that ``DESIGN.md`` lists as the public API: they resolve silently,
+#: because that contract promises them unchanged until the document deprecates them.
+DOCUMENTED: Final[Mapping[str, str]] = {
+    "BaseMetric": "BaseMeasure",
+    "CompositeMetric": "CompositeMeasure",
+    "CountsMetric": "CountsMeasure",
+    "EvaluationResult": "MeasureResults",
+    "JsonFormatMetric": "JsonFormatMeasure",
+    "MetricSpec": "MeasureSpec",
+    "get_metric": "get_measure",
+    "register_metric": "register_measure",
+}
+
+
+def deprecated_aliases(module: str, namespace: Mapping[str, Any]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` resolving the old names of the new names a module has.
+
+    Use it as ``__getattr__ = deprecated_aliases(__name__, globals())``:
+    ``from module import Old`` then works (warning, unless the name is in
+    :data:`DOCUMENTED`) wherever the module offers ``New``, while ``__all__``
+    and ``dir()`` list only the new names. One table serves every module, so
+    an old name means the same thing wherever it was importable.
 
     Args:
         module: The module's ``__name__``, for the warning and the AttributeError.
-        renamed: Old name to new name; every new name must be in ``namespace``.
         namespace: The module's globals, read when an old name is used.
     """
 
     def __getattr__(name: str) -> Any:
-        new = renamed.get(name)
-        if new is None:
+        new = DOCUMENTED.get(name)
+        if new is not None and new in namespace:
+            return namespace[new]
+        new = RENAMED.get(name)
+        if new is None or new not in namespace:
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
         warn_renamed(f"{module}.{name}", f"{module}.{new}")
         return namespace[new]

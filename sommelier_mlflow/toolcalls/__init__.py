@@ -235,8 +235,4 @@ __all__ = [
 ]
 
 #: Names before issue 31's one vocabulary; each works, warning, until the next release.
-__getattr__ = deprecated_aliases(
-    __name__,
-    {"BfclComparison": "BfclMatch", "CallComparison": "CallMatch", "CallsComparison": "CallsMatch"},
-    globals(),
-)
+__getattr__ = deprecated_aliases(__name__, globals())

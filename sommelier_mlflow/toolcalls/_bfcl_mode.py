@@ -292,4 +292,4 @@ register_builtin_mode(
 )
 
 #: Names before issue 31's one vocabulary; each works, warning, until the next release.
-__getattr__ = deprecated_aliases(__name__, {"BfclComparison": "BfclMatch"}, globals())
+__getattr__ = deprecated_aliases(__name__, globals())

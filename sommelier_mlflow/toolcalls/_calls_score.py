@@ -470,4 +470,4 @@ def compute_calls_metrics(records: Iterable[Mapping[str, Any]]) -> dict[str, Met
 
 
 #: Names before issue 31's one vocabulary; each works, warning, until the next release.
-__getattr__ = deprecated_aliases(__name__, {"CallsComparison": "CallsMatch"}, globals())
+__getattr__ = deprecated_aliases(__name__, globals())

@@ -531,4 +531,4 @@ def compute_metrics(records: Iterable[Mapping[str, Any]]) -> dict[str, MetricVal
 
 
 #: Names before issue 31's one vocabulary; each works, warning, until the next release.
-__getattr__ = deprecated_aliases(__name__, {"CallComparison": "CallMatch"}, globals())
+__getattr__ = deprecated_aliases(__name__, globals())

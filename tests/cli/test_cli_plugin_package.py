@@ -369,8 +369,8 @@ def test_plugin_scoring_metrics_reach_the_evaluator_and_the_genai_scorers(
 
 def test_a_plugin_metric_is_in_the_catalog_without_being_imported(plugin_python: Path) -> None:
     probe = (
-        "from sommelier_mlflow.metrics import get_metric, list_metrics; "
-        "print(get_metric('toy_json_format').__name__, 'toy_json_format' in list_metrics())"
+        "from sommelier_mlflow.metrics import get_measure, list_measures; "
+        "print(get_measure('toy_json_format').__name__, 'toy_json_format' in list_measures())"
     )
     done = subprocess.run(
         [str(plugin_python), "-c", probe], capture_output=True, text=True, timeout=120

@@ -3,14 +3,14 @@
 They are reference-based: each row's gold call(s) arrive through the
 framework's keyword-only ``reference`` hook, so the per-text ``evaluate(text)``
 contract of the other metrics stays intact. A row's result is that row's
-additive ``{"value", "numerator", "denominator"}``; :meth:`ToolCallMetric.aggregate`
+additive ``{"value", "numerator", "denominator"}``; :meth:`ToolCallMeasure.aggregate`
 sums rows into the exact corpus :class:`~sommelier_mlflow.toolcalls.MetricValue`
 (micro F1 from summed counts, never a mean of row ratios).
 
 How a text is read is configuration, as for every other catalog metric
 (:class:`ToolCallConfig`): the scoring mode (default: the mode that defines the
 metric, ``single`` for the spec's five) and the output format (default
-``json``), so ``get_metric("call_f1").from_config(output_format="hermes")``
+``json``), so ``get_measure("call_f1").from_config(output_format="hermes")``
 scores Hermes outputs the ``calls`` way. A catalog metric sees one text and its
 reference, never the example's tools: a format that types values by the tools
 reads such a row without them.
@@ -25,9 +25,9 @@ from typing import Any, ClassVar, cast
 from pydantic import model_validator
 
 from sommelier_mlflow.errors import MetricConfigError
-from sommelier_mlflow.metrics._base import BaseMetric
-from sommelier_mlflow.metrics._catalog import register_metric
-from sommelier_mlflow.metrics._config import MetricConfig
+from sommelier_mlflow.metrics._base import BaseMeasure
+from sommelier_mlflow.metrics._catalog import register_measure
+from sommelier_mlflow.metrics._config import MeasureConfig
 from sommelier_mlflow.toolcalls import (
     BFCL_MODE,
     CALLS_MODE,
@@ -44,13 +44,12 @@ from sommelier_mlflow.toolcalls import (
     scoring_mode_names,
 )
 
-__all__ = ["ToolCallConfig", "ToolCallMetric"]
+__all__ = ["ToolCallConfig", "ToolCallMeasure"]
 
 RowValue = dict[str, int | float]
 
 
-
-class ToolCallConfig(MetricConfig):
+class ToolCallConfig(MeasureConfig):
     """Runtime parameters of a tool-call catalog metric: how each text is read.
 
     Attributes:
@@ -92,7 +91,7 @@ def _config_of(mode: str) -> type[ToolCallConfig]:
     return cast(type[ToolCallConfig], type("ToolCallConfig", (ToolCallConfig,), namespace))
 
 
-class ToolCallMetric(BaseMetric[RowValue], abstract=True):
+class ToolCallMeasure(BaseMeasure[RowValue], abstract=True):
     """Shared machinery: score the text as configured, pick this metric by name."""
 
     scoring_metric: ClassVar[str]
@@ -128,7 +127,7 @@ class ToolCallMetric(BaseMetric[RowValue], abstract=True):
         return MetricValue(numerator, denominator)
 
 
-def _catalog_class(metric: ScoringMetric[Any], mode: str) -> type[ToolCallMetric]:
+def _catalog_class(metric: ScoringMetric[Any], mode: str) -> type[ToolCallMeasure]:
     """A concrete catalog class for one scoring metric, documented by its registry entry."""
     class_name = "".join(part.capitalize() for part in metric.name.split("_"))
     namespace = {
@@ -137,8 +136,8 @@ def _catalog_class(metric: ScoringMetric[Any], mode: str) -> type[ToolCallMetric
         "scoring_metric": metric.name,
         "config_schema": _config_of(mode),
     }
-    cls = cast(type[ToolCallMetric], type(class_name, (ToolCallMetric,), namespace))
-    return register_metric(cls, name=metric.name)
+    cls = cast(type[ToolCallMeasure], type(class_name, (ToolCallMeasure,), namespace))
+    return register_measure(cls, name=metric.name)
 
 
 # One catalog class per metric the package's own modes define, named after it
