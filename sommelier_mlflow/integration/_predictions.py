@@ -5,7 +5,7 @@ generation files: outputs, gold calls, and optionally languages, ids and root
 ids. This module turns those columns into completions and scores them with
 the same pure function an arm uses (``score_completions``), so slices,
 matched-pair gaps and their bootstrap intervals are computed exactly as for
-an arm, and adds the optional catalog metrics per row.
+an arm, and adds the optional catalog measures per row.
 
 An arm's report certifies *how* its outputs were produced (model identity,
 decoding, prompt digests). Here nothing is known about that, and nothing is
@@ -342,7 +342,7 @@ def score_predictions(
     slice_columns: Mapping[str, Sequence[object]] | None = None,
     messages: Sequence[object] | None = None,
 ) -> PredictionScores:
-    """Score outputs against gold calls, with slices, gaps and optional catalog metrics.
+    """Score outputs against gold calls, with slices, gaps and optional catalog measures.
 
     Args:
         outputs: Raw output texts (or decoded JSON calls), one per row.
@@ -467,7 +467,7 @@ def _add_catalog_columns(
     references: Sequence[object],
     fixed: set[str],
 ) -> list[str]:
-    """Score every row with the catalog metrics into new table columns; returns their names.
+    """Score every row with the catalog measures into new table columns; returns their names.
 
     Raises:
         ConfigError: A metric result that would overwrite a scored column.
@@ -482,7 +482,7 @@ def _add_catalog_columns(
         for key, value in merged.items():
             if key in fixed:
                 raise ConfigError(
-                    f"catalog metric result {key!r} collides with a table column; "
+                    f"catalog measure result {key!r} collides with a table column; "
                     "give the metric another result_key"
                 )
             extra_columns.setdefault(key)

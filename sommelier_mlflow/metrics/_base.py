@@ -186,7 +186,7 @@ def _check_evaluate(cls: type[BaseMeasure[Any]], value_type: Any, *, abstract: b
     if not same_type(returned, dict[str, value_type]):
         raise MetricTypeError(
             f"{owner}.evaluate returns {describe_type(returned)}, but the class declares "
-            f"BaseMetric[{describe_type(value_type)}]: `{expected}`."
+            f"BaseMeasure[{describe_type(value_type)}]: `{expected}`."
         )
     return accepts_reference
 
@@ -220,7 +220,7 @@ class BaseMeasure(Generic[T]):
     config_schema: ClassVar[type[BaseModel]] = NoConfig
     accepts_reference: ClassVar[bool] = False
     name = _ClassLevelName()
-    _metric_name: ClassVar[str] = "BaseMetric"
+    _metric_name: ClassVar[str] = "BaseMeasure"
     _abstract: ClassVar[bool] = True
 
     def __init_subclass__(cls, *, abstract: bool = False, **kwargs: Any) -> None:

@@ -207,7 +207,7 @@ class ScoringMode(Generic[GoldT]):
         default_slices: Slice fields the mode adds in front of the declared ones.
         derived_slices: For each slice field computed from the gold calls
             rather than read from the row, the function giving its value.
-        catalog_reference: What catalog metrics receive as ``reference`` for
+        catalog_reference: What catalog measures receive as ``reference`` for
             a row with these gold calls (default: the list of calls).
         summary_lines: The mode's own summing-up of one arm, printed (indented)
             after the arm's metrics by ``evaluate``, ``score`` and ``main``

@@ -283,7 +283,7 @@ def _make_gold_call(calls: Sequence[Mapping[str, Any]]) -> GoldCall:
 
 
 def _first_call(calls: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
-    return calls[0]  # catalog metrics of the single mode receive the one gold call
+    return calls[0]  # catalog measures of the single mode receive the one gold call
 
 
 def _match_call(parsed: Parsed, gold: GoldCall) -> CallMatch:

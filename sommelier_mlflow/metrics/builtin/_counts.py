@@ -1,4 +1,4 @@
-"""CountsMetric: how long is a text, in characters, words or model tokens.
+"""CountsMeasure (catalog name ``CountsMetric``): how long is a text, in characters, words or model tokens.
 
 Length is the cheapest signal that a fine-tuned model changed its output
 style (rambling prose around a tool call, truncated calls), and counting in a
@@ -126,7 +126,7 @@ def _load_tokenizer(source: str, revision: str | None, token: str | None) -> Any
         from transformers import AutoTokenizer
     except ImportError as exc:
         raise DependencyError(
-            "CountsMetric with segments='encodings' needs the transformers package: "
+            "CountsMeasure with segments='encodings' needs the transformers package: "
             "pip install 'transformers>=4.46'."
         ) from exc
     location = str(Path(source).expanduser()) if _looks_like_path(source) else source

@@ -1,17 +1,17 @@
-"""The built-in modes' strict tool-call metrics as catalog metrics.
+"""The built-in modes' strict tool-call metrics as catalog measures (per row).
 
 They are reference-based: each row's gold call(s) arrive through the
 framework's keyword-only ``reference`` hook, so the per-text ``evaluate(text)``
-contract of the other metrics stays intact. A row's result is that row's
+contract of the other measures stays intact. A row's result is that row's
 additive ``{"value", "numerator", "denominator"}``; :meth:`ToolCallMeasure.aggregate`
 sums rows into the exact corpus :class:`~sommelier_mlflow.toolcalls.MetricValue`
 (micro F1 from summed counts, never a mean of row ratios).
 
-How a text is read is configuration, as for every other catalog metric
+How a text is read is configuration, as for every other catalog measure
 (:class:`ToolCallConfig`): the scoring mode (default: the mode that defines the
 metric, ``single`` for the spec's five) and the output format (default
 ``json``), so ``get_measure("call_f1").from_config(output_format="hermes")``
-scores Hermes outputs the ``calls`` way. A catalog metric sees one text and its
+scores Hermes outputs the ``calls`` way. A catalog measure sees one text and its
 reference, never the example's tools: a format that types values by the tools
 reads such a row without them.
 """
@@ -50,7 +50,7 @@ RowValue = dict[str, int | float]
 
 
 class ToolCallConfig(MeasureConfig):
-    """Runtime parameters of a tool-call catalog metric: how each text is read.
+    """Runtime parameters of a tool-call catalog measure: how each text is read.
 
     Attributes:
         scoring: The registered scoring mode that parses, compares and scores
