@@ -1,4 +1,4 @@
-"""CountsMeasure (catalog name ``CountsMetric``): how long is a text, in characters, words or model tokens.
+"""CountsMeasure (catalog ``CountsMetric``): a text's length in characters, words or tokens.
 
 Length is the cheapest signal that a fine-tuned model changed its output
 style (rambling prose around a tool call, truncated calls), and counting in a

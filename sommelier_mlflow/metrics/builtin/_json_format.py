@@ -1,4 +1,4 @@
-"""JsonFormatMeasure (catalog ``JsonFormatMetric``): does a text hold a JSON object of the expected shape, field by field.
+"""JsonFormatMeasure (catalog ``JsonFormatMetric``): a JSON object of the expected shape?
 
 A single pass/fail verdict hides *which* part of a structured output a model
 gets wrong; reporting one boolean per expected field shows it. The expected
