@@ -20,15 +20,10 @@ from sommelier_mlflow._deprecation import DOCUMENTED, RENAMED
 from sommelier_mlflow.errors import InputError
 from sommelier_mlflow.evaluation import AnsweredExample, BootstrapSettings, score_completions
 from sommelier_mlflow.toolcalls import CallMatch, ScoringMode, scoring_mode
+from tests.test_public_api import PACKAGES as PUBLIC_PACKAGES
 
 # Every package whose ``__all__`` may hold a renamed name.
-PACKAGES = (
-    "sommelier_mlflow",
-    "sommelier_mlflow.toolcalls",
-    "sommelier_mlflow.metrics",
-    "sommelier_mlflow.metrics.builtin",
-    "sommelier_mlflow.evaluation",
-)
+PACKAGES = (*PUBLIC_PACKAGES, "sommelier_mlflow.metrics.builtin")
 
 
 def _exporters(new: str) -> list[ModuleType]:

@@ -26,6 +26,7 @@ import yaml
 
 from sommelier_mlflow._deprecation import DOCUMENTED, RENAMED
 from tests.test_import_graph import LAYER
+from tests.test_public_api import PACKAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "sommelier_mlflow"
@@ -198,15 +199,6 @@ def test_the_readme_lists_every_command() -> None:
     assert {" ".join(name.split()) for name in listed.group(1).split(",")} == commands
 
 
-_PUBLIC_PACKAGES = (
-    "sommelier_mlflow",
-    "sommelier_mlflow.data",
-    "sommelier_mlflow.toolcalls",
-    "sommelier_mlflow.metrics",
-    "sommelier_mlflow.evaluation",
-    "sommelier_mlflow.generation",
-    "sommelier_mlflow.integration",
-)
 _NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)?")
 
 
@@ -231,7 +223,7 @@ def _names(cell: str) -> list[str]:
 def _resolves(name: str) -> bool:
     """``Name`` or ``Name.member`` in a public package, or ``_module.Name`` in the package."""
     head, _, member = name.partition(".")
-    for package in _PUBLIC_PACKAGES:
+    for package in PACKAGES:
         module = importlib.import_module(package)
         if head in module.__all__:
             owner = getattr(module, head)
@@ -260,9 +252,7 @@ def test_the_glossarys_names_exist_as_named() -> None:
 def test_the_names_the_glossary_replaced_are_aliases_only() -> None:
     replaced = [name for row in _glossary() for name in _names(row[3]) if "." not in name]
     assert replaced, "the glossary names no replaced Python name"
-    exported = {
-        name for package in _PUBLIC_PACKAGES for name in importlib.import_module(package).__all__
-    }
+    exported = {name for package in PACKAGES for name in importlib.import_module(package).__all__}
     assert sorted(set(replaced) & exported) == []
     assert [name for name in replaced if name not in RENAMED and name not in DOCUMENTED] == []
     with warnings.catch_warnings():
@@ -270,8 +260,6 @@ def test_the_names_the_glossary_replaced_are_aliases_only() -> None:
         for name in replaced:
             new = RENAMED.get(name) or DOCUMENTED[name]
             owners = [
-                module
-                for module in map(importlib.import_module, _PUBLIC_PACKAGES)
-                if new in module.__all__
+                module for module in map(importlib.import_module, PACKAGES) if new in module.__all__
             ]
             assert owners and all(getattr(m, name) is getattr(m, new) for m in owners), name
