@@ -92,7 +92,7 @@ def _key(call: Mapping[str, Any]) -> CallKey:
 
 
 class GoldCalls:
-    """A validated gold multiset with its comparison forms computed once.
+    """A validated gold multiset with its canonical forms computed once.
 
     Every prediction of an example (and each arm) is compared against the same
     gold, so the keys and argument-pair counts are derived once here; the

@@ -132,7 +132,7 @@ def _as_dict(value: object) -> object:
 
 
 class GoldCall:
-    """A validated gold call with its comparison forms computed once.
+    """A validated gold call with its canonical forms computed once.
 
     Scoring compares the same gold call against every prediction (and the
     bootstrap re-uses the components), so the canonical arguments and the
