@@ -18,7 +18,7 @@ sides alternating so that a change of load hits both:
 - ours: what ``score --scoring bfcl --output-format hermes`` does per example:
   each question's answer key built once (the mode's ``make_gold``), every raw
   text decoded (the mode's ``parse`` through the ``hermes`` format) and
-  compared (``BfclComparison``: the AST rules), then the mode's metric
+  compared (``BfclMatch``: the AST rules), then the mode's metric
   components counted by ``score_components``;
 - BFCL: its ``ast_checker`` (and, on irrelevance, its empty-output rule) on the
   already decoded calls, already in its own ``[{name: arguments}]`` shape, so
@@ -90,7 +90,7 @@ def run_ours(questions: list[Any]) -> list[bool]:
     comparisons = []
     for gold_calls, texts in questions:
         gold = mode.make_gold(gold_calls)
-        comparisons.extend(mode.compare(mode.parse(text, fmt, ()), gold) for text in texts)
+        comparisons.extend(mode.match(mode.parse(text, fmt, ()), gold) for text in texts)
     score_components(comparisons, mode.metrics())
     return [comparison.verdict.bfcl_passed for comparison in comparisons]
 

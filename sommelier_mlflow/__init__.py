@@ -9,6 +9,7 @@ integration layers only when used.
 
 from __future__ import annotations
 
+from sommelier_mlflow._deprecation import deprecated_aliases
 from sommelier_mlflow.errors import (
     ComparisonRefusedError,
     ConfigError,
@@ -21,22 +22,22 @@ from sommelier_mlflow.errors import (
     UnknownMetricError,
 )
 from sommelier_mlflow.metrics import (
-    BaseMetric,
-    CompositeMetric,
-    CountsMetric,
-    EvaluationResult,
-    JsonFormatMetric,
-    MetricSpec,
+    BaseMeasure,
+    CompositeMeasure,
+    CountsMeasure,
+    JsonFormatMeasure,
+    MeasureResults,
+    MeasureSpec,
     count_characters,
     count_encodings,
     count_tokens,
-    get_metric,
-    register_metric,
+    get_measure,
+    register_measure,
 )
 from sommelier_mlflow.toolcalls import (
     METRIC_NAMES,
     PARSER_VERSION,
-    CallComparison,
+    CallMatch,
     MetricValue,
     ParseResult,
     ScoringMetric,
@@ -51,20 +52,20 @@ from sommelier_mlflow.toolcalls import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "BaseMetric",
-    "CallComparison",
+    "BaseMeasure",
+    "CallMatch",
     "ComparisonRefusedError",
-    "CompositeMetric",
+    "CompositeMeasure",
     "ConfigError",
-    "CountsMetric",
+    "CountsMeasure",
     "DataError",
     "DependencyError",
-    "EvaluationResult",
     "InputError",
     "InvariantViolationError",
-    "JsonFormatMetric",
+    "JsonFormatMeasure",
     "METRIC_NAMES",
-    "MetricSpec",
+    "MeasureResults",
+    "MeasureSpec",
     "MetricValue",
     "PARSER_VERSION",
     "ParseResult",
@@ -77,10 +78,14 @@ __all__ = [
     "count_encodings",
     "count_tokens",
     "flatten_arguments",
-    "get_metric",
+    "get_measure",
     "parse_tool_call",
-    "register_metric",
+    "register_measure",
     "register_scoring_metric",
     "scoring_metrics",
     "unregister_scoring_metric",
 ]
+
+#: Names before issue 31's one vocabulary (see the glossary in docs/architecture.md);
+#: each still works, with a DeprecationWarning, until the next release.
+__getattr__ = deprecated_aliases(__name__, globals())

@@ -83,8 +83,8 @@ def is_secret_key(name: str) -> bool:
     """Whether a parameter, field or variable name denotes a secret (``hf_token``, ``password``).
 
     This is the single rule behind every mask in the package: MLflow params and
-    tags, JSON artifacts, and :meth:`MetricSpec.redacted
-    <sommelier_mlflow.metrics.MetricSpec.redacted>`.
+    tags, JSON artifacts, and :meth:`MeasureSpec.redacted
+    <sommelier_mlflow.metrics.MeasureSpec.redacted>`.
     """
     lowered = name.lower().replace("-", "_")
     return lowered.endswith("token") or any(hint in lowered for hint in _SECRET_HINTS)

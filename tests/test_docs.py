@@ -5,7 +5,9 @@
 - ``docs/architecture.md`` names only modules that exist and names every
   package of ``sommelier_mlflow``; its layer diagram draws the layers of
   ``tests/test_import_graph.py``, one line per layer; it names every plugin
-  entry-point group, and each group is loaded by a ``Registry``.
+  entry-point group, and each group is loaded by a ``Registry``; every name
+  its glossary gives in code exists as named, and every old name it says
+  a word replaces has left the public surface (it resolves only as an alias).
 - The README's entry-point table names exactly the MLproject's entry points
   and each one's parameters, and its command list every command.
 """
@@ -13,13 +15,18 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
+import importlib
 import re
+import warnings
 from pathlib import Path
 
 import pytest
 import yaml
 
+from sommelier_mlflow._deprecation import DOCUMENTED, RENAMED
 from tests.test_import_graph import LAYER
+from tests.test_public_api import PACKAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "sommelier_mlflow"
@@ -190,3 +197,69 @@ def test_the_readme_lists_every_command() -> None:
     listed = re.search(r"`sommelier-mlflow \{([^}]*)\} --help`", _readme())
     assert listed, "README.md: no `sommelier-mlflow {command,...} --help` list"
     assert {" ".join(name.split()) for name in listed.group(1).split(",")} == commands
+
+
+_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)?")
+
+
+def _glossary() -> list[list[str]]:
+    """The glossary's rows (word, meaning, in code, replaces), header excluded."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("## Glossary", 1)[1].split("\n## ", 1)[0]
+    rows = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in section.splitlines()
+        if line.startswith("| ") and not line.startswith("| word")
+    ]
+    assert len(rows) >= 12, "the glossary should define a dozen words or so"
+    assert all(len(row) == 4 for row in rows), rows
+    return rows
+
+
+def _names(cell: str) -> list[str]:
+    return [name for name in re.findall(r"`([^`]+)`", cell) if _NAME.fullmatch(name)]
+
+
+def _resolves(name: str) -> bool:
+    """``Name`` or ``Name.member`` in a public package, or ``_module.Name`` in the package."""
+    head, _, member = name.partition(".")
+    for package in PACKAGES:
+        module = importlib.import_module(package)
+        if head in module.__all__:
+            owner = getattr(module, head)
+            if not member:
+                return True
+            fields = (
+                {f.name for f in dataclasses.fields(owner)}
+                if dataclasses.is_dataclass(owner)
+                else set()
+            )
+            return member in fields or member in vars(owner)
+    try:
+        module = importlib.import_module(f"sommelier_mlflow.{head}")
+    except ImportError:
+        return False
+    return bool(member) and hasattr(module, member)
+
+
+def test_the_glossarys_names_exist_as_named() -> None:
+    missing = [name for row in _glossary() for name in _names(row[2]) if not _resolves(name)]
+    assert missing == []
+    words = [row[0] for row in _glossary()]
+    assert len(words) == len(set(words)), "a word is defined twice"
+
+
+def test_the_names_the_glossary_replaced_are_aliases_only() -> None:
+    replaced = [name for row in _glossary() for name in _names(row[3]) if "." not in name]
+    assert replaced, "the glossary names no replaced Python name"
+    exported = {name for package in PACKAGES for name in importlib.import_module(package).__all__}
+    assert sorted(set(replaced) & exported) == []
+    assert [name for name in replaced if name not in RENAMED and name not in DOCUMENTED] == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for name in replaced:
+            new = RENAMED.get(name) or DOCUMENTED[name]
+            owners = [
+                module for module in map(importlib.import_module, PACKAGES) if new in module.__all__
+            ]
+            assert owners and all(getattr(m, name) is getattr(m, new) for m in owners), name

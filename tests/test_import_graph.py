@@ -35,6 +35,7 @@ LAYER = {
     "_progress": 0,
     "_gc": 0,
     "_plugins": 0,
+    "_deprecation": 0,
     "data": 1,
     "toolcalls": 1,
     "metrics": 2,
@@ -151,10 +152,10 @@ def test_the_light_modules_load_none_of_the_heavy_dependencies() -> None:
         "import sys\n"
         f"for name in {LIGHT!r}:\n"
         "    __import__(name)\n"
-        "from sommelier_mlflow.metrics import CountsMetric, get_metric\n"
-        "CountsMetric(segments='tokens').evaluate('a b')\n"
+        "from sommelier_mlflow.metrics import CountsMeasure, get_measure\n"
+        "CountsMeasure(segments='tokens').evaluate('a b')\n"
         "for name in ('CountsMetric', 'JsonFormatMetric', 'full_call_exact_match'):\n"
-        "    get_metric(name)\n"
+        "    get_measure(name)\n"
         f"print(','.join(sorted(m for m in {HEAVY!r} if m in sys.modules)) or 'none')\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -168,9 +169,9 @@ def test_the_light_modules_load_none_of_the_heavy_dependencies() -> None:
 
 def test_the_catalog_is_complete_whichever_metrics_module_is_imported_first() -> None:
     probe = (
-        "from sommelier_mlflow.metrics._catalog import get_metric\n"
+        "from sommelier_mlflow.metrics._catalog import get_measure\n"
         "for name in ('CountsMetric', 'JsonFormatMetric', 'full_call_exact_match'):\n"
-        "    get_metric(name)\n"
+        "    get_measure(name)\n"
         "print('ok')\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -16,7 +16,7 @@ from sommelier_mlflow._plugins import (
     Registry,
 )
 from sommelier_mlflow.errors import ConfigError
-from sommelier_mlflow.metrics import list_metrics
+from sommelier_mlflow.metrics import list_measures
 from sommelier_mlflow.toolcalls import (
     METRIC_NAMES,
     mcnemar_metric,
@@ -179,7 +179,7 @@ def test_the_metrics_group_loads_once_for_the_catalog_and_the_scoring_metrics(
     _install_plugin(
         unloaded_scoring_plugins, _SCORING_PLUGIN, "toy_plugin_module:register", METRICS_GROUP
     )
-    list_metrics()
+    list_measures()
     assert scoring_metric_names()[-1] == "toy_metric"
 
 

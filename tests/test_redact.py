@@ -13,7 +13,7 @@ from sommelier_mlflow._redact import (
     redact_value,
     register_secret,
 )
-from sommelier_mlflow.metrics import MetricSpec
+from sommelier_mlflow.metrics import MeasureSpec
 
 SECRET_NAMES = [
     "hf_token",
@@ -34,7 +34,7 @@ PLAIN_NAMES = ["max_new_tokens", "tokenizer", "segmentation", "model", "n"]
 @pytest.mark.parametrize("name", SECRET_NAMES)
 def test_metric_spec_masks_exactly_what_params_mask(name: str) -> None:
     value = "value-that-must-not-show"
-    spec = MetricSpec(name="PluginMetric", config={name: value})
+    spec = MeasureSpec(name="PluginMetric", config={name: value})
     assert is_secret_key(name)
     assert redact_value({name: value}) == {name: REDACTED}
     assert spec.redacted()["config"] == {name: REDACTED}
@@ -44,13 +44,13 @@ def test_metric_spec_masks_exactly_what_params_mask(name: str) -> None:
 @pytest.mark.parametrize("name", PLAIN_NAMES)
 def test_plain_names_are_shown(name: str) -> None:
     assert not is_secret_key(name)
-    assert MetricSpec(name="PluginMetric", config={name: "gpt2"}).redacted()["config"] == {
+    assert MeasureSpec(name="PluginMetric", config={name: "gpt2"}).redacted()["config"] == {
         name: "gpt2"
     }
 
 
 def test_metric_spec_scrubs_credentials_under_innocent_keys() -> None:
-    spec = MetricSpec(name="CountsMetric", config={"segmentation": "https://ann:pw-123@hub/x"})
+    spec = MeasureSpec(name="CountsMetric", config={"segmentation": "https://ann:pw-123@hub/x"})
     assert spec.redacted()["config"]["segmentation"] == f"https://{REDACTED}@hub/x"
     assert spec.config["segmentation"] == "https://ann:pw-123@hub/x"  # the data stays usable
 

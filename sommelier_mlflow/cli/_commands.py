@@ -160,6 +160,7 @@ def _print_arm(arm: Any) -> None:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from sommelier_mlflow.cli._model_registry import resolve_registry_options
     from sommelier_mlflow.cli._options import (
         DeclaredModel,
         GenerationPlan,
@@ -168,7 +169,6 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         out_folder,
     )
     from sommelier_mlflow.cli._pipeline import evaluate_arm
-    from sommelier_mlflow.cli._registry import resolve_registry_options
 
     registry_tags = resolve_registry_options(args).for_arm(args.model_kind)
     out = out_folder(args, args.model_kind, tokenizer=args.tokenizer, **generation_job(args))
@@ -197,6 +197,7 @@ def _given(path: str | None) -> str | None:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
+    from sommelier_mlflow.cli._model_registry import resolve_registry_options
     from sommelier_mlflow.cli._options import (
         DeclaredModel,
         ScoringOptions,
@@ -204,7 +205,6 @@ def _cmd_score(args: argparse.Namespace) -> int:
         split_identity,
     )
     from sommelier_mlflow.cli._pipeline import replay_precomputed, score_generations
-    from sommelier_mlflow.cli._registry import resolve_registry_options
     from sommelier_mlflow.data import Decoding
 
     # Resolved first, so the declared identity (and the gate) sees the folders evaluate saw.

@@ -287,7 +287,7 @@ def _log_parent(parent_id: str, report: ComparisonReport, drop_summary: Path | N
 
 def run_main(args: argparse.Namespace) -> int:
     """Evaluate base and adapter on the same split, compare, and (under MLflow) log all."""
-    from sommelier_mlflow.cli._registry import resolve_registry_options
+    from sommelier_mlflow.cli._model_registry import resolve_registry_options
     from sommelier_mlflow.generation import keep_engines
 
     claims = read_claims_option(args.claims)

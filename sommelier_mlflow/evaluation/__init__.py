@@ -9,6 +9,7 @@ comparison's own bootstrap draws). Nothing here imports MLflow or torch.
 
 from __future__ import annotations
 
+from sommelier_mlflow._deprecation import deprecated_aliases
 from sommelier_mlflow.evaluation._claims import (
     CLAIMS_SCHEMA,
     Claim,
@@ -46,12 +47,6 @@ from sommelier_mlflow.evaluation._comparison_report import (
     read_comparison_report,
 )
 from sommelier_mlflow.evaluation._digests import pair_set_digest, prompt_set_digest
-from sommelier_mlflow.evaluation._evaluator_report import (
-    EVALUATOR_REPORT_SCHEMA,
-    EvaluatorReport,
-    read_evaluator_report,
-    write_evaluator_report,
-)
 from sommelier_mlflow.evaluation._joining import score_run
 from sommelier_mlflow.evaluation._leaderboard import (
     LEADERBOARD_FILENAME,
@@ -68,6 +63,12 @@ from sommelier_mlflow.evaluation._leaderboard import (
     write_leaderboard,
 )
 from sommelier_mlflow.evaluation._markdown import render_comparison_markdown
+from sommelier_mlflow.evaluation._predictions_report import (
+    EVALUATOR_REPORT_SCHEMA,
+    PredictionsReport,
+    read_predictions_report,
+    write_predictions_report,
+)
 from sommelier_mlflow.evaluation._report import (
     EVALUATION_REPORT_FILENAME,
     AdapterIdentity,
@@ -126,7 +127,6 @@ __all__ = [
     "EVALUATION_REPORT_FILENAME",
     "EVALUATOR_REPORT_SCHEMA",
     "EvaluationReport",
-    "EvaluatorReport",
     "ExampleResult",
     "GATE_FIELDS",
     "LEADERBOARD_FILENAME",
@@ -144,6 +144,7 @@ __all__ = [
     "PairCoverage",
     "PairedBootstrapResult",
     "PairedSlice",
+    "PredictionsReport",
     "QUANTILE_METHOD",
     "RegistrationRecord",
     "RunSummary",
@@ -175,8 +176,8 @@ __all__ = [
     "read_claims",
     "read_comparison_report",
     "read_evaluation_report",
-    "read_evaluator_report",
     "read_leaderboard",
+    "read_predictions_report",
     "render_comparison_markdown",
     "render_leaderboard_markdown",
     "run_comparison",
@@ -186,6 +187,9 @@ __all__ = [
     "validate_evaluation_report",
     "write_comparison_report",
     "write_evaluation_report",
-    "write_evaluator_report",
     "write_leaderboard",
+    "write_predictions_report",
 ]
+
+#: Names before issue 31's one vocabulary; each still works until the next release.
+__getattr__ = deprecated_aliases(__name__, globals())

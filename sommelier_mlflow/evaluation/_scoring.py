@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
+from sommelier_mlflow._deprecation import warn_renamed
 from sommelier_mlflow._gc import paused_gc
 from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow._progress import SCORING_PROGRESS_MIN, progress_bar
@@ -85,17 +86,17 @@ def preview_ids(ids: Sequence[str]) -> str:
     return f"{shown} and {rest} more" if rest > 0 else shown
 
 
-def _parse_and_compare(
+def _parse_and_match(
     completions: Sequence[AnsweredExample], mode: ScoringMode[Any], fmt: OutputFormat, bar: Any
 ) -> tuple[list[Parsed], list[Any]]:
-    """Parse each completion once the mode's way and compare it with its gold.
+    """Parse each completion once the mode's way and match it against its gold.
 
-    Each distinct gold is built once and shared (the comparison reuses its
+    Each distinct gold is built once and shared (the match reuses its
     canonical forms). Parsing is the per-example cost of scoring, so ``bar``
     (a progress bar, possibly disabled) advances here, once per completion.
     """
     parses: list[Parsed] = []
-    comparisons: list[Any] = []
+    matches: list[Any] = []
     golds: dict[str, Any] = {}
     for completion in completions:
         calls = completion.expected_calls
@@ -109,9 +110,9 @@ def _parse_and_compare(
         # The one parse of this completion; the decoder may type values by the tools.
         parsed = mode.parse(completion.raw_text, fmt, completion.tools)
         parses.append(parsed)
-        comparisons.append(mode.compare(parsed, gold))
+        matches.append(mode.match(parsed, gold))
         bar.update(1)
-    return parses, comparisons
+    return parses, matches
 
 
 def _result_row(
@@ -137,10 +138,10 @@ def _result_row(
 
 
 def _component_arrays(
-    comparisons: Sequence[Any], metrics: Sequence[ScoringMetric[Any]]
+    matches: Sequence[Any], metrics: Sequence[ScoringMetric[Any]]
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    flat_numerators, flat_denominators = score_components(comparisons, metrics)
-    shape = (len(comparisons), len(metrics))
+    flat_numerators, flat_denominators = score_components(matches, metrics)
+    shape = (len(matches), len(metrics))
     numerators = np.array(flat_numerators, dtype=np.int64).reshape(shape)
     denominators = np.array(flat_denominators, dtype=np.int64).reshape(shape)
     return numerators, denominators
@@ -286,7 +287,7 @@ def _pair_digest(
 
 @paused_gc()  # parsing builds objects per example; see sommelier_mlflow._gc
 def score_completions(
-    completions: Iterable[AnsweredExample],
+    answered: Iterable[AnsweredExample] = (),
     *,
     bootstrap: BootstrapSettings,
     gap_scope: str,
@@ -295,6 +296,7 @@ def score_completions(
     slice_by: Sequence[str] = (),
     progress: bool = False,
     output_format: str = JSON_FORMAT,
+    completions: Iterable[AnsweredExample] | None = None,
 ) -> ScoredExamples:
     """Score completions against their gold calls: rows, slices and matched-pair gaps.
 
@@ -304,7 +306,8 @@ def score_completions(
     completion is parsed exactly once.
 
     Args:
-        completions: One per example, in any order; ids must be unique.
+        answered: The answered examples (each an example with its
+            completion), one per example, in any order; ids must be unique.
         bootstrap: Seed, resamples and confidence of the gap intervals.
         gap_scope: Label mixed into each gap's seed,
             ``derive_seed(seed, f"gap/{gap_scope}/{language}")``
@@ -324,18 +327,30 @@ def score_completions(
             scoring takes long enough to be worth watching.
         output_format: The registered output format the completions are
             written in (default ``json``: the mode's own parser).
+        completions: The old name of ``answered`` (it takes answered
+            examples, not the generation layer's ``Completion`` objects);
+            accepted with a ``DeprecationWarning`` until the next release.
 
     Returns:
         The scored rows in ``example_id`` order and every aggregate.
 
     Raises:
-        InputError: No completions, duplicate ids, a malformed gold call, or
-            translated rows none of whose roots is among the completions.
+        InputError: No completions, duplicate ids, a malformed gold call,
+            translated rows none of whose roots is among the completions, or
+            both ``answered`` and its old name ``completions`` given.
         InvariantViolationError: A matched pair whose gold calls differ.
     """
+    if completions is not None:
+        if answered != ():
+            raise InputError(
+                "score_completions got both answered= and its old name completions=: "
+                "give only answered="
+            )
+        warn_renamed("score_completions(completions=...)", "score_completions(answered=...)")
+        answered = completions
     mode = scoring_mode(scoring)
     fmt = registered_output_format(output_format)
-    rows = _in_id_order(completions)
+    rows = _in_id_order(answered)
     fields = with_conversation_slices(
         check_slice_fields(slice_by, scoring=scoring),
         any(TURN_SLICE_FIELD in dict(row.slice_values) for row in rows),
@@ -345,7 +360,7 @@ def score_completions(
     with progress_bar(
         len(rows), "score", enabled=progress and len(rows) > SCORING_PROGRESS_MIN
     ) as bar:
-        parses, comparisons = _parse_and_compare(rows, mode, fmt, bar)
+        parses, matches = _parse_and_match(rows, mode, fmt, bar)
     hint, mismatch = _format_diagnosis(rows, parses, mode, fmt)
     in_reasoning = (
         0
@@ -357,7 +372,7 @@ def score_completions(
             [completion.tools for completion in rows],
         )
     )
-    numerators, denominators = _component_arrays(comparisons, chosen)
+    numerators, denominators = _component_arrays(matches, chosen)
     values = [_slice_values(completion, fields, mode) for completion in rows]
     results = tuple(
         _result_row(completion, parsed, ExampleScore(names, tuple(top), tuple(bottom)), row_values)

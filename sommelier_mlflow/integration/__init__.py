@@ -44,6 +44,16 @@ from sommelier_mlflow.integration._logged_models import (
     is_logged_model_id,
     log_checkpoint_model,
 )
+from sommelier_mlflow.integration._model_registry import (
+    REGISTRY_PREFIX,
+    RegisteredModel,
+    check_alias,
+    check_promotion,
+    is_registry_uri,
+    parse_registry_uri,
+    promote_version,
+    resolve_registered_model,
+)
 from sommelier_mlflow.integration._predictions import score_predictions
 from sommelier_mlflow.integration._primitives import (
     MAX_METRICS_PER_BATCH,
@@ -55,16 +65,6 @@ from sommelier_mlflow.integration._primitives import (
     log_text_artifact,
     read_active_run,
     set_sommelier_tags,
-)
-from sommelier_mlflow.integration._registry import (
-    REGISTRY_PREFIX,
-    RegisteredModel,
-    check_alias,
-    check_promotion,
-    is_registry_uri,
-    parse_registry_uri,
-    promote_version,
-    resolve_registered_model,
 )
 from sommelier_mlflow.integration._store_errors import check_tracking_server, tracking_errors
 from sommelier_mlflow.integration._trace_entities import ExampleTrace

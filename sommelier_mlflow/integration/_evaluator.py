@@ -34,7 +34,7 @@ evaluator its own dict either way):
 ``seed``, ``resamples`` (default ``0``, ``2000``)
     Paired-bootstrap settings of the gap intervals.
 ``metrics`` (default none)
-    Catalog metrics as ``MetricSpec`` objects or their mappings (``{"name":
+    Catalog measures as ``MeasureSpec`` objects or their mappings (``{"name":
     "CountsMetric", "config": {...}}``), scored on every output; numeric and
     boolean results are logged as ``<slice>/extra/<key>.mean|.min|.max`` and as
     table columns.
@@ -108,7 +108,7 @@ from sommelier_mlflow.integration._primitives import (
     log_params,
     set_sommelier_tags,
 )
-from sommelier_mlflow.metrics import MetricSpec
+from sommelier_mlflow.metrics import MeasureSpec
 from sommelier_mlflow.toolcalls import (
     DEFAULT_MODE,
     JSON_FORMAT,
@@ -177,7 +177,7 @@ class _Config:
     default_language: str
     seed: int
     resamples: int
-    metrics: tuple[MetricSpec | Mapping[str, Any], ...]
+    metrics: tuple[MeasureSpec | Mapping[str, Any], ...]
     log_table: bool
     scoring: str = DEFAULT_MODE
     slice_by: tuple[str, ...] = ()
@@ -224,9 +224,9 @@ def _parse_config(raw: object) -> _Config:
     if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
         raise EvaluatorConfigError(f"resamples must be a positive integer, got {resamples!r}")
     metrics = config.get("metrics", ())
-    if isinstance(metrics, (MetricSpec, Mapping, str)) or not isinstance(metrics, Sequence):
+    if isinstance(metrics, (MeasureSpec, Mapping, str)) or not isinstance(metrics, Sequence):
         raise EvaluatorConfigError(
-            "metrics must be a list of MetricSpec or {'name': ..., 'config': {...}} mappings, "
+            "metrics must be a list of MeasureSpec or {'name': ..., 'config': {...}} mappings, "
             f"got {metrics!r}"
         )
     log_table = config.get("log_table", True)

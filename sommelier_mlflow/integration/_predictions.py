@@ -5,12 +5,12 @@ generation files: outputs, gold calls, and optionally languages, ids and root
 ids. This module turns those columns into completions and scores them with
 the same pure function an arm uses (``score_completions``), so slices,
 matched-pair gaps and their bootstrap intervals are computed exactly as for
-an arm, and adds the optional catalog metrics per row.
+an arm, and adds the optional catalog measures per row.
 
 An arm's report certifies *how* its outputs were produced (model identity,
 decoding, prompt digests). Here nothing is known about that, and nothing is
 invented: the result is a smaller
-:class:`~sommelier_mlflow.evaluation.EvaluatorReport` with the metrics,
+:class:`~sommelier_mlflow.evaluation.PredictionsReport` with the metrics,
 slices, gaps and bootstrap settings and no provenance fields. Its gap seeds use the base-arm
 label (``gap/base/<language>``), so evaluating an arm's outputs here
 reproduces that arm's gap intervals.
@@ -40,11 +40,11 @@ from sommelier_mlflow.errors import ConfigError, InputError
 from sommelier_mlflow.evaluation import (
     AnsweredExample,
     BootstrapSettings,
-    EvaluatorReport,
+    PredictionsReport,
     score_completions,
 )
 from sommelier_mlflow.integration._keys import evaluation_metric_keys
-from sommelier_mlflow.metrics import BaseMetric, MetricSpec
+from sommelier_mlflow.metrics import BaseMeasure, MeasureSpec
 from sommelier_mlflow.toolcalls import (
     DEFAULT_MODE,
     JSON_FORMAT,
@@ -94,7 +94,7 @@ class PredictionScores:
             and the catalog-metric aggregates).
     """
 
-    report: EvaluatorReport
+    report: PredictionsReport
     table_rows: list[dict[str, Any]]
     metrics: dict[str, float] = field(default_factory=dict)
 
@@ -214,24 +214,24 @@ def _histories(
     return out
 
 
-def _build_metrics(specs: Sequence[MetricSpec | Mapping[str, Any]]) -> list[BaseMetric[Any]]:
-    built: list[BaseMetric[Any]] = []
+def _build_metrics(specs: Sequence[MeasureSpec | Mapping[str, Any]]) -> list[BaseMeasure[Any]]:
+    built: list[BaseMeasure[Any]] = []
     for index, spec in enumerate(specs):
         if isinstance(spec, Mapping):
             try:
-                spec = MetricSpec.model_validate(dict(spec))
+                spec = MeasureSpec.model_validate(dict(spec))
             except ValidationError as exc:
                 problems = "; ".join(
                     f"{'.'.join(map(str, error['loc'])) or '<spec>'}: {error['msg']}"
                     for error in exc.errors()
                 )
                 raise ConfigError(
-                    f"metrics[{index}] is not a MetricSpec ({problems}); write "
+                    f"metrics[{index}] is not a MeasureSpec ({problems}); write "
                     "{'name': <catalog name>, 'config': {...}, 'result_key': optional}"
                 ) from None
-        if not isinstance(spec, MetricSpec):
+        if not isinstance(spec, MeasureSpec):
             raise ConfigError(
-                f"metrics[{index}] must be a MetricSpec or a mapping, got {type(spec).__name__}"
+                f"metrics[{index}] must be a MeasureSpec or a mapping, got {type(spec).__name__}"
             )
         built.append(spec.build())
     return built
@@ -334,7 +334,7 @@ def score_predictions(
     default_language: str = "en",
     seed: int = 0,
     resamples: int = 2000,
-    metrics: Sequence[MetricSpec | Mapping[str, Any]] = (),
+    metrics: Sequence[MeasureSpec | Mapping[str, Any]] = (),
     scoring: str = DEFAULT_MODE,
     slice_by: Mapping[str, Sequence[object]] | None = None,
     output_format: str = JSON_FORMAT,
@@ -342,7 +342,7 @@ def score_predictions(
     slice_columns: Mapping[str, Sequence[object]] | None = None,
     messages: Sequence[object] | None = None,
 ) -> PredictionScores:
-    """Score outputs against gold calls, with slices, gaps and optional catalog metrics.
+    """Score outputs against gold calls, with slices, gaps and optional catalog measures.
 
     Args:
         outputs: Raw output texts (or decoded JSON calls), one per row.
@@ -355,7 +355,7 @@ def score_predictions(
         default_language: Language of rows without one.
         seed: Base seed of the gap bootstraps.
         resamples: Bootstrap resamples per gap.
-        metrics: Catalog metrics (``MetricSpec`` or its mapping) scored on
+        metrics: Catalog measures (``MeasureSpec`` or its mapping) scored on
             every output; the row's gold call is passed as ``reference``.
         scoring: A registered scoring mode: ``single`` (one gold call per row),
             ``calls`` (each gold is a list of zero or more calls; the seven
@@ -445,7 +445,7 @@ def score_predictions(
     extra_columns = _add_catalog_columns(rows, catalog, texts, references, fixed)
     extra_keys, extra_summary = extra_metric_keys(rows, extra_columns, langs)
 
-    report = EvaluatorReport.from_scored(scored, settings, extra_summary)
+    report = PredictionsReport.from_scored(scored, settings, extra_summary)
     keys = evaluation_metric_keys(scored)
     keys.update(extra_keys)
     return PredictionScores(report=report, table_rows=rows, metrics=keys)
@@ -462,12 +462,12 @@ def _check_lengths(count: int, columns: Mapping[str, Sequence[object] | None]) -
 
 def _add_catalog_columns(
     rows: list[dict[str, Any]],
-    catalog: Sequence[BaseMetric[Any]],
+    catalog: Sequence[BaseMeasure[Any]],
     texts: Sequence[str],
     references: Sequence[object],
     fixed: set[str],
 ) -> list[str]:
-    """Score every row with the catalog metrics into new table columns; returns their names.
+    """Score every row with the catalog measures into new table columns; returns their names.
 
     Raises:
         ConfigError: A metric result that would overwrite a scored column.
@@ -482,7 +482,7 @@ def _add_catalog_columns(
         for key, value in merged.items():
             if key in fixed:
                 raise ConfigError(
-                    f"catalog metric result {key!r} collides with a table column; "
+                    f"catalog measure result {key!r} collides with a table column; "
                     "give the metric another result_key"
                 )
             extra_columns.setdefault(key)

@@ -148,7 +148,7 @@ def _score_texts(
     mode = scoring_mode(mode_name)
     gold = mode.make_gold(loads(gold_json))
     parsed = mode.parse(text, registered_output_format(format_name), loads(tools_json))
-    return one_example_score(mode.compare(parsed, gold), mode_name)
+    return one_example_score(mode.match(parsed, gold), mode_name)
 
 
 def _score(

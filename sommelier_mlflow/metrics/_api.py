@@ -1,8 +1,8 @@
-"""Serialisable metric requests and results.
+"""Serialisable measure requests and results.
 
-``MetricSpec`` is how a metric is asked for from outside Python (an MLflow
+``MeasureSpec`` is how a measure is asked for from outside Python (an MLflow
 evaluator config, a JSON file, a CLI flag): a catalog name plus its runtime
-parameters. ``EvaluationResult`` is the JSON-checked outcome of scoring one
+parameters. ``MeasureResults`` is the JSON-checked outcome of scoring one
 text with several metrics.
 """
 
@@ -16,18 +16,18 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sommelier_mlflow._redact import is_secret_key, redact_value
 from sommelier_mlflow.errors import MetricConfigError, MetricTypeError, UnknownMetricError
-from sommelier_mlflow.metrics._base import BaseMetric
-from sommelier_mlflow.metrics._catalog import get_metric
+from sommelier_mlflow.metrics._base import BaseMeasure
+from sommelier_mlflow.metrics._catalog import get_measure
 from sommelier_mlflow.metrics._config import MASK, secret_fields
 from sommelier_mlflow.metrics._types import is_json_value
 
-__all__ = ["MetricSpec", "EvaluationResult", "evaluate_metrics"]
+__all__ = ["MeasureSpec", "MeasureResults", "evaluate_measures"]
 
 
-class MetricSpec(BaseModel):
-    """A request for one catalog metric: its name, parameters and optional result key.
+class MeasureSpec(BaseModel):
+    """A request for one catalog measure: its name, parameters and optional result key.
 
-    Example: ``MetricSpec(name="CountsMetric", config={"segments": "tokens"},
+    Example: ``MeasureSpec(name="CountsMetric", config={"segments": "tokens"},
     result_key="words").build()``. ``repr`` and :meth:`redacted` mask secret
     parameters (such as ``hf_token``); ``model_dump`` keeps them, because it
     is the data needed to rebuild the metric.
@@ -39,15 +39,15 @@ class MetricSpec(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
     result_key: str | None = None
 
-    def build(self) -> BaseMetric[Any]:
-        """Look the metric up in the catalog and instantiate it with ``config``.
+    def build(self) -> BaseMeasure[Any]:
+        """Look the measure up in the catalog and instantiate it with ``config``.
 
         Raises:
             UnknownMetricError: If ``name`` is not registered.
             MetricConfigError: If ``config`` or ``result_key`` is invalid.
-            DependencyError: If the metric needs something that is missing.
+            DependencyError: If the measure needs something that is missing.
         """
-        metric = get_metric(self.name).from_config(**self.config)
+        metric = get_measure(self.name).from_config(**self.config)
         if self.result_key is not None:
             metric.result_key = self.result_key
         return metric
@@ -55,7 +55,7 @@ class MetricSpec(BaseModel):
     def _secret_keys(self) -> set[str]:
         keys = {key for key in self.config if is_secret_key(key)}
         with contextlib.suppress(UnknownMetricError):
-            keys |= secret_fields(get_metric(self.name).config_schema)
+            keys |= secret_fields(get_measure(self.name).config_schema)
         return keys
 
     def redacted(self) -> dict[str, Any]:
@@ -76,8 +76,8 @@ class MetricSpec(BaseModel):
         yield "result_key", shown["result_key"]
 
 
-class EvaluationResult(BaseModel):
-    """The merged outputs of several metrics on one text, keyed by result key."""
+class MeasureResults(BaseModel):
+    """The merged outputs of several measures on one text, keyed by result key."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -92,35 +92,35 @@ class EvaluationResult(BaseModel):
         return results
 
 
-def evaluate_metrics(
+def evaluate_measures(
     text: str,
-    metrics: Iterable[BaseMetric[Any] | MetricSpec],
+    metrics: Iterable[BaseMeasure[Any] | MeasureSpec],
     *,
     reference: Any = None,
-) -> EvaluationResult:
-    """Score one text with several metrics and merge their outputs.
+) -> MeasureResults:
+    """Score one text with several measures and merge their outputs.
 
-    Specs are built on the fly; ``reference`` reaches only metrics that accept
-    it. The metrics are not re-parented.
+    Specs are built on the fly; ``reference`` reaches only measures that accept
+    it. The measures are not re-parented.
 
     Raises:
-        MetricConfigError: If two metrics report the same key.
-        MetricTypeError: If an item is neither a metric nor a spec.
+        MetricConfigError: If two measures report the same key.
+        MetricTypeError: If an item is neither a measure nor a spec.
     """
     merged: dict[str, Any] = {}
     for item in metrics:
-        if isinstance(item, MetricSpec):
+        if isinstance(item, MeasureSpec):
             metric = item.build()
-        elif isinstance(item, BaseMetric):
+        elif isinstance(item, BaseMeasure):
             metric = item
         else:
             raise MetricTypeError(
-                f"evaluate_metrics takes metrics or MetricSpecs, got {type(item).__name__}."
+                f"evaluate_measures takes measures or MeasureSpecs, got {type(item).__name__}."
             )
         for key, value in metric.score(text, reference=reference).items():
             if key in merged:
                 raise MetricConfigError(
-                    f"Two metrics reported {key!r}; give one of them a distinct result_key."
+                    f"Two measures reported {key!r}; give one of them a distinct result_key."
                 )
             merged[key] = value
-    return EvaluationResult(results=merged)
+    return MeasureResults(results=merged)

@@ -1,23 +1,23 @@
-"""The generic metric contract: ``BaseMetric[T]``.
+"""The generic measure contract: ``BaseMeasure[T]``.
 
-A metric maps one text (a model output) to ``{result_key: value}`` where the
+A measure maps one text (a model output) to ``{result_key: value}`` where the
 value has the JSON type ``T`` the class declares. Everything that can be
 checked before any text is scored is checked when the class is *defined*: the
 value type must be JSON, ``evaluate`` must exist with the right signature and
-the configuration schema is hardened. Misdeclared metrics therefore fail at
+the configuration schema is hardened. Misdeclared measures therefore fail at
 import, next to their definition, instead of deep inside an evaluation run.
 
-Metrics also form trees (see :class:`~sommelier_mlflow.metrics.CompositeMetric`)
-so that several metrics can be requested and evaluated as one unit. Tree nodes
-are compared by identity: two metrics with equal configuration are still two
+Measures also form trees (see :class:`~sommelier_mlflow.metrics.CompositeMeasure`)
+so that several measures can be requested and evaluated as one unit. Tree nodes
+are compared by identity: two measures with equal configuration are still two
 nodes.
 
-Reference-based metrics: a metric that needs a gold answer per row (tool-call
-metrics compare a parsed call with a gold call) declares
+Reference-based measures: a measure that needs a gold answer per row (tool-call
+measures compare a parsed call with a gold call) declares
 ``def evaluate(self, text: str, *, reference: Any = None) -> dict[str, T]``.
-Callers that may hold a reference use :meth:`BaseMetric.score`, which passes
-``reference`` only to metrics whose ``evaluate`` accepts it, so plain
-per-text metrics keep their one-argument contract.
+Callers that may hold a reference use :meth:`BaseMeasure.score`, which passes
+``reference`` only to measures whose ``evaluate`` accepts it, so plain
+per-text measures keep their one-argument contract.
 """
 
 from __future__ import annotations
@@ -57,18 +57,18 @@ from sommelier_mlflow.metrics._types import (
     same_type,
 )
 
-__all__ = ["validate_metric_name", "BaseMetric", "config_schema"]
+__all__ = ["validate_measure_name", "BaseMeasure", "config_schema"]
 
 T = TypeVar("T")
-_M = TypeVar("_M", bound="BaseMetric[Any]")
-_MetricClass = TypeVar("_MetricClass", bound="type[BaseMetric[Any]]")
+_M = TypeVar("_M", bound="BaseMeasure[Any]")
+_MetricClass = TypeVar("_MetricClass", bound="type[BaseMeasure[Any]]")
 
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _REFERENCE = "reference"
 _UNSET: Any = object()
 
 
-def validate_metric_name(value: object, what: str) -> str:
+def validate_measure_name(value: object, what: str) -> str:
     """Check a catalog name or result key.
 
     Both end up as a segment of MLflow metric keys, where ``/`` starts a new
@@ -94,7 +94,7 @@ class _ClassLevelName:
 
     The name identifies the class in the catalog, so it lives on the class;
     instances read it live, which is what makes a later
-    ``register_metric(name=...)`` visible on instances created before.
+    ``register_measure(name=...)`` visible on instances created before.
     """
 
     def __get__(self, obj: object, owner: type[Any]) -> str:
@@ -102,17 +102,17 @@ class _ClassLevelName:
 
     def __set__(self, obj: object, value: object) -> None:
         raise AttributeError(
-            "A metric's name is class-level (it is its catalog name); set `result_key` to "
-            "rename one instance's output, or use register_metric(name=...) to rename the class."
+            "A measure's name is class-level (it is its catalog name); set `result_key` to "
+            "rename one instance's output, or use register_measure(name=...) to rename the class."
         )
 
 
-def _resolve_value_type(cls: type[BaseMetric[Any]]) -> Any:
+def _resolve_value_type(cls: type[BaseMeasure[Any]]) -> Any:
     for base in cls.__dict__.get("__orig_bases__", ()):
         origin = get_origin(base)
-        if origin is BaseMetric:
+        if origin is BaseMeasure:
             return get_args(base)[0]
-        if isinstance(origin, type) and issubclass(origin, BaseMetric):
+        if isinstance(origin, type) and issubclass(origin, BaseMeasure):
             template = origin.value_type
             mapping = dict(zip(getattr(origin, "__parameters__", ()), get_args(base), strict=False))
             if isinstance(template, TypeVar):
@@ -124,8 +124,8 @@ def _resolve_value_type(cls: type[BaseMetric[Any]]) -> Any:
     inherited = getattr(cls, "value_type", _UNSET)
     if inherited is _UNSET:
         raise MetricTypeError(
-            f"Metric class {cls.__name__!r} does not bind its value type: derive from "
-            "BaseMetric[T] with a JSON type, e.g. `class MyMetric(BaseMetric[int])`."
+            f"Measure class {cls.__name__!r} does not bind its value type: derive from "
+            "BaseMeasure[T] with a JSON type, e.g. `class MyMeasure(BaseMeasure[int])`."
         )
     return inherited
 
@@ -144,15 +144,15 @@ def _resolve_annotation(func: Callable[..., Any], key: str, owner: str) -> Any:
         ) from exc
 
 
-def _check_evaluate(cls: type[BaseMetric[Any]], value_type: Any, *, abstract: bool) -> bool:
+def _check_evaluate(cls: type[BaseMeasure[Any]], value_type: Any, *, abstract: bool) -> bool:
     """Validate ``cls.evaluate`` and report whether it accepts ``reference``."""
     owner = cls.__name__
     expected = f"def evaluate(self, text: str) -> dict[str, {describe_type(value_type)}]"
     static = inspect.getattr_static(cls, "evaluate", None)
-    if static is BaseMetric.__dict__["evaluate"]:
+    if static is BaseMeasure.__dict__["evaluate"]:
         if abstract:
             return False
-        raise MetricTypeError(f"Metric class {owner!r} must implement `{expected}`.")
+        raise MetricTypeError(f"Measure class {owner!r} must implement `{expected}`.")
     if isinstance(static, (staticmethod, classmethod)) or not inspect.isfunction(static):
         raise MetricTypeError(f"{owner}.evaluate must be a plain instance method: `{expected}`.")
     params = list(inspect.signature(static).parameters.values())
@@ -186,7 +186,7 @@ def _check_evaluate(cls: type[BaseMetric[Any]], value_type: Any, *, abstract: bo
     if not same_type(returned, dict[str, value_type]):
         raise MetricTypeError(
             f"{owner}.evaluate returns {describe_type(returned)}, but the class declares "
-            f"BaseMetric[{describe_type(value_type)}]: `{expected}`."
+            f"BaseMeasure[{describe_type(value_type)}]: `{expected}`."
         )
     return accepts_reference
 
@@ -196,10 +196,10 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-class BaseMetric(Generic[T]):
-    """A metric over one text whose value has the JSON type ``T``.
+class BaseMeasure(Generic[T]):
+    """A measure over one text whose value has the JSON type ``T``.
 
-    Subclass it as ``class MyMetric(BaseMetric[int])`` and implement
+    Subclass it as ``class MyMeasure(BaseMeasure[int])`` and implement
     ``evaluate(self, text: str) -> dict[str, int]``, usually ending in
     ``return self.result(value)``. Give it runtime parameters with a pydantic
     schema, either as the ``config_schema`` class attribute or with the
@@ -220,7 +220,7 @@ class BaseMetric(Generic[T]):
     config_schema: ClassVar[type[BaseModel]] = NoConfig
     accepts_reference: ClassVar[bool] = False
     name = _ClassLevelName()
-    _metric_name: ClassVar[str] = "BaseMetric"
+    _metric_name: ClassVar[str] = "BaseMeasure"
     _abstract: ClassVar[bool] = True
 
     def __init_subclass__(cls, *, abstract: bool = False, **kwargs: Any) -> None:
@@ -234,7 +234,7 @@ class BaseMetric(Generic[T]):
         generic = contains_typevar(value_type)
         if not generic and not is_serializable_type(value_type):
             raise MetricTypeError(
-                f"Metric class {cls.__name__!r} declares value type {describe_type(value_type)}, "
+                f"Measure class {cls.__name__!r} declares value type {describe_type(value_type)}, "
                 "which is not JSON-serialisable. Use bool, int, float, str, None, list[X], "
                 "dict[str, X], unions/Literal of those, or JSONValue."
             )
@@ -249,7 +249,7 @@ class BaseMetric(Generic[T]):
                 f"{cls.__name__} is abstract; instantiate a concrete subclass that binds "
                 "its value type and implements evaluate."
             )
-        self._parent: BaseMetric[Any] | None = None
+        self._parent: BaseMeasure[Any] | None = None
         self._result_key: str | None = None
         self._settings: BaseModel = cls._validate_config(kwargs)
 
@@ -259,8 +259,8 @@ class BaseMetric(Generic[T]):
         if not schema.model_fields:
             if params:
                 raise MetricConfigError(
-                    f"Metric {cls.name!r} takes no runtime parameters, got {sorted(params)}. "
-                    "Remove them, or give the metric a config_schema."
+                    f"Measure {cls.name!r} takes no runtime parameters, got {sorted(params)}. "
+                    "Remove them, or give the measure a config_schema."
                 )
             return schema()
         try:
@@ -273,7 +273,7 @@ class BaseMetric(Generic[T]):
 
     @classmethod
     def from_config(cls: type[_M], json_payload: str | None = None, **kwargs: Any) -> _M:
-        """Build a metric from keyword parameters or a JSON object string.
+        """Build a measure from keyword parameters or a JSON object string.
 
         Args:
             json_payload: The parameters as a JSON object, e.g. read from a
@@ -281,7 +281,7 @@ class BaseMetric(Generic[T]):
             **kwargs: The parameters as Python values.
 
         Returns:
-            A new, validated instance of this metric class.
+            A new, validated instance of this measure class.
 
         Raises:
             MetricConfigError: (a ``ValueError``) If both forms are given, the
@@ -308,18 +308,18 @@ class BaseMetric(Generic[T]):
             params = loads(payload)
         except JSONDecodeError as exc:
             raise MetricConfigError(
-                f"json_payload for metric {cls.name!r} is not valid JSON ({exc}); "
+                f"json_payload for measure {cls.name!r} is not valid JSON ({exc}); "
                 'pass a JSON object such as \'{"key": "value"}\'.'
             ) from exc
         if not isinstance(params, dict):
             raise MetricConfigError(
-                f"json_payload for metric {cls.name!r} must be a JSON object, "
+                f"json_payload for measure {cls.name!r} must be a JSON object, "
                 f"got {type(params).__name__}."
             )
         return cls(**params)
 
     def evaluate(self, text: str) -> dict[str, T]:
-        """Score one text; every concrete metric implements this.
+        """Score one text; every concrete measure implements this.
 
         Args:
             text: The model output to score.
@@ -329,8 +329,8 @@ class BaseMetric(Generic[T]):
 
         Raises:
             MetricTypeError: Always, here: class creation already refuses a
-                concrete metric without its own ``evaluate``, so reaching this
-                means an abstract metric was called directly.
+                concrete measure without its own ``evaluate``, so reaching this
+                means an abstract measure was called directly.
         """
         raise MetricTypeError(
             f"{type(self).__name__} is abstract: subclass it and implement evaluate(text)"
@@ -340,8 +340,8 @@ class BaseMetric(Generic[T]):
         """Evaluate ``text`` and check the output, passing ``reference`` if accepted.
 
         This is the entry point for callers: it forwards the row's gold answer
-        only to metrics that declare a ``reference`` parameter, and it refuses
-        outputs that are not ``dict[str, T]`` so a faulty metric is named at
+        only to measures that declare a ``reference`` parameter, and it refuses
+        outputs that are not ``dict[str, T]`` so a faulty measure is named at
         the point of failure rather than when a report is written.
 
         Raises:
@@ -350,7 +350,7 @@ class BaseMetric(Generic[T]):
         """
         if not isinstance(text, str):
             raise MetricTypeError(
-                f"Metric {self.name!r} scores text (str), got {type(text).__name__}."
+                f"Measure {self.name!r} scores text (str), got {type(text).__name__}."
             )
         evaluate = cast(Callable[..., Any], self.evaluate)
         output = evaluate(text, reference=reference) if self.accepts_reference else evaluate(text)
@@ -367,7 +367,7 @@ class BaseMetric(Generic[T]):
         return cast(dict[str, T], output)
 
     def result(self, value: T) -> dict[str, T]:
-        """Wrap a computed value as this metric's output, checking its type.
+        """Wrap a computed value as this measure's output, checking its type.
 
         Raises:
             MetricTypeError: If ``value`` is not of the declared type ``T`` (or
@@ -375,7 +375,7 @@ class BaseMetric(Generic[T]):
         """
         if not matches_type(value, self.value_type):
             raise MetricTypeError(
-                f"Metric {self.name!r} produced {_short(value)} ({type(value).__name__}), "
+                f"Measure {self.name!r} produced {_short(value)} ({type(value).__name__}), "
                 f"which is not of its declared type {describe_type(self.value_type)}."
             )
         return {self.result_key: value}
@@ -390,7 +390,7 @@ class BaseMetric(Generic[T]):
         """The validated configuration as plain JSON data, secrets masked.
 
         This is the view meant for people and logs (reports, MLflow params);
-        metrics read their real parameters from :attr:`settings`.
+        measures read their real parameters from :attr:`settings`.
         """
         return self._settings.model_dump(mode="json")
 
@@ -405,7 +405,7 @@ class BaseMetric(Generic[T]):
     @result_key.setter
     def result_key(self, value: str | None) -> None:
         if value is not None:
-            validate_metric_name(value, "result_key")
+            validate_measure_name(value, "result_key")
         previous = self._result_key
         self._result_key = value
         if self._parent is not None and not self.is_composite:
@@ -416,35 +416,35 @@ class BaseMetric(Generic[T]):
                 raise
 
     def _check_unique_keys(self) -> None:
-        seen: dict[str, BaseMetric[Any]] = {}
+        seen: dict[str, BaseMeasure[Any]] = {}
         for node in self.descendants(include_self=True):
             if node.is_composite:
                 continue
             other = seen.setdefault(node.result_key, node)
             if other is not node:
                 raise MetricConfigError(
-                    f"Two metrics in one tree would both report {node.result_key!r} "
+                    f"Two measures in one tree would both report {node.result_key!r} "
                     f"({type(other).__name__} and {type(node).__name__}); give one a distinct "
                     "result_key before adding it."
                 )
 
     @property
-    def parent(self) -> BaseMetric[Any] | None:
-        """The composite this metric belongs to, or ``None`` for a root.
+    def parent(self) -> BaseMeasure[Any] | None:
+        """The composite this measure belongs to, or ``None`` for a root.
 
-        Assigning moves the metric: ``m.parent = c`` adds it to ``c`` (leaving
+        Assigning moves the measure: ``m.parent = c`` adds it to ``c`` (leaving
         its old parent) and ``m.parent = None`` detaches it.
         """
         return self._parent
 
     @parent.setter
-    def parent(self, value: BaseMetric[Any] | None) -> None:
+    def parent(self, value: BaseMeasure[Any] | None) -> None:
         old = self._parent
         if value is old:
             return
-        if value is not None and not (isinstance(value, BaseMetric) and value.is_composite):
+        if value is not None and not (isinstance(value, BaseMeasure) and value.is_composite):
             raise MetricTypeError(
-                f"A metric's parent must be a CompositeMetric, got {type(value).__name__}."
+                f"A measure's parent must be a CompositeMeasure, got {type(value).__name__}."
             )
         if old is not None:
             old._release(self)
@@ -457,7 +457,7 @@ class BaseMetric(Generic[T]):
                 old._adopt(self)
             raise
 
-    def _adopt(self, child: BaseMetric[Any]) -> None:
+    def _adopt(self, child: BaseMeasure[Any]) -> None:
         """Attach ``child``: the hook the ``parent`` setter calls on the new parent.
 
         Only composites hold children; they override this (and :meth:`_release`)
@@ -466,32 +466,32 @@ class BaseMetric(Generic[T]):
         each other.
         """
         raise MetricTypeError(
-            f"A metric's parent must be a CompositeMetric, got {type(self).__name__}."
+            f"A measure's parent must be a CompositeMeasure, got {type(self).__name__}."
         )
 
-    def _release(self, child: BaseMetric[Any]) -> None:
+    def _release(self, child: BaseMeasure[Any]) -> None:
         """Detach ``child``: the hook the ``parent`` setter calls on the old parent."""
         raise MetricTypeError(f"{type(self).__name__} holds no children.")
 
     @property
-    def children(self) -> Iterator[BaseMetric[Any]]:
+    def children(self) -> Iterator[BaseMeasure[Any]]:
         """The direct children; always empty for a leaf metric."""
         return iter(())
 
     @property
     def is_composite(self) -> bool:
-        """Whether this metric can hold children."""
+        """Whether this measure can hold children."""
         return False
 
     @property
     def is_root(self) -> bool:
-        """Whether this metric has no parent."""
+        """Whether this measure has no parent."""
         return self._parent is None
 
     @property
-    def root(self) -> BaseMetric[Any]:
-        """The top of the tree this metric belongs to (itself for a root)."""
-        node: BaseMetric[Any] = self
+    def root(self) -> BaseMeasure[Any]:
+        """The top of the tree this measure belongs to (itself for a root)."""
+        node: BaseMeasure[Any] = self
         seen = {id(node)}
         while node._parent is not None and id(node._parent) not in seen:
             node = node._parent
@@ -500,8 +500,8 @@ class BaseMetric(Generic[T]):
 
     @property
     def depth(self) -> int:
-        """Number of edges between this metric and its root (0 for a root)."""
-        node: BaseMetric[Any] = self
+        """Number of edges between this measure and its root (0 for a root)."""
+        node: BaseMeasure[Any] = self
         seen = {id(node)}
         while node._parent is not None and id(node._parent) not in seen:
             node = node._parent
@@ -510,11 +510,11 @@ class BaseMetric(Generic[T]):
 
     def descendants(
         self, *, include_self: bool = False, order: Literal["dfs", "bfs"] = "dfs"
-    ) -> Iterator[BaseMetric[Any]]:
-        """Walk the subtree under this metric, each node once even if linked twice.
+    ) -> Iterator[BaseMeasure[Any]]:
+        """Walk the subtree under this measure, each node once even if linked twice.
 
         Args:
-            include_self: Yield this metric first.
+            include_self: Yield this measure first.
             order: ``"dfs"`` for pre-order depth-first, ``"bfs"`` for level order.
                 Children are visited in insertion order either way.
 
@@ -528,11 +528,11 @@ class BaseMetric(Generic[T]):
             raise MetricConfigError(f"order must be 'dfs' or 'bfs', got {order!r}.")
         return self._walk(include_self=include_self, depth_first=order == "dfs")
 
-    def _walk(self, *, include_self: bool, depth_first: bool) -> Iterator[BaseMetric[Any]]:
+    def _walk(self, *, include_self: bool, depth_first: bool) -> Iterator[BaseMeasure[Any]]:
         visited = {id(self)}
         if include_self:
             yield self
-        pending: deque[BaseMetric[Any]] = deque(self.children)
+        pending: deque[BaseMeasure[Any]] = deque(self.children)
         while pending:
             node = pending.popleft()
             if id(node) in visited:
@@ -544,12 +544,12 @@ class BaseMetric(Generic[T]):
             else:
                 pending.extend(node.children)
 
-    def __iter__(self) -> Iterator[BaseMetric[Any]]:
-        """Iterate over the subtree below this metric in breadth-first order."""
+    def __iter__(self) -> Iterator[BaseMeasure[Any]]:
+        """Iterate over the subtree below this measure in breadth-first order."""
         return self.descendants(order="bfs")
 
     def __contains__(self, item: object) -> bool:
-        """Membership below this metric: by name for a string, by identity otherwise."""
+        """Membership below this measure: by name for a string, by identity otherwise."""
         if isinstance(item, str):
             return any(node.name == item for node in self.descendants())
         return any(node is item for node in self.descendants())
@@ -601,7 +601,7 @@ def config_schema(schema: type[BaseModel]) -> Callable[[_MetricClass], _MetricCl
         schema: A pydantic model class describing the accepted parameters.
 
     Returns:
-        A decorator that sets the (hardened) schema on the metric class.
+        A decorator that sets the (hardened) schema on the measure class.
 
     Raises:
         MetricTypeError: If ``schema`` is not a pydantic model, or the decorated
@@ -609,9 +609,9 @@ def config_schema(schema: type[BaseModel]) -> Callable[[_MetricClass], _MetricCl
     """
 
     def decorate(cls: _MetricClass) -> _MetricClass:
-        if not (isinstance(cls, type) and issubclass(cls, BaseMetric)):
+        if not (isinstance(cls, type) and issubclass(cls, BaseMeasure)):
             raise MetricTypeError(
-                f"@config_schema decorates metric classes (BaseMetric subclasses), got {cls!r}."
+                f"@config_schema decorates measure classes (BaseMeasure subclasses), got {cls!r}."
             )
         cls.config_schema = prepare_config_schema(schema, cls.__name__)
         return cls

@@ -1,7 +1,7 @@
-"""Composite metrics: evaluate several metrics on one text as one unit.
+"""Composite measures: evaluate several measures on one text as one unit.
 
 A composite's result is the flat union of its leaves' results, so a request
-for several metrics yields one mapping of ``result_key -> value`` whatever the
+for several measures yields one mapping of ``result_key -> value`` whatever the
 nesting. Because the union is flat, two leaves reporting the same key would
 silently overwrite each other; that is refused when the tree is built and
 again when it is evaluated.
@@ -13,24 +13,24 @@ from collections.abc import Iterator
 from typing import Any
 
 from sommelier_mlflow.errors import MetricConfigError, MetricTypeError
-from sommelier_mlflow.metrics._base import BaseMetric
+from sommelier_mlflow.metrics._base import BaseMeasure
 from sommelier_mlflow.metrics._types import JSONValue
 
-__all__ = ["CompositeMetric"]
+__all__ = ["CompositeMeasure"]
 
 
-class CompositeMetric(BaseMetric[JSONValue]):
-    """A metric whose value is the merged output of its children.
+class CompositeMeasure(BaseMeasure[JSONValue]):
+    """A measure whose value is the merged output of its children.
 
-    ``CompositeMetric(a, b)`` is the same as ``CompositeMetric().add(a, b)``.
+    ``CompositeMeasure(a, b)`` is the same as ``CompositeMeasure().add(a, b)``.
     Children keep insertion order, which is also the order of evaluation.
     The row's ``reference`` is passed to the children whose ``evaluate``
     accepts one and withheld from the others.
     """
 
-    def __init__(self, *children: BaseMetric[Any], **kwargs: Any) -> None:
+    def __init__(self, *children: BaseMeasure[Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._children: list[BaseMetric[Any]] = []
+        self._children: list[BaseMeasure[Any]] = []
         self.add(*children)
 
     @property
@@ -39,22 +39,22 @@ class CompositeMetric(BaseMetric[JSONValue]):
         return True
 
     @property
-    def children(self) -> Iterator[BaseMetric[Any]]:
+    def children(self) -> Iterator[BaseMeasure[Any]]:
         """The direct children, in insertion order (a snapshot, safe to mutate under)."""
         return iter(list(self._children))
 
-    def add(self, *metrics: BaseMetric[Any]) -> CompositeMetric:
-        """Attach metrics as children; all of them or, on error, none.
+    def add(self, *metrics: BaseMeasure[Any]) -> CompositeMeasure:
+        """Attach measures as children; all of them or, on error, none.
 
         Returns:
             This composite, so calls can be chained.
 
         Raises:
             MetricTypeError: If an argument is not a metric.
-            MetricConfigError: If a metric already has a parent, would create a
+            MetricConfigError: If a measure already has a parent, would create a
                 cycle, or would report a result key that the tree already has.
         """
-        attached: list[BaseMetric[Any]] = []
+        attached: list[BaseMeasure[Any]] = []
         try:
             for metric in metrics:
                 self._attach(metric)
@@ -65,11 +65,13 @@ class CompositeMetric(BaseMetric[JSONValue]):
             raise
         return self
 
-    def _attach(self, metric: BaseMetric[Any]) -> None:
-        if not isinstance(metric, BaseMetric):
-            raise MetricTypeError(f"A CompositeMetric holds metrics, got {type(metric).__name__}.")
+    def _attach(self, metric: BaseMeasure[Any]) -> None:
+        if not isinstance(metric, BaseMeasure):
+            raise MetricTypeError(
+                f"A CompositeMeasure holds measures, got {type(metric).__name__}."
+            )
         if metric._parent is self:
-            raise MetricConfigError(f"{type(metric).__name__} is already a child of this metric.")
+            raise MetricConfigError(f"{type(metric).__name__} is already a child of this measure.")
         if metric._parent is not None:
             raise MetricConfigError(
                 f"{type(metric).__name__} already belongs to {type(metric._parent).__name__}; "
@@ -77,7 +79,7 @@ class CompositeMetric(BaseMetric[JSONValue]):
             )
         if any(node is self for node in metric.descendants(include_self=True)):
             raise MetricConfigError(
-                f"Adding {type(metric).__name__} here would make the metric tree a cycle."
+                f"Adding {type(metric).__name__} here would make the measure tree a cycle."
             )
         self._children.append(metric)
         metric._parent = self
@@ -88,7 +90,7 @@ class CompositeMetric(BaseMetric[JSONValue]):
             metric._parent = None
             raise
 
-    def remove(self, metric: BaseMetric[Any]) -> None:
+    def remove(self, metric: BaseMeasure[Any]) -> None:
         """Detach a direct child (matched by identity).
 
         Raises:
@@ -100,13 +102,13 @@ class CompositeMetric(BaseMetric[JSONValue]):
                 metric._parent = None
                 return
         raise MetricConfigError(
-            f"{type(metric).__name__} is not a direct child of this metric; nothing removed."
+            f"{type(metric).__name__} is not a direct child of this measure; nothing removed."
         )
 
-    def _adopt(self, child: BaseMetric[Any]) -> None:
+    def _adopt(self, child: BaseMeasure[Any]) -> None:
         self.add(child)
 
-    def _release(self, child: BaseMetric[Any]) -> None:
+    def _release(self, child: BaseMeasure[Any]) -> None:
         self.remove(child)
 
     def evaluate(self, text: str, *, reference: Any = None) -> dict[str, JSONValue]:
@@ -116,7 +118,7 @@ class CompositeMetric(BaseMetric[JSONValue]):
             MetricConfigError: If two children report the same key.
         """
         merged: dict[str, JSONValue] = {}
-        source: dict[str, BaseMetric[Any]] = {}
+        source: dict[str, BaseMeasure[Any]] = {}
         for child in self._children:
             for key, value in child.score(text, reference=reference).items():
                 if key in merged:

@@ -1,10 +1,10 @@
 """Runtime configuration schemas for metrics.
 
-A metric's runtime parameters arrive from JSON, CLI flags or an MLflow
+A measure's runtime parameters arrive from JSON, CLI flags or an MLflow
 evaluator config, so they are validated against a pydantic model that is
 deliberately unforgiving: unknown keys are refused (a typo must not silently
 fall back to a default), values are not coerced (``"1"`` is not ``1``), the
-validated configuration is frozen (a metric's behaviour cannot drift after it
+validated configuration is frozen (a measure's behaviour cannot drift after it
 was built) and every field without a default is required unless its type
 admits ``None``.
 """
@@ -23,7 +23,7 @@ from sommelier_mlflow.errors import MetricTypeError
 
 __all__ = [
     "MASK",
-    "MetricConfig",
+    "MeasureConfig",
     "NoConfig",
     "prepare_config_schema",
     "secret_fields",
@@ -36,8 +36,8 @@ MASK = REDACTED
 _STRICT: dict[str, Any] = {"extra": "forbid", "frozen": True, "strict": True}
 
 
-class MetricConfig(BaseModel):
-    """Convenient base for metric config schemas: already strict, closed and frozen.
+class MeasureConfig(BaseModel):
+    """Convenient base for measure config schemas: already strict, closed and frozen.
 
     Deriving from it is optional; any pydantic model passed as a schema is
     hardened to the same rules.
@@ -46,8 +46,8 @@ class MetricConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-class NoConfig(MetricConfig):
-    """Schema of a metric that takes no runtime parameters."""
+class NoConfig(MeasureConfig):
+    """Schema of a measure that takes no runtime parameters."""
 
 
 def _admits_none(annotation: object) -> bool:
@@ -68,7 +68,7 @@ def _mentions_secret(annotation: object) -> bool:
 
 
 def prepare_config_schema(schema: object, owner: str) -> type[BaseModel]:
-    """Return ``schema`` hardened to the metric config rules.
+    """Return ``schema`` hardened to the measure config rules.
 
     A schema that already follows the rules is returned unchanged; otherwise a
     subclass with the same name is derived that forbids extra keys, is frozen,
@@ -77,15 +77,15 @@ def prepare_config_schema(schema: object, owner: str) -> type[BaseModel]:
 
     Args:
         schema: The candidate schema, which must be a pydantic model class.
-        owner: Name of the metric class, for error messages.
+        owner: Name of the measure class, for error messages.
 
     Raises:
         MetricTypeError: If ``schema`` is not a pydantic model class.
     """
     if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
         raise MetricTypeError(
-            f"config_schema of metric {owner!r} must be a pydantic BaseModel subclass, "
-            f"got {schema!r}. Declare a class deriving from MetricConfig (or BaseModel)."
+            f"config_schema of measure {owner!r} must be a pydantic BaseModel subclass, "
+            f"got {schema!r}. Declare a class deriving from MeasureConfig (or BaseModel)."
         )
     config_ok = all(schema.model_config.get(key) == value for key, value in _STRICT.items())
     optional_required = {
@@ -141,7 +141,7 @@ def describe_validation_error(
         problems.append(f"{loc}: {message}" if loc else message)
     accepted = ", ".join(_describe_field(name, schema) for name in schema.model_fields) or "none"
     return (
-        f"Invalid configuration for metric {owner!r}: {'; '.join(problems)}. "
+        f"Invalid configuration for measure {owner!r}: {'; '.join(problems)}. "
         f"Accepted parameters: {accepted}."
     )
 

@@ -1,9 +1,9 @@
-"""Which value types a metric may produce, and checking values against them.
+"""Which value types a measure may produce, and checking values against them.
 
-Metric results end up in JSON reports and MLflow, so a metric's value type
+Measure results end up in JSON reports and MLflow, so a measure's value type
 ``T`` must describe JSON and nothing else: ``bool``, ``int``, ``float``,
 ``str``, ``None``, ``list[X]``, ``dict[str, X]``, unions and ``Literal`` of
-those, nested freely. Checking the annotation once, when the metric class is
+those, nested freely. Checking the annotation once, when the measure class is
 created, turns a late serialisation failure into an immediate, local error.
 
 Values are checked with the same strictness as canonical JSON: ``True`` is not

@@ -11,6 +11,7 @@ from __future__ import annotations
 # mistral, openai, pythonic; issue 30: deepseek_v31, functiongemma, gemma4, glm45,
 # harmony, kimi_k2, llama4_pythonic, phi4_mini_json, qwen3_xml, xlam); json is
 # registered by _modes.
+from sommelier_mlflow._deprecation import deprecated_aliases
 from sommelier_mlflow.toolcalls import (  # noqa: F401
     _decode_deepseek_v31,
     _decode_functiongemma,
@@ -51,7 +52,7 @@ from sommelier_mlflow.toolcalls._bfcl_mode import (
     BFCL_METRIC_NAMES,
     BFCL_MODE,
     BfclAggregate,
-    BfclComparison,
+    BfclMatch,
     bfcl_aggregate,
     category_counts,
     is_irrelevance_category,
@@ -72,7 +73,7 @@ from sommelier_mlflow.toolcalls._calls_score import (
     CALLS_METRIC_NAMES,
     CALLS_MODE,
     CALLS_SLICE_FIELD,
-    CallsComparison,
+    CallsMatch,
     GoldCalls,
     call_count_value,
     compute_calls_metrics,
@@ -142,7 +143,7 @@ from sommelier_mlflow.toolcalls._schema_types import (
 )
 from sommelier_mlflow.toolcalls._score import (
     METRIC_NAMES,
-    CallComparison,
+    CallMatch,
     ExampleScore,
     GoldCall,
     MetricValue,
@@ -173,16 +174,16 @@ __all__ = [
     "BFCL_RESULT_CHARS",
     "BFCL_STEP_LIMIT",
     "BfclAggregate",
-    "BfclComparison",
     "BfclGold",
+    "BfclMatch",
     "BfclSandbox",
     "BfclVerdict",
     "CALLS_METRIC_NAMES",
     "CALLS_MODE",
     "CALLS_PARSER_VERSION",
     "CALLS_SLICE_FIELD",
-    "CallComparison",
-    "CallsComparison",
+    "CallMatch",
+    "CallsMatch",
     "CallsParseResult",
     "ComparisonResults",
     "DEFAULT_MODE",
@@ -264,3 +265,6 @@ __all__ = [
     "unregister_output_format",
     "unregister_scoring_metric",
 ]
+
+#: Names before issue 31's one vocabulary; each works, warning, until the next release.
+__getattr__ = deprecated_aliases(__name__, globals())

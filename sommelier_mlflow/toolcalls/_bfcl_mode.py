@@ -34,6 +34,7 @@ from fractions import Fraction
 from operator import attrgetter
 from typing import Any, Final
 
+from sommelier_mlflow._deprecation import deprecated_aliases
 from sommelier_mlflow.errors import DataError, InputError
 from sommelier_mlflow.toolcalls._bfcl import BfclGold, BfclVerdict, check_bfcl
 from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
@@ -45,7 +46,7 @@ from sommelier_mlflow.toolcalls._summary import ArmResults, ComparisonResults, m
 __all__ = [
     "BFCL_MODE",
     "BFCL_CATEGORY_FIELD",
-    "BfclComparison",
+    "BfclMatch",
     "BFCL_METRIC_NAMES",
     "BfclAggregate",
     "is_irrelevance_category",
@@ -62,7 +63,7 @@ _FAILED: Final = frozenset({"invalid_json", "invalid_shape"})
 _DECODED_COMPONENT: Final = {True: (1, 1), False: (0, 1)}
 
 
-class BfclComparison:
+class BfclMatch:
     """One output decoded and judged against its question's answer key.
 
     Attributes:
@@ -256,7 +257,7 @@ register_builtin_mode(
         "BFCL's AST rules against the possible answers of a split from import-bfcl.",
         read_gold=_read_gold,
         make_gold=BfclGold,
-        compare=BfclComparison,
+        match=BfclMatch,
         default_slices=(BFCL_CATEGORY_FIELD,),
         summary_lines=_summary_lines,
         markdown_lines=_markdown_lines,
@@ -289,3 +290,6 @@ register_builtin_mode(
         ),
     ),
 )
+
+#: Names before issue 31's one vocabulary; each works, warning, until the next release.
+__getattr__ = deprecated_aliases(__name__, globals())

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
+from sommelier_mlflow._deprecation import deprecated_aliases
 from sommelier_mlflow.errors import InputError
 from sommelier_mlflow.toolcalls._calls_parse import (
     CallsParseResult,
@@ -41,7 +42,7 @@ from sommelier_mlflow.toolcalls._score import (
     MetricValue,
     _arguments_key,
     one_example_score,
-    record_comparisons,
+    record_matches,
     score_components,
     sum_components,
 )
@@ -51,7 +52,7 @@ __all__ = [
     "CALLS_SLICE_FIELD",
     "GoldCalls",
     "matched_argument_pairs",
-    "CallsComparison",
+    "CallsMatch",
     "call_count_value",
     "CALLS_METRIC_NAMES",
     "score_calls_example",
@@ -91,7 +92,7 @@ def _key(call: Mapping[str, Any]) -> CallKey:
 
 
 class GoldCalls:
-    """A validated gold multiset with its comparison forms computed once.
+    """A validated gold multiset with its canonical forms computed once.
 
     Every prediction of an example (and each arm) is compared against the same
     gold, so the keys and argument-pair counts are derived once here; the
@@ -242,7 +243,7 @@ def _solve(overlap: list[list[int]], same_name: list[list[int]]) -> int:
     return int(pairs[rows, cols].sum())
 
 
-class CallsComparison:
+class CallsMatch:
     """One completion, parsed by ``sommelier.calls_parser.v1``, set against its gold calls.
 
     Computes once per example the counts the seven metrics read, so each
@@ -334,38 +335,38 @@ class CallsComparison:
         return len(self.gold.keys)
 
 
-def _call_set(c: CallsComparison) -> tuple[int, int]:
+def _call_set(c: CallsMatch) -> tuple[int, int]:
     return int(c.set_correct), 1
 
 
-def _call_precision(c: CallsComparison) -> tuple[int, int]:
+def _call_precision(c: CallsMatch) -> tuple[int, int]:
     return c.matched, c.predicted
 
 
-def _call_recall(c: CallsComparison) -> tuple[int, int]:
+def _call_recall(c: CallsMatch) -> tuple[int, int]:
     return c.matched, c.gold_count
 
 
-def _call_f1(c: CallsComparison) -> tuple[int, int]:
+def _call_f1(c: CallsMatch) -> tuple[int, int]:
     # Micro F1 = 2*matched / (predicted + gold), additive like argument_f1.
     return 2 * c.matched, c.predicted + c.gold_count
 
 
-def _call_argument_f1(c: CallsComparison) -> tuple[int, int]:
+def _call_argument_f1(c: CallsMatch) -> tuple[int, int]:
     return 2 * c.matched_pairs, c.predicted_pairs + c.gold.pair_total
 
 
-def _abstention(c: CallsComparison) -> tuple[int, int]:
+def _abstention(c: CallsMatch) -> tuple[int, int]:
     return (int(c.abstained), 1) if not c.gold.keys else (0, 0)
 
 
-def _false_call(c: CallsComparison) -> tuple[int, int]:
+def _false_call(c: CallsMatch) -> tuple[int, int]:
     return (int(bool(c.calls)), 1) if not c.gold.keys else (0, 0)
 
 
-def _compare_calls(parsed: Parsed, gold: GoldCalls) -> CallsComparison:
+def _match_calls(parsed: Parsed, gold: GoldCalls) -> CallsMatch:
     calls = parsed.calls if isinstance(parsed, CallsParseResult) else None
-    return CallsComparison(parsed.status, calls, gold)
+    return CallsMatch(parsed.status, calls, gold)
 
 
 def call_count_value(count: int) -> str:
@@ -382,7 +383,7 @@ register_builtin_mode(
         CALLS_MODE,
         "Zero, one or several gold calls per example, matched as a multiset.",
         make_gold=GoldCalls,
-        compare=_compare_calls,
+        match=_match_calls,
         default_slices=(CALLS_SLICE_FIELD,),
         derived_slices={CALLS_SLICE_FIELD: _call_count},
     ),
@@ -449,11 +450,11 @@ def score_calls_example(
         InputError: If the status is unknown, ``ok`` comes without valid calls,
             or the gold is malformed.
     """
-    return one_example_score(CallsComparison(parse_status, parsed_calls, gold), CALLS_MODE)
+    return one_example_score(CallsMatch(parse_status, parsed_calls, gold), CALLS_MODE)
 
 
-def _comparisons(records: Iterable[Mapping[str, Any]]) -> Iterator[CallsComparison]:
-    return record_comparisons(records, CallsComparison, "parsed_calls", "gold_calls")
+def _matches(records: Iterable[Mapping[str, Any]]) -> Iterator[CallsMatch]:
+    return record_matches(records, CallsMatch, "parsed_calls", "gold_calls")
 
 
 def compute_calls_metrics(records: Iterable[Mapping[str, Any]]) -> dict[str, MetricValue]:
@@ -464,5 +465,9 @@ def compute_calls_metrics(records: Iterable[Mapping[str, Any]]) -> dict[str, Met
     never dropped (see the module docstring for how it is counted).
     """
     metrics = scoring_metrics(CALLS_MODE)
-    numerators, denominators = score_components(_comparisons(records), metrics)
+    numerators, denominators = score_components(_matches(records), metrics)
     return sum_components([metric.name for metric in metrics], numerators, denominators)
+
+
+#: Names before issue 31's one vocabulary; each works, warning, until the next release.
+__getattr__ = deprecated_aliases(__name__, globals())

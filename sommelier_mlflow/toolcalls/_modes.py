@@ -3,12 +3,13 @@
 A *scoring mode* is everything that makes one kind of scoring what it is:
 how gold calls are read and checked, how an output becomes the parse the
 mode compares (its own strict JSON parser, or the strict check it applies to
-calls decoded by an output format), the per-example comparison, the metric
+calls decoded by an output format), the per-example match (what the
+metrics read: the parse set against the gold), the metric
 set (registered in :mod:`~sommelier_mlflow.toolcalls._registry` under the
 mode's name), the slices it adds by default and its parser version. ``single``
 (:mod:`~sommelier_mlflow.toolcalls._score`) and ``calls``
 (:mod:`~sommelier_mlflow.toolcalls._calls_score`) are two registrations; a
-third mode is one module that builds its comparison and registers a
+third mode is one module that builds its match and registers a
 :class:`ScoringMode` and its metrics. Nothing else branches on a mode's name.
 
 An *output format* is a decoder in front of the mode's strict checks: it
@@ -35,6 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
+from sommelier_mlflow._deprecation import warn_renamed
 from sommelier_mlflow._plugins import OUTPUT_FORMATS_GROUP, SCORING_MODES_GROUP, Registry
 from sommelier_mlflow.errors import ConfigError, DataError
 from sommelier_mlflow.toolcalls._calls_parse import (
@@ -198,13 +200,14 @@ class ScoringMode(Generic[GoldT]):
         gold_problem: Why an example with this many gold calls cannot be
             scored in this mode, or ``None``: a phrase that follows
             "example 'x' " (``"has 2 gold calls; ..."``) and says what to do.
-        make_gold: Builds the comparison's gold object from an example's
+        make_gold: Builds the match's gold object from an example's
             calls (called once per distinct gold; the result is reused).
-        compare: The per-example comparison every metric of the mode reads.
+        match: The per-example match every metric of the mode reads (the
+            parse set against the gold; ``compare`` before issue 31).
         default_slices: Slice fields the mode adds in front of the declared ones.
         derived_slices: For each slice field computed from the gold calls
             rather than read from the row, the function giving its value.
-        catalog_reference: What catalog metrics receive as ``reference`` for
+        catalog_reference: What catalog measures receive as ``reference`` for
             a row with these gold calls (default: the list of calls).
         summary_lines: The mode's own summing-up of one arm, printed (indented)
             after the arm's metrics by ``evaluate``, ``score`` and ``main``
@@ -226,7 +229,7 @@ class ScoringMode(Generic[GoldT]):
     read_gold: Callable[[object, str], tuple[dict[str, Any], ...]]
     gold_problem: Callable[[int], str | None]
     make_gold: Callable[[Sequence[Mapping[str, Any]]], GoldT]
-    compare: Callable[[Parsed, GoldT], Any]
+    match: Callable[[Parsed, GoldT], Any]
     default_slices: tuple[str, ...] = ()
     derived_slices: Mapping[str, Callable[[Sequence[Mapping[str, Any]]], str]] = field(
         default_factory=dict
@@ -235,6 +238,12 @@ class ScoringMode(Generic[GoldT]):
     summary_lines: Callable[[ArmResults], list[str]] | None = None
     markdown_lines: Callable[[ComparisonResults], list[str]] | None = None
     no_call_slice: Callable[[str], bool] | None = None
+
+    @property
+    def compare(self) -> Callable[[Parsed, GoldT], Any]:
+        """Deprecated name of :attr:`match` (issue 31: a comparison is base vs adapter)."""
+        warn_renamed("ScoringMode.compare", "ScoringMode.match")
+        return self.match
 
     def parse(self, text: str, output_format: OutputFormat, tools: Tools) -> Parsed:
         """The mode's parse of one raw output read in ``output_format``.
@@ -271,6 +280,19 @@ class ScoringMode(Generic[GoldT]):
         """The metric McNemar's test uses in this mode, if one is flagged."""
         return next((metric.name for metric in self.metrics() if metric.mcnemar), None)
 
+
+_dataclass_init = ScoringMode.__init__
+
+
+def _init_taking_compare(self: ScoringMode[Any], *args: Any, **kwargs: Any) -> None:
+    # ``compare=`` is the keyword's name before issue 31; kept one release.
+    if "compare" in kwargs:
+        warn_renamed("ScoringMode(compare=...)", "ScoringMode(match=...)")
+        kwargs["match"] = kwargs.pop("compare")
+    _dataclass_init(self, *args, **kwargs)
+
+
+ScoringMode.__init__ = _init_taking_compare  # type: ignore[method-assign]
 
 _MODES: Final[Registry[ScoringMode[Any]]] = Registry(
     "scoring mode", SCORING_MODES_GROUP, ScoringMode
@@ -395,7 +417,7 @@ def calls_mode(
     description: str,
     *,
     make_gold: Callable[[Sequence[Mapping[str, Any]]], GoldT],
-    compare: Callable[[Parsed, GoldT], Any],
+    match: Callable[[Parsed, GoldT], Any],
     default_slices: tuple[str, ...],
     read_gold: Callable[[object, str], tuple[dict[str, Any], ...]] = _read_gold_calls,
     derived_slices: Mapping[str, Callable[[Sequence[Mapping[str, Any]]], str]] | None = None,
@@ -407,7 +429,7 @@ def calls_mode(
 
     Such a mode judges every decoded list as it is, and takes an example with
     any number of gold calls, zero included (abstention, irrelevance and
-    parallel questions); what differs is how it reads and compares the gold.
+    parallel questions); what differs is how it reads and matches the gold.
     """
     return ScoringMode(
         name=name,
@@ -418,7 +440,7 @@ def calls_mode(
         read_gold=read_gold,
         gold_problem=_any_count,
         make_gold=make_gold,
-        compare=compare,
+        match=match,
         default_slices=default_slices,
         derived_slices={} if derived_slices is None else derived_slices,
         summary_lines=summary_lines,

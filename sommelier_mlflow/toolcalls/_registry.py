@@ -8,9 +8,9 @@ iterates the registry instead of a positional tuple, so adding a metric is
 one :func:`register_scoring_metric` call and no other code change.
 
 Metrics are grouped into *scoring modes*: a mode is an ordered set of
-metrics that share one per-example comparison type (``single`` compares one
+metrics that share one per-example match type (``single`` matches one
 parsed call with one gold call). Another mode, with its own parser and its
-own comparison, registers its own set under its own name; a report records
+own match, registers its own set under its own name; a report records
 the ``metric_names`` it was scored with, so readers never depend on what
 happens to be registered when they run.
 
@@ -54,18 +54,18 @@ __all__ = [
 
 DEFAULT_MODE: Final = "single"
 
-ComparisonT = TypeVar("ComparisonT")
+MatchT = TypeVar("MatchT")
 
 
 @dataclass(frozen=True, slots=True)
-class ScoringMetric(Generic[ComparisonT]):
+class ScoringMetric(Generic[MatchT]):
     """The one definition of a scoring metric.
 
     Attributes:
         name: Metric name, ``[a-z][a-z0-9_]*``; the last segment of its MLflow keys.
         description: What the metric counts, in one sentence (shown to genai users).
-        component: Per-example function from the mode's comparison object
-            (:class:`~sommelier_mlflow.toolcalls.CallComparison` in the
+        component: Per-example function from the mode's match object
+            (:class:`~sommelier_mlflow.toolcalls.CallMatch` in the
             ``single`` mode) to exact non-negative integers
             ``(numerator, denominator)`` with ``numerator <= denominator``.
             Corpus values are sums of these, so they must be additive.
@@ -83,7 +83,7 @@ class ScoringMetric(Generic[ComparisonT]):
 
     name: str
     description: str
-    component: Callable[[ComparisonT], tuple[int, int]]
+    component: Callable[[MatchT], tuple[int, int]]
     binary: bool = False
     mcnemar: bool = False
     table_column: str | None = None
@@ -192,7 +192,7 @@ def register_scoring_metric(
 
     Args:
         metric: The definition.
-        mode: The scoring mode whose comparison objects ``metric.component`` reads.
+        mode: The scoring mode whose match objects ``metric.component`` reads.
         builtin: Mark it as one of the package's own (cannot be unregistered).
 
     Returns:

@@ -18,6 +18,7 @@ from typing import Any, Final, TypeVar
 
 import orjson
 
+from sommelier_mlflow._deprecation import deprecated_aliases
 from sommelier_mlflow._gc import paused_gc
 from sommelier_mlflow._json import canonical_json
 from sommelier_mlflow.errors import InputError, InvariantViolationError, UnknownMetricError
@@ -52,7 +53,7 @@ from sommelier_mlflow.toolcalls._registry import (
 __all__ = [
     "MetricValue",
     "GoldCall",
-    "CallComparison",
+    "CallMatch",
     "METRIC_NAMES",
     "ExampleScore",
     "score_components",
@@ -131,7 +132,7 @@ def _as_dict(value: object) -> object:
 
 
 class GoldCall:
-    """A validated gold call with its comparison forms computed once.
+    """A validated gold call with its canonical forms computed once.
 
     Scoring compares the same gold call against every prediction (and the
     bootstrap re-uses the components), so the canonical arguments and the
@@ -161,7 +162,7 @@ class GoldCall:
         return self._pairs
 
 
-class CallComparison:
+class CallMatch:
     """One parsed completion set against its gold call: what every metric reads.
 
     The facts several metrics share (is the name right, are the arguments
@@ -242,25 +243,25 @@ class CallComparison:
         return self._pair_counts()[1]
 
 
-def _valid_json(comparison: CallComparison) -> tuple[int, int]:
-    return int(comparison.parsed), 1
+def _valid_json(match: CallMatch) -> tuple[int, int]:
+    return int(match.parsed), 1
 
 
-def _function_name(comparison: CallComparison) -> tuple[int, int]:
-    return int(comparison.name_correct), 1
+def _function_name(match: CallMatch) -> tuple[int, int]:
+    return int(match.name_correct), 1
 
 
-def _argument_exact(comparison: CallComparison) -> tuple[int, int]:
-    return int(comparison.arguments_correct), 1
+def _argument_exact(match: CallMatch) -> tuple[int, int]:
+    return int(match.arguments_correct), 1
 
 
-def _argument_f1(comparison: CallComparison) -> tuple[int, int]:
+def _argument_f1(match: CallMatch) -> tuple[int, int]:
     # Micro F1 = 2*matched / (predicted + gold): additive, so sums of rows stay exact.
-    return 2 * comparison.matched_pairs, comparison.predicted_pairs + comparison.gold_pairs
+    return 2 * match.matched_pairs, match.predicted_pairs + match.gold_pairs
 
 
-def _full_call(comparison: CallComparison) -> tuple[int, int]:
-    return int(comparison.name_correct and comparison.arguments_correct), 1
+def _full_call(match: CallMatch) -> tuple[int, int]:
+    return int(match.name_correct and match.arguments_correct), 1
 
 
 def _read_gold_call(value: object, where: str) -> tuple[dict[str, Any], ...]:
@@ -282,12 +283,12 @@ def _make_gold_call(calls: Sequence[Mapping[str, Any]]) -> GoldCall:
 
 
 def _first_call(calls: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
-    return calls[0]  # catalog metrics of the single mode receive the one gold call
+    return calls[0]  # catalog measures of the single mode receive the one gold call
 
 
-def _compare_call(parsed: Parsed, gold: GoldCall) -> CallComparison:
+def _match_call(parsed: Parsed, gold: GoldCall) -> CallMatch:
     call = parsed.call if isinstance(parsed, ParseResult) else None
-    return CallComparison(parsed.status, call, gold)
+    return CallMatch(parsed.status, call, gold)
 
 
 register_builtin_mode(
@@ -300,7 +301,7 @@ register_builtin_mode(
         read_gold=_read_gold_call,
         gold_problem=_one_gold_call,
         make_gold=_make_gold_call,
-        compare=_compare_call,
+        match=_match_call,
         catalog_reference=_first_call,
     ),
     # The spec's five, in the spec's order: registration order is report column order.
@@ -375,8 +376,8 @@ class ExampleScore:
         return self.correct("full_call_exact_match")
 
 
-def _checked_component(metric: ScoringMetric[Any], comparison: object) -> tuple[int, int]:
-    numerator, denominator = metric.component(comparison)
+def _checked_component(metric: ScoringMetric[Any], match: object) -> tuple[int, int]:
+    numerator, denominator = metric.component(match)
     if (
         type(numerator) is not int
         or type(denominator) is not int
@@ -390,9 +391,9 @@ def _checked_component(metric: ScoringMetric[Any], comparison: object) -> tuple[
 
 
 def score_components(
-    comparisons: Iterable[Any], metrics: Sequence[ScoringMetric[Any]] | None = None
+    matches: Iterable[Any], metrics: Sequence[ScoringMetric[Any]] | None = None
 ) -> tuple[list[int], list[int]]:
-    """Every metric's components for every comparison, flat and row-major.
+    """Every metric's components for every match, flat and row-major.
 
     Row ``i``'s components for metric ``j`` are at ``i * len(metrics) + j``;
     the caller reshapes (the evaluation layer into ``(n, m)`` integer arrays).
@@ -401,8 +402,8 @@ def score_components(
     The cycle collector is paused for the batch (see :mod:`sommelier_mlflow._gc`).
 
     Args:
-        comparisons: The examples, compared with their gold calls: the comparison
-            type of the metrics' mode (:class:`CallComparison` for ``single``).
+        matches: The examples, compared with their gold calls: the match
+            type of the metrics' mode (:class:`CallMatch` for ``single``).
         metrics: The metrics, in column order (default: the ``single`` mode's).
 
     Raises:
@@ -413,17 +414,17 @@ def score_components(
     numerators: list[int] = []
     denominators: list[int] = []
     add_numerator, add_denominator = numerators.append, denominators.append
-    with paused_gc():  # ``comparisons`` may parse lazily: the whole batch runs paused
+    with paused_gc():  # ``matches`` may parse lazily: the whole batch runs paused
         if len(plain) == len(chosen):
-            for comparison in comparisons:
+            for match in matches:
                 for component in plain:
-                    numerator, denominator = component(comparison)
+                    numerator, denominator = component(match)
                     add_numerator(numerator)
                     add_denominator(denominator)
         else:
-            for comparison in comparisons:
+            for match in matches:
                 for metric in chosen:
-                    numerator, denominator = _checked_component(metric, comparison)
+                    numerator, denominator = _checked_component(metric, match)
                     add_numerator(numerator)
                     add_denominator(denominator)
     return numerators, denominators
@@ -443,37 +444,37 @@ def score_example(
         InputError: If the status is unknown, or ``ok`` without a valid call, or
             the gold call is malformed.
     """
-    return one_example_score(CallComparison(parse_status, parsed_call, gold), DEFAULT_MODE)
+    return one_example_score(CallMatch(parse_status, parsed_call, gold), DEFAULT_MODE)
 
 
-def one_example_score(comparison: object, mode: str) -> ExampleScore:
-    """Every metric of ``mode`` on one comparison (of that mode's comparison type)."""
+def one_example_score(match: object, mode: str) -> ExampleScore:
+    """Every metric of ``mode`` on one match (of that mode's match type)."""
     metrics = scoring_metrics(mode)
-    numerators, denominators = score_components([comparison], metrics)
+    numerators, denominators = score_components([match], metrics)
     return ExampleScore(
         tuple(metric.name for metric in metrics), tuple(numerators), tuple(denominators)
     )
 
 
-_Comparison = TypeVar("_Comparison")
+_Match = TypeVar("_Match")
 
 
-def record_comparisons(
+def record_matches(
     records: Iterable[Mapping[str, Any]],
-    compare: Callable[[Any, Any, Any], _Comparison],
+    match: Callable[[Any, Any, Any], _Match],
     parsed_field: str,
     gold_field: str,
-) -> Iterator[_Comparison]:
-    """Comparisons built from record mappings, naming the record that lacks a field."""
+) -> Iterator[_Match]:
+    """Matches built from record mappings, naming the record that lacks a field."""
     for index, record in enumerate(records):
         try:
-            yield compare(record["parse_status"], record.get(parsed_field), record[gold_field])
+            yield match(record["parse_status"], record.get(parsed_field), record[gold_field])
         except KeyError as exc:
             raise InputError(f"record {index} lacks field {exc.args[0]!r}") from exc
 
 
-def _comparisons(records: Iterable[Mapping[str, Any]]) -> Iterator[CallComparison]:
-    return record_comparisons(records, CallComparison, "parsed_call", "gold_call")
+def _matches(records: Iterable[Mapping[str, Any]]) -> Iterator[CallMatch]:
+    return record_matches(records, CallMatch, "parsed_call", "gold_call")
 
 
 def score_records(records: Iterable[Mapping[str, Any]]) -> list[ExampleScore]:
@@ -481,7 +482,7 @@ def score_records(records: Iterable[Mapping[str, Any]]) -> list[ExampleScore]:
     metrics = scoring_metrics()
     names = tuple(metric.name for metric in metrics)
     width = len(names)
-    numerators, denominators = score_components(_comparisons(records), metrics)
+    numerators, denominators = score_components(_matches(records), metrics)
     return [
         ExampleScore(
             names,
@@ -525,5 +526,9 @@ def compute_metrics(records: Iterable[Mapping[str, Any]]) -> dict[str, MetricVal
     The denominator is every record: a failed parse scores zero, never drops out.
     """
     metrics = scoring_metrics()
-    numerators, denominators = score_components(_comparisons(records), metrics)
+    numerators, denominators = score_components(_matches(records), metrics)
     return sum_components([metric.name for metric in metrics], numerators, denominators)
+
+
+#: Names before issue 31's one vocabulary; each works, warning, until the next release.
+__getattr__ = deprecated_aliases(__name__, globals())

@@ -89,10 +89,10 @@ class ToyJsonFormat(JsonFormatMetric):
 
 # A ratio metric (count columns, three scorers) in the scoring metrics' own group.
 _SCORING_METRIC = """
-from sommelier_mlflow import CallComparison, ScoringMetric, register_scoring_metric
+from sommelier_mlflow import CallMatch, ScoringMetric, register_scoring_metric
 
 
-def key_recall(comparison: CallComparison) -> tuple[int, int]:
+def key_recall(comparison: CallMatch) -> tuple[int, int]:
     gold = set(comparison.gold.arguments)
     got = set(comparison.call["arguments"]) if comparison.call is not None else set()
     return len(gold & got), len(gold)
@@ -106,10 +106,10 @@ register_scoring_metric(
 # A yes/no metric in the group scoring-metric plugins were told to use before
 # they had their own: an entry point naming a function that registers.
 _LEGACY_SCORING_METRIC = """
-from sommelier_mlflow import CallComparison, ScoringMetric, register_scoring_metric
+from sommelier_mlflow import CallMatch, ScoringMetric, register_scoring_metric
 
 
-def weather(comparison: CallComparison) -> tuple[int, int]:
+def weather(comparison: CallMatch) -> tuple[int, int]:
     called = comparison.call is not None and comparison.call["name"] == "get_weather"
     return int(called), 1
 
@@ -369,8 +369,8 @@ def test_plugin_scoring_metrics_reach_the_evaluator_and_the_genai_scorers(
 
 def test_a_plugin_metric_is_in_the_catalog_without_being_imported(plugin_python: Path) -> None:
     probe = (
-        "from sommelier_mlflow.metrics import get_metric, list_metrics; "
-        "print(get_metric('toy_json_format').__name__, 'toy_json_format' in list_metrics())"
+        "from sommelier_mlflow.metrics import get_measure, list_measures; "
+        "print(get_measure('toy_json_format').__name__, 'toy_json_format' in list_measures())"
     )
     done = subprocess.run(
         [str(plugin_python), "-c", probe], capture_output=True, text=True, timeout=120

@@ -280,7 +280,7 @@ def _config_error(store: Store, data: pd.DataFrame, **kwargs: Any) -> SommelierE
         ({"seed": "1"}, "seed must be an integer"),
         ({"resamples": 0}, "resamples must be a positive integer"),
         ({"metrics": [{"name": "NoSuchMetric"}]}, "NoSuchMetric"),
-        ({"metrics": [{"nom": "CountsMetric"}]}, r"metrics\[0\] is not a MetricSpec"),
+        ({"metrics": [{"nom": "CountsMetric"}]}, r"metrics\[0\] is not a MeasureSpec"),
         ({"chat_template_kwargs": "[1]"}, "chat_template_kwargs: .*must be a JSON object"),
         ({"chat_template_kwargs": {"tools": []}}, "chat_template_kwargs: .*may not set tools"),
         ({"template_date": "26 Jul 2024"}, "template_date: .*must be a calendar date"),

@@ -11,7 +11,7 @@ import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from sommelier_mlflow.evaluation import EvaluatorReport
+from sommelier_mlflow.evaluation import PredictionsReport
 from sommelier_mlflow.integration import score_predictions
 from sommelier_mlflow.toolcalls import CALLS_METRIC_NAMES, CALLS_PARSER_VERSION
 from tests.integration.integration_helpers import Store, evaluate_in_run
@@ -104,7 +104,7 @@ def test_calls_evaluator_report_reads_back_as_written() -> None:
     )
     document = scores.report.to_json()
     assert document["scoring"] == "calls" and document["slice_by"] == ["calls", "topic"]
-    again = EvaluatorReport.from_json(document)
+    again = PredictionsReport.from_json(document)
     assert again.to_json() == document
     assert again.field_slices["topic:small talk"].metrics == (
         scores.report.field_slices["topic:small talk"].metrics

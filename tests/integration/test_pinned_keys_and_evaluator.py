@@ -17,9 +17,9 @@ from sommelier_mlflow.errors import DataError, InvariantViolationError
 from sommelier_mlflow.evaluation import (
     ComparisonReport,
     EvaluationReport,
-    EvaluatorReport,
-    read_evaluator_report,
-    write_evaluator_report,
+    PredictionsReport,
+    read_predictions_report,
+    write_predictions_report,
 )
 from sommelier_mlflow.integration import (
     comparison_metric_keys,
@@ -75,11 +75,11 @@ def test_evaluator_output_is_unchanged() -> None:
 
 def test_evaluator_report_reads_and_rewrites_the_fixture_byte_for_byte(tmp_path: Path) -> None:
     document = _load("evaluator_report.json")["report"]
-    report = EvaluatorReport.from_json(document)
+    report = PredictionsReport.from_json(document)
     assert report.to_json() == document
-    path = write_evaluator_report(tmp_path / "evaluator_report.json", report)
+    path = write_predictions_report(tmp_path / "evaluator_report.json", report)
     assert path.read_bytes() == dumps_pretty(document)
-    assert read_evaluator_report(path).to_json() == document
+    assert read_predictions_report(path).to_json() == document
 
 
 @pytest.mark.parametrize(
@@ -113,4 +113,4 @@ def test_evaluator_report_reader_refuses_an_edited_document(
     document = _load("evaluator_report.json")["report"]
     edit(document)
     with pytest.raises(error, match=message.replace("[", r"\[").replace("]", r"\]")):
-        EvaluatorReport.from_json(document)
+        PredictionsReport.from_json(document)

@@ -17,7 +17,7 @@ import pytest
 
 from sommelier_mlflow import (
     METRIC_NAMES,
-    CallComparison,
+    CallMatch,
     ScoringMetric,
     register_scoring_metric,
     scoring_metrics,
@@ -46,7 +46,7 @@ from tests.integration.integration_helpers import (
 SIXTH = "argument_key_recall"
 
 
-def _key_recall(comparison: CallComparison) -> tuple[int, int]:
+def _key_recall(comparison: CallMatch) -> tuple[int, int]:
     gold = set(comparison.gold.arguments)
     if comparison.call is None:
         return 0, len(gold)
@@ -54,7 +54,7 @@ def _key_recall(comparison: CallComparison) -> tuple[int, int]:
 
 
 @pytest.fixture
-def sixth() -> Iterator[ScoringMetric[CallComparison]]:
+def sixth() -> Iterator[ScoringMetric[CallMatch]]:
     metric = register_scoring_metric(
         ScoringMetric(
             SIXTH,
@@ -77,7 +77,7 @@ def _expected_recall(outputs: dict[str, str]) -> tuple[int, int]:
 
 
 def test_a_sixth_metric_flows_through_reports_stats_keys_and_markdown(
-    sixth: ScoringMetric[CallComparison], tmp_path: Path
+    sixth: ScoringMetric[CallMatch], tmp_path: Path
 ) -> None:
     split = read_test_split(write_test_split(tmp_path / "test.jsonl", examples()))
     base, adapter = score_arms(split, resamples=200)
@@ -120,7 +120,7 @@ def test_a_sixth_metric_flows_through_reports_stats_keys_and_markdown(
 
 
 def test_a_sixth_metric_reaches_the_evaluator_and_the_scorers(
-    sixth: ScoringMetric[CallComparison], store: Store
+    sixth: ScoringMetric[CallMatch], store: Store
 ) -> None:
     ids = list(GOLD)
     data = pd.DataFrame(

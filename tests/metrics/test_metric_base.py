@@ -8,11 +8,11 @@ from pydantic import BaseModel, SecretStr, ValidationError
 
 from sommelier_mlflow.errors import ConfigError, MetricConfigError, MetricTypeError
 from sommelier_mlflow.metrics import (
-    BaseMetric,
-    CompositeMetric,
-    CountsMetric,
+    BaseMeasure,
+    CompositeMeasure,
+    CountsMeasure,
     JSONValue,
-    MetricConfig,
+    MeasureConfig,
     NoConfig,
     config_schema,
 )
@@ -20,18 +20,18 @@ from sommelier_mlflow.metrics import (
 T = TypeVar("T")
 
 
-class Length(BaseMetric[int]):
+class Length(BaseMeasure[int]):
     def evaluate(self, text: str) -> dict[str, int]:
         return self.result(len(text))
 
 
-class ScaleConfig(MetricConfig):
+class ScaleConfig(MeasureConfig):
     factor: float
     label: Optional[str]  # noqa: UP045 - Optional without default must become optional
     secret: SecretStr | None = None
 
 
-class Scaled(BaseMetric[float]):
+class Scaled(BaseMeasure[float]):
     config_schema = ScaleConfig
 
     def evaluate(self, text: str) -> dict[str, float]:
@@ -46,22 +46,22 @@ class PlainModel(BaseModel):
 
 
 @config_schema(PlainModel)
-class Decorated(BaseMetric[list[int]]):
+class Decorated(BaseMeasure[list[int]]):
     def evaluate(self, text: str) -> dict[str, list[int]]:
         return self.result([cast(PlainModel, self.settings).count] * 2)
 
 
-class MatchesReference(BaseMetric[bool]):
+class MatchesReference(BaseMeasure[bool]):
     def evaluate(self, text: str, *, reference: Any = None) -> dict[str, bool]:
         return self.result(reference is not None and text == reference)
 
 
-class Lying(BaseMetric[int]):
+class Lying(BaseMeasure[int]):
     def evaluate(self, text: str) -> dict[str, int]:
         return {"Lying": cast(int, "not an int")}
 
 
-class GenericLength(BaseMetric[T]):
+class GenericLength(BaseMeasure[T]):
     """Generic intermediate: abstract until T is bound."""
 
     def evaluate(self, text: str) -> dict[str, T]:
@@ -75,7 +75,7 @@ class IntLength(GenericLength[int]):
     pass
 
 
-class ListOf(BaseMetric[list[T]]):
+class ListOf(BaseMeasure[list[T]]):
     def evaluate(self, text: str) -> dict[str, list[T]]:
         return self.result(cast(list[T], list(text)))
 
@@ -84,7 +84,7 @@ class Letters(ListOf[str]):
     pass
 
 
-class SharedBase(BaseMetric[int], abstract=True):
+class SharedBase(BaseMeasure[int], abstract=True):
     """Abstract base with a bound type and no evaluate."""
 
 
@@ -101,7 +101,7 @@ def test_unserialisable_value_type_is_refused_at_class_creation(bad: str) -> Non
     tp = eval(bad, {"Any": Any})
     with pytest.raises(MetricTypeError, match="not JSON-serialisable") as info:
 
-        class Bad(BaseMetric[tp]):  # type: ignore[valid-type]
+        class Bad(BaseMeasure[tp]):  # type: ignore[valid-type]
             def evaluate(self, text: str) -> dict[str, Any]:
                 return {}
 
@@ -111,7 +111,7 @@ def test_unserialisable_value_type_is_refused_at_class_creation(bad: str) -> Non
 def test_value_type_is_recorded() -> None:
     assert Length.value_type is int
     assert Decorated.value_type == list[int]
-    assert CompositeMetric.value_type is JSONValue
+    assert CompositeMeasure.value_type is JSONValue
     assert IntLength.value_type is int
     assert Letters.value_type == list[str]
 
@@ -119,7 +119,7 @@ def test_value_type_is_recorded() -> None:
 def test_unparametrised_base_is_refused() -> None:
     with pytest.raises(MetricTypeError, match="does not bind its value type"):
 
-        class Bare(BaseMetric):  # type: ignore[type-arg]
+        class Bare(BaseMeasure):  # type: ignore[type-arg]
             def evaluate(self, text: str) -> dict[str, int]:
                 return {}
 
@@ -127,14 +127,14 @@ def test_unparametrised_base_is_refused() -> None:
 def test_missing_evaluate_is_refused() -> None:
     with pytest.raises(MetricTypeError, match="must implement"):
 
-        class NoEvaluate(BaseMetric[int]):
+        class NoEvaluate(BaseMeasure[int]):
             pass
 
 
 def test_wrong_return_annotation_is_refused() -> None:
     with pytest.raises(MetricTypeError, match=r"returns dict\[str, float\]"):
 
-        class WrongReturn(BaseMetric[int]):
+        class WrongReturn(BaseMeasure[int]):
             def evaluate(self, text: str) -> dict[str, float]:
                 return {}
 
@@ -142,7 +142,7 @@ def test_wrong_return_annotation_is_refused() -> None:
 def test_missing_return_annotation_is_refused() -> None:
     with pytest.raises(MetricTypeError, match="annotate its return type"):
 
-        class NoReturn(BaseMetric[int]):
+        class NoReturn(BaseMeasure[int]):
             def evaluate(self, text: str):  # type: ignore[no-untyped-def]
                 return {}
 
@@ -150,7 +150,7 @@ def test_missing_return_annotation_is_refused() -> None:
 def test_text_must_be_str() -> None:
     with pytest.raises(MetricTypeError, match="text: str"):
 
-        class IntText(BaseMetric[int]):
+        class IntText(BaseMeasure[int]):
             def evaluate(self, text: int) -> dict[str, int]:  # type: ignore[override]
                 return {}
 
@@ -172,13 +172,13 @@ def test_unsupported_evaluate_signatures_are_refused(signature: str) -> None:
     namespace: dict[str, Any] = {}
     exec(f"def evaluate({signature}) -> 'dict[str, int]':\n    return {{}}", {}, namespace)
     with pytest.raises(MetricTypeError, match="evaluate"):
-        types.new_class("Odd", (BaseMetric[int],), exec_body=lambda ns: ns.update(namespace))
+        types.new_class("Odd", (BaseMeasure[int],), exec_body=lambda ns: ns.update(namespace))
 
 
 def test_static_evaluate_is_refused() -> None:
     with pytest.raises(MetricTypeError, match="plain instance method"):
 
-        class Static(BaseMetric[int]):
+        class Static(BaseMeasure[int]):
             @staticmethod
             def evaluate(text: str) -> dict[str, int]:  # type: ignore[override]
                 return {}
@@ -187,7 +187,7 @@ def test_static_evaluate_is_refused() -> None:
 def test_unresolvable_annotation_is_reported() -> None:
     with pytest.raises(MetricTypeError, match="Cannot resolve"):
 
-        class Unresolved(BaseMetric[int]):
+        class Unresolved(BaseMeasure[int]):
             def evaluate(self, text: str) -> dict[str, NotDefinedAnywhere]:  # type: ignore[name-defined]  # noqa: F821
                 return {}
 
@@ -195,7 +195,7 @@ def test_unresolvable_annotation_is_reported() -> None:
 def test_reference_parameter_is_detected() -> None:
     assert MatchesReference.accepts_reference is True
     assert Length.accepts_reference is False
-    assert CompositeMetric.accepts_reference is True
+    assert CompositeMeasure.accepts_reference is True
 
 
 def test_abstract_and_generic_classes_cannot_be_instantiated() -> None:
@@ -204,7 +204,7 @@ def test_abstract_and_generic_classes_cannot_be_instantiated() -> None:
     with pytest.raises(MetricTypeError, match="abstract"):
         GenericLength()
     with pytest.raises(MetricTypeError, match="abstract"):
-        BaseMetric()
+        BaseMeasure()
     assert Concrete().evaluate("x") == {"Concrete": 1}
     assert IntLength().evaluate("abc") == {"IntLength": 3}
     assert Letters().evaluate("ab") == {"Letters": ["a", "b"]}
@@ -218,7 +218,7 @@ def test_generic_subclass_binding_a_bad_type_is_refused() -> None:
 
 
 def test_subclass_of_concrete_metric_inherits_type_but_not_name() -> None:
-    class LongerCounts(CountsMetric):
+    class LongerCounts(CountsMeasure):
         pass
 
     assert LongerCounts.value_type is int
@@ -317,10 +317,10 @@ def test_plain_pydantic_schema_is_hardened() -> None:
 
 
 def test_compliant_schema_is_used_as_is() -> None:
-    class Compliant(MetricConfig):
+    class Compliant(MeasureConfig):
         size: int = 1
 
-    class Sized(BaseMetric[int]):
+    class Sized(BaseMeasure[int]):
         config_schema = Compliant
 
         def evaluate(self, text: str) -> dict[str, int]:
@@ -333,7 +333,7 @@ def test_compliant_schema_is_used_as_is() -> None:
 def test_class_attribute_schema_must_be_a_model() -> None:
     with pytest.raises(MetricTypeError, match="pydantic BaseModel"):
 
-        class NotASchema(BaseMetric[int]):
+        class NotASchema(BaseMeasure[int]):
             config_schema = dict  # type: ignore[assignment]
 
             def evaluate(self, text: str) -> dict[str, int]:
@@ -343,7 +343,7 @@ def test_class_attribute_schema_must_be_a_model() -> None:
 def test_config_schema_decorator_checks_its_arguments() -> None:
     with pytest.raises(MetricTypeError, match="pydantic BaseModel"):
         config_schema(dict)  # type: ignore[arg-type]
-    with pytest.raises(MetricTypeError, match="decorates metric classes"):
+    with pytest.raises(MetricTypeError, match="decorates measure classes"):
         config_schema(PlainModel)(int)  # type: ignore[type-var]
 
 
@@ -450,10 +450,10 @@ def test_score_passes_reference_only_where_accepted() -> None:
 # --- tree ------------------------------------------------------------------------------------
 
 
-def _tree() -> tuple[CompositeMetric, dict[str, BaseMetric[Any]]]:
+def _tree() -> tuple[CompositeMeasure, dict[str, BaseMeasure[Any]]]:
     a, b, c, d = Length(), Scaled(factor=1.0), IntLength(), Letters()
-    inner = CompositeMetric(c, d)
-    root = CompositeMetric(a, inner, b)
+    inner = CompositeMeasure(c, d)
+    root = CompositeMeasure(a, inner, b)
     return root, {"a": a, "b": b, "c": c, "d": d, "inner": inner}
 
 
@@ -483,13 +483,13 @@ def test_descendants_orders() -> None:
 
 def test_descendants_are_cycle_safe() -> None:
     root, n = _tree()
-    inner = cast(CompositeMetric, n["inner"])
+    inner = cast(CompositeMeasure, n["inner"])
     inner._children.append(root)  # forge a cycle that add() would refuse
     inner._children.append(n["c"])  # and a node reachable twice
     nodes = list(root.descendants())
     assert len(nodes) == 5 and len({id(node) for node in nodes}) == 5
     assert len(list(root.descendants(order="bfs"))) == 5
-    assert "<cycle: CompositeMetric>" in repr(root)
+    assert "<cycle: CompositeMeasure>" in repr(root)
 
 
 def test_contains_by_name_and_identity() -> None:
@@ -514,12 +514,12 @@ def test_repr_draws_the_tree() -> None:
     a = Length()
     a.result_key = "chars"
     b = Scaled(factor=2.0)
-    inner = CompositeMetric(b)
-    root = CompositeMetric(a, inner, Letters())
+    inner = CompositeMeasure(b)
+    root = CompositeMeasure(a, inner, Letters())
     assert repr(root) == (
-        "CompositeMetric()\n"
+        "CompositeMeasure()\n"
         "├── Length(result_key='chars')\n"
-        "├── CompositeMetric()\n"
+        "├── CompositeMeasure()\n"
         "│   └── Scaled(factor=2.0, label=None, secret=None)\n"
         "└── Letters()"
     )

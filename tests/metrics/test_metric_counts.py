@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from sommelier_mlflow.errors import DependencyError, MetricConfigError
-from sommelier_mlflow.metrics import CountsConfig, CountsMetric, count_encodings
+from sommelier_mlflow.metrics import CountsConfig, CountsMeasure, count_encodings
 
 VOCAB = {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "hello": 3, "world": 4, "!": 5}
 
@@ -31,7 +31,7 @@ def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_default_counts_stripped_characters() -> None:
-    metric = CountsMetric()
+    metric = CountsMeasure()
     assert metric.config == {
         "segments": "characters",
         "segmentation": None,
@@ -45,20 +45,20 @@ def test_default_counts_stripped_characters() -> None:
 
 
 def test_null_segments_means_characters_and_segmentation_is_ignored() -> None:
-    metric = CountsMetric.from_config(json_payload='{"segments": null, "segmentation": "x"}')
+    metric = CountsMeasure.from_config(json_payload='{"segments": null, "segmentation": "x"}')
     assert metric.config["segments"] == "characters"
     assert metric.evaluate(" ab ") == {"CountsMetric": 2}
 
 
 def test_tokens_whitespace_is_the_default() -> None:
-    metric = CountsMetric(segments="tokens")
+    metric = CountsMeasure(segments="tokens")
     assert metric.config["segmentation"] == "whitespace"
     assert metric.evaluate("Don't  stop—now!!\n\tok") == {"CountsMetric": 3}
     assert metric.evaluate("   ") == {"CountsMetric": 0}
 
 
 def test_tokens_wordpunct_splits_words_and_punctuation_runs() -> None:
-    metric = CountsMetric(segments="tokens", segmentation="wordpunct")
+    metric = CountsMeasure(segments="tokens", segmentation="wordpunct")
     # Don | ' | t | stop | — | now | !! | ok
     assert metric.evaluate("Don't  stop—now!!\n\tok") == {"CountsMetric": 8}
     assert metric.evaluate('{"a": [1, 2]}') == {"CountsMetric": 8}
@@ -77,16 +77,16 @@ def test_tokens_wordpunct_splits_words_and_punctuation_runs() -> None:
 )
 def test_invalid_configurations(params: dict[str, object], message: str) -> None:
     with pytest.raises(MetricConfigError, match=message):
-        CountsMetric(**params)
+        CountsMeasure(**params)
 
 
 def test_config_schema_is_counts_config() -> None:
-    assert CountsMetric.config_schema is CountsConfig
-    assert CountsMetric.value_type is int
+    assert CountsMeasure.config_schema is CountsConfig
+    assert CountsMeasure.value_type is int
 
 
 def test_encodings_with_local_tokenizer(tokenizer_dir: Path) -> None:
-    metric = CountsMetric(segments="encodings", segmentation=str(tokenizer_dir))
+    metric = CountsMeasure(segments="encodings", segmentation=str(tokenizer_dir))
     # hello | world | ! | [UNK]; the [CLS]/[SEP] framing is not counted.
     assert metric.evaluate("hello world! foo") == {"CountsMetric": 4}
     assert metric.evaluate("  ") == {"CountsMetric": 0}
@@ -94,7 +94,7 @@ def test_encodings_with_local_tokenizer(tokenizer_dir: Path) -> None:
 
 
 def test_hf_token_is_masked_everywhere_shown(tokenizer_dir: Path) -> None:
-    metric = CountsMetric(
+    metric = CountsMeasure(
         segments="encodings", segmentation=str(tokenizer_dir), hf_token="hf_TOPSECRET"
     )
     assert metric.evaluate("world") == {"CountsMetric": 1}
@@ -106,7 +106,7 @@ def test_hf_token_is_masked_everywhere_shown(tokenizer_dir: Path) -> None:
 def test_missing_local_tokenizer_is_a_dependency_error(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-tokenizer"
     with pytest.raises(DependencyError, match="No tokenizer directory") as info:
-        CountsMetric(segments="encodings", segmentation=str(missing))
+        CountsMeasure(segments="encodings", segmentation=str(missing))
     assert str(missing) in str(info.value)
     assert info.value.exit_code == 3
     with pytest.raises(DependencyError, match="hub model id"):
@@ -115,7 +115,7 @@ def test_missing_local_tokenizer_is_a_dependency_error(tmp_path: Path) -> None:
 
 def test_uncached_hub_model_offline_is_a_dependency_error_without_leaking_token() -> None:
     with pytest.raises(DependencyError, match="hf_token or set HF_TOKEN") as info:
-        CountsMetric(
+        CountsMeasure(
             segments="encodings",
             segmentation="sommelier-tests/no-such-model",
             revision="0123456789abcdef0123456789abcdef01234567",
@@ -131,23 +131,25 @@ def test_missing_transformers_is_a_dependency_error(
     monkeypatch.setitem(sys.modules, "transformers", None)  # as if not installed
     with pytest.raises(DependencyError, match="pip install 'transformers"):
         # A token not used before, so the tokenizer cache cannot answer.
-        CountsMetric(segments="encodings", segmentation=str(tokenizer_dir), hf_token="hf_fresh_key")
+        CountsMeasure(
+            segments="encodings", segmentation=str(tokenizer_dir), hf_token="hf_fresh_key"
+        )
 
 
 def test_a_hub_tokenizer_must_be_pinned_unless_explicitly_not(tokenizer_dir: Path) -> None:
     with pytest.raises(MetricConfigError, match="must be pinned"):
-        CountsMetric(segments="encodings", segmentation="sommelier-tests/no-such-model")
+        CountsMeasure(segments="encodings", segmentation="sommelier-tests/no-such-model")
     with pytest.raises(MetricConfigError, match="must be pinned"):
         count_encodings("x", "sommelier-tests/no-such-model")
     with pytest.raises(MetricConfigError, match="revision"):
-        CountsMetric(segments="encodings", segmentation=str(tokenizer_dir), revision=" ")
+        CountsMeasure(segments="encodings", segmentation=str(tokenizer_dir), revision=" ")
     # The opt-out is explicit and gets as far as loading (offline: not cached).
     with pytest.raises(DependencyError, match="Cannot load the tokenizer"):
-        CountsMetric(
+        CountsMeasure(
             segments="encodings",
             segmentation="sommelier-tests/no-such-model",
             allow_unpinned=True,
         )
     # A local directory is pinned by its files: no revision needed.
-    local = CountsMetric(segments="encodings", segmentation=str(tokenizer_dir))
+    local = CountsMeasure(segments="encodings", segmentation=str(tokenizer_dir))
     assert local.evaluate("hello world") == {"CountsMetric": 2}

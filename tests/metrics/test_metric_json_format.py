@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from sommelier_mlflow.errors import MetricConfigError
-from sommelier_mlflow.metrics import JsonFormatConfig, JsonFormatMetric
+from sommelier_mlflow.metrics import JsonFormatConfig, JsonFormatMeasure
 
 JOKE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -21,7 +21,7 @@ JOKE_SCHEMA: dict[str, Any] = {
 
 
 def _verdict(text: str, schema: dict[str, Any] = JOKE_SCHEMA, **extra: Any) -> dict[str, bool]:
-    metric = JsonFormatMetric(expected_schema=schema, **extra)
+    metric = JsonFormatMeasure(expected_schema=schema, **extra)
     return metric.evaluate(text)["JsonFormatMetric"]
 
 
@@ -79,7 +79,7 @@ def test_unparseable_or_non_object_text_fails_every_field(text: str) -> None:
 
 
 def test_schema_as_json_string_equals_dict() -> None:
-    from_string = JsonFormatMetric.from_config(expected_schema=json.dumps(JOKE_SCHEMA))
+    from_string = JsonFormatMeasure.from_config(expected_schema=json.dumps(JOKE_SCHEMA))
     assert from_string.config["expected_schema"] == JOKE_SCHEMA
     assert from_string.evaluate('{"question": "q", "joke": "j"}') == {
         "JsonFormatMetric": dict.fromkeys(JOKE_SCHEMA["properties"], True)
@@ -88,7 +88,7 @@ def test_schema_as_json_string_equals_dict() -> None:
 
 def test_whole_payload_as_json() -> None:
     payload = json.dumps({"expected_schema": JOKE_SCHEMA, "check_formats": True})
-    metric = JsonFormatMetric.from_config(json_payload=payload)
+    metric = JsonFormatMeasure.from_config(json_payload=payload)
     assert metric.config["check_formats"] is True
 
 
@@ -147,20 +147,20 @@ def test_nested_errors_count_against_their_top_level_field() -> None:
 )
 def test_invalid_schemas_are_refused_at_config_time(schema: object, message: str) -> None:
     with pytest.raises(MetricConfigError, match=message):
-        JsonFormatMetric(expected_schema=schema)
+        JsonFormatMeasure(expected_schema=schema)
 
 
 def test_config_requires_schema_and_strict_bool() -> None:
     with pytest.raises(MetricConfigError, match="expected_schema: Field required"):
-        JsonFormatMetric()
+        JsonFormatMeasure()
     with pytest.raises(MetricConfigError, match="check_formats"):
-        JsonFormatMetric(expected_schema=JOKE_SCHEMA, check_formats="yes")
-    assert JsonFormatMetric.config_schema is JsonFormatConfig
-    assert JsonFormatMetric.value_type == dict[str, bool]
+        JsonFormatMeasure(expected_schema=JOKE_SCHEMA, check_formats="yes")
+    assert JsonFormatMeasure.config_schema is JsonFormatConfig
+    assert JsonFormatMeasure.value_type == dict[str, bool]
 
 
 def test_mutating_the_input_schema_later_changes_nothing() -> None:
     schema = json.loads(json.dumps(JOKE_SCHEMA))
-    metric = JsonFormatMetric(expected_schema=schema)
+    metric = JsonFormatMeasure(expected_schema=schema)
     schema["properties"]["joke"]["type"] = "integer"
     assert metric.evaluate('{"question": "q", "joke": "j"}')["JsonFormatMetric"]["joke"] is True

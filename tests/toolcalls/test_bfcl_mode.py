@@ -30,7 +30,7 @@ KEY = {
 
 def _score(text: str, gold: list[dict[str, Any]], fmt: str = "json") -> dict[str, tuple[int, int]]:
     mode = scoring_mode(BFCL_MODE)
-    comparison = mode.compare(mode.parse(text, output_format(fmt), ()), mode.make_gold(gold))
+    comparison = mode.match(mode.parse(text, output_format(fmt), ()), mode.make_gold(gold))
     return {metric.name: metric.component(comparison) for metric in mode.metrics()}
 
 

@@ -1,11 +1,11 @@
-"""CountsMetric: how long is a text, in characters, words or model tokens.
+"""CountsMeasure (catalog ``CountsMetric``): a text's length in characters, words or tokens.
 
 Length is the cheapest signal that a fine-tuned model changed its output
 style (rambling prose around a tool call, truncated calls), and counting in a
 model's own tokens shows what the output costs against ``max_new_tokens``.
 
 Tokenizers come from Hugging Face ``transformers``, imported only when an
-``encodings`` count is configured so that the metric framework never pays for
+``encodings`` count is configured so that the measure framework never pays for
 (or requires) that import otherwise. An access token for gated models is held
 as a secret: it is masked in ``repr``, in ``config`` and in error messages.
 """
@@ -22,13 +22,13 @@ from typing import Any, Literal, cast
 from pydantic import SecretStr, model_validator
 
 from sommelier_mlflow.errors import DependencyError
-from sommelier_mlflow.metrics._base import BaseMetric
-from sommelier_mlflow.metrics._catalog import register_metric
-from sommelier_mlflow.metrics._config import MASK, MetricConfig
+from sommelier_mlflow.metrics._base import BaseMeasure
+from sommelier_mlflow.metrics._catalog import register_measure
+from sommelier_mlflow.metrics._config import MASK, MeasureConfig
 
 __all__ = [
     "CountsConfig",
-    "CountsMetric",
+    "CountsMeasure",
     "count_characters",
     "count_tokens",
     "count_encodings",
@@ -38,8 +38,8 @@ TOKEN_SCHEMES: tuple[str, ...] = ("whitespace", "wordpunct")
 _WORDPUNCT = re.compile(r"\w+|[^\w\s]+")
 
 
-class CountsConfig(MetricConfig):
-    r"""Runtime parameters of :class:`CountsMetric`.
+class CountsConfig(MeasureConfig):
+    r"""Runtime parameters of :class:`CountsMeasure`.
 
     Attributes:
         segments: What to count. ``"characters"`` (default) counts the Unicode
@@ -118,7 +118,7 @@ def _load_tokenizer(source: str, revision: str | None, token: str | None) -> Any
     """Load (once per source, revision and token) a tokenizer with ``AutoTokenizer``."""
     if _looks_like_path(source) and not Path(source).expanduser().is_dir():
         raise DependencyError(
-            f"No tokenizer directory at {source!r} for CountsMetric encodings. Pass an existing "
+            f"No tokenizer directory at {source!r} for CountsMeasure encodings. Pass an existing "
             "directory that holds tokenizer files (saved with save_pretrained) or a Hugging Face "
             "hub model id."
         )
@@ -126,7 +126,7 @@ def _load_tokenizer(source: str, revision: str | None, token: str | None) -> Any
         from transformers import AutoTokenizer
     except ImportError as exc:
         raise DependencyError(
-            "CountsMetric with segments='encodings' needs the transformers package: "
+            "CountsMeasure with segments='encodings' needs the transformers package: "
             "pip install 'transformers>=4.46'."
         ) from exc
     location = str(Path(source).expanduser()) if _looks_like_path(source) else source
@@ -137,7 +137,7 @@ def _load_tokenizer(source: str, revision: str | None, token: str | None) -> Any
         if token:
             reason = reason.replace(token, MASK)
         raise DependencyError(
-            f"Cannot load the tokenizer {source!r} for CountsMetric encodings "
+            f"Cannot load the tokenizer {source!r} for CountsMeasure encodings "
             f"({type(exc).__name__}: {reason}). Pass a local directory with the tokenizer files "
             "or a hub model id that is cached or reachable; for a gated model pass hf_token "
             "or set HF_TOKEN."
@@ -161,12 +161,14 @@ def _counter(config: CountsConfig) -> Callable[[str], int]:
     return lambda text: len(tokenizer.encode(text, add_special_tokens=False))
 
 
-@register_metric
-class CountsMetric(BaseMetric[int]):
+# Its catalog name predates the measure vocabulary (issue 31) and stays: configs,
+# result keys and MLflow keys name it.
+@register_measure(name="CountsMetric")
+class CountsMeasure(BaseMeasure[int]):
     """Count the characters, words or tokenizer encodings of a text.
 
     Empty or whitespace-only text counts 0 in every mode. An ``encodings``
-    tokenizer is loaded when the metric is built, so a missing tokenizer fails
+    tokenizer is loaded when the measure is built, so a missing tokenizer fails
     at configuration time rather than on the first row.
 
     Raises:
@@ -188,7 +190,7 @@ class CountsMetric(BaseMetric[int]):
 
 
 def _count(text: str, **config: Any) -> int:
-    metric = CountsMetric(**config)
+    metric = CountsMeasure(**config)
     return int(metric.score(text)[metric.result_key])
 
 

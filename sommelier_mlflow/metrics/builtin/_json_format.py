@@ -1,4 +1,4 @@
-"""JsonFormatMetric: does a text hold a JSON object of the expected shape, field by field.
+"""JsonFormatMeasure (catalog ``JsonFormatMetric``): a JSON object of the expected shape?
 
 A single pass/fail verdict hides *which* part of a structured output a model
 gets wrong; reporting one boolean per expected field shows it. The expected
@@ -19,11 +19,11 @@ from jsonschema.exceptions import SchemaError
 from pydantic import BeforeValidator, field_validator
 
 from sommelier_mlflow._json import JSONDecodeError, loads
-from sommelier_mlflow.metrics._base import BaseMetric
-from sommelier_mlflow.metrics._catalog import register_metric
-from sommelier_mlflow.metrics._config import MetricConfig
+from sommelier_mlflow.metrics._base import BaseMeasure
+from sommelier_mlflow.metrics._catalog import register_measure
+from sommelier_mlflow.metrics._config import MeasureConfig
 
-__all__ = ["JsonFormatConfig", "JsonFormatMetric"]
+__all__ = ["JsonFormatConfig", "JsonFormatMeasure"]
 
 
 def _decode_schema(value: Any) -> Any:
@@ -35,8 +35,8 @@ def _decode_schema(value: Any) -> Any:
     return value
 
 
-class JsonFormatConfig(MetricConfig):
-    """Runtime parameters of :class:`JsonFormatMetric`.
+class JsonFormatConfig(MeasureConfig):
+    """Runtime parameters of :class:`JsonFormatMeasure`.
 
     Attributes:
         expected_schema: A draft 2020-12 JSON Schema, as a dict or a JSON
@@ -70,8 +70,10 @@ class JsonFormatConfig(MetricConfig):
         return schema
 
 
-@register_metric
-class JsonFormatMetric(BaseMetric[dict[str, bool]]):
+# Its catalog name predates the measure vocabulary (issue 31) and stays: configs,
+# result keys and MLflow keys name it.
+@register_measure(name="JsonFormatMetric")
+class JsonFormatMeasure(BaseMeasure[dict[str, bool]]):
     """Check, per expected field, whether a text's JSON object satisfies the schema.
 
     Each property of ``expected_schema`` maps to ``True`` when:

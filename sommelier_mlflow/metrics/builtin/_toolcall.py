@@ -1,17 +1,17 @@
-"""The built-in modes' strict tool-call metrics as catalog metrics.
+"""The built-in modes' strict tool-call metrics as catalog measures (per row).
 
 They are reference-based: each row's gold call(s) arrive through the
 framework's keyword-only ``reference`` hook, so the per-text ``evaluate(text)``
-contract of the other metrics stays intact. A row's result is that row's
-additive ``{"value", "numerator", "denominator"}``; :meth:`ToolCallMetric.aggregate`
+contract of the other measures stays intact. A row's result is that row's
+additive ``{"value", "numerator", "denominator"}``; :meth:`ToolCallMeasure.aggregate`
 sums rows into the exact corpus :class:`~sommelier_mlflow.toolcalls.MetricValue`
 (micro F1 from summed counts, never a mean of row ratios).
 
-How a text is read is configuration, as for every other catalog metric
+How a text is read is configuration, as for every other catalog measure
 (:class:`ToolCallConfig`): the scoring mode (default: the mode that defines the
 metric, ``single`` for the spec's five) and the output format (default
-``json``), so ``get_metric("call_f1").from_config(output_format="hermes")``
-scores Hermes outputs the ``calls`` way. A catalog metric sees one text and its
+``json``), so ``get_measure("call_f1").from_config(output_format="hermes")``
+scores Hermes outputs the ``calls`` way. A catalog measure sees one text and its
 reference, never the example's tools: a format that types values by the tools
 reads such a row without them.
 """
@@ -25,9 +25,9 @@ from typing import Any, ClassVar, cast
 from pydantic import model_validator
 
 from sommelier_mlflow.errors import MetricConfigError
-from sommelier_mlflow.metrics._base import BaseMetric
-from sommelier_mlflow.metrics._catalog import register_metric
-from sommelier_mlflow.metrics._config import MetricConfig
+from sommelier_mlflow.metrics._base import BaseMeasure
+from sommelier_mlflow.metrics._catalog import register_measure
+from sommelier_mlflow.metrics._config import MeasureConfig
 from sommelier_mlflow.toolcalls import (
     BFCL_MODE,
     CALLS_MODE,
@@ -44,14 +44,13 @@ from sommelier_mlflow.toolcalls import (
     scoring_mode_names,
 )
 
-__all__ = ["ToolCallConfig", "ToolCallMetric"]
+__all__ = ["ToolCallConfig", "ToolCallMeasure"]
 
 RowValue = dict[str, int | float]
 
 
-
-class ToolCallConfig(MetricConfig):
-    """Runtime parameters of a tool-call catalog metric: how each text is read.
+class ToolCallConfig(MeasureConfig):
+    """Runtime parameters of a tool-call catalog measure: how each text is read.
 
     Attributes:
         scoring: The registered scoring mode that parses, compares and scores
@@ -92,7 +91,7 @@ def _config_of(mode: str) -> type[ToolCallConfig]:
     return cast(type[ToolCallConfig], type("ToolCallConfig", (ToolCallConfig,), namespace))
 
 
-class ToolCallMetric(BaseMetric[RowValue], abstract=True):
+class ToolCallMeasure(BaseMeasure[RowValue], abstract=True):
     """Shared machinery: score the text as configured, pick this metric by name."""
 
     scoring_metric: ClassVar[str]
@@ -115,7 +114,7 @@ class ToolCallMetric(BaseMetric[RowValue], abstract=True):
         mode = self._mode
         gold = mode.make_gold(mode.gold_calls(reference, "gold call"))
         parsed = mode.parse(text, self._format, ())  # one text and its gold: no tools here
-        score = one_example_score(mode.compare(parsed, gold), mode.name)
+        score = one_example_score(mode.match(parsed, gold), mode.name)
         return self.result(MetricValue(*score.component(self.scoring_metric)).to_dict())
 
     @staticmethod
@@ -128,7 +127,7 @@ class ToolCallMetric(BaseMetric[RowValue], abstract=True):
         return MetricValue(numerator, denominator)
 
 
-def _catalog_class(metric: ScoringMetric[Any], mode: str) -> type[ToolCallMetric]:
+def _catalog_class(metric: ScoringMetric[Any], mode: str) -> type[ToolCallMeasure]:
     """A concrete catalog class for one scoring metric, documented by its registry entry."""
     class_name = "".join(part.capitalize() for part in metric.name.split("_"))
     namespace = {
@@ -137,8 +136,8 @@ def _catalog_class(metric: ScoringMetric[Any], mode: str) -> type[ToolCallMetric
         "scoring_metric": metric.name,
         "config_schema": _config_of(mode),
     }
-    cls = cast(type[ToolCallMetric], type(class_name, (ToolCallMetric,), namespace))
-    return register_metric(cls, name=metric.name)
+    cls = cast(type[ToolCallMeasure], type(class_name, (ToolCallMeasure,), namespace))
+    return register_measure(cls, name=metric.name)
 
 
 # One catalog class per metric the package's own modes define, named after it

@@ -1,14 +1,15 @@
-"""The evaluator report: what the MLflow evaluator plugin scored, without provenance.
+"""The predictions report: what scoring bare predictions found, without provenance.
 
 An arm's :class:`~sommelier_mlflow.evaluation.EvaluationReport` certifies how
 its outputs were produced (model identity, decoding, prompt digests) and
-carries every row. The evaluator plugin is handed bare columns, so its report
-(``sommelier_mlflow.evaluator_report.v1``) holds only what scoring computed:
-metrics, language and field slices, matched-pair gaps, bootstrap settings
-and the catalog metrics' aggregates. Like the other reports it is a typed
-record with one writer (:meth:`EvaluatorReport.to_json`,
-:func:`write_evaluator_report`) and one reader (:meth:`EvaluatorReport.from_json`,
-:func:`read_evaluator_report`); without rows the reader can only check the
+carries every row. The evaluator plugin and ``score_predictions`` are handed
+bare columns (MLflow's predictions), so their report (still
+``evaluator_report.json``, ``sommelier_mlflow.evaluator_report.v1``) holds
+only what scoring computed: metrics, language and field slices, matched-pair
+gaps, bootstrap settings and the catalog measures' aggregates. Like the other reports it is a typed
+record with one writer (:meth:`PredictionsReport.to_json`,
+:func:`write_predictions_report`) and one reader (:meth:`PredictionsReport.from_json`,
+:func:`read_predictions_report`); without rows the reader can only check the
 aggregates against each other (slices sum to the overall metrics, gaps are
 target minus root), which it does.
 """
@@ -41,9 +42,9 @@ from sommelier_mlflow.toolcalls import DEFAULT_MODE, JSON_FORMAT, MetricValue
 
 __all__ = [
     "EVALUATOR_REPORT_SCHEMA",
-    "EvaluatorReport",
-    "read_evaluator_report",
-    "write_evaluator_report",
+    "PredictionsReport",
+    "read_predictions_report",
+    "write_predictions_report",
 ]
 
 EVALUATOR_REPORT_SCHEMA: Final = schema_version("evaluator_report")
@@ -60,7 +61,7 @@ _REGENERATE: Final = "mlflow.models.evaluate(..., evaluators='sommelier')"
 
 
 @dataclass(frozen=True, eq=False)
-class EvaluatorReport:
+class PredictionsReport:
     """What the evaluator plugin scored: aggregates and gaps, no rows and no provenance.
 
     Attributes:
@@ -94,7 +95,7 @@ class EvaluatorReport:
     @classmethod
     def from_scored(
         cls, scored: ScoredExamples, bootstrap: BootstrapSettings, extra_metrics: ExtraMetrics
-    ) -> EvaluatorReport:
+    ) -> PredictionsReport:
         """The report of columns the evaluator scored (built, not re-checked)."""
         return cls(
             parser_version=scored.parser_version,
@@ -141,7 +142,7 @@ class EvaluatorReport:
         }
 
     @classmethod
-    def from_json(cls, document: object, *, source: str = "evaluator report") -> EvaluatorReport:
+    def from_json(cls, document: object, *, source: str = "evaluator report") -> PredictionsReport:
         """Read and check an evaluator report document (the one reader).
 
         Raises:
@@ -239,7 +240,7 @@ def _read_extra(check: ReportChecker, value: object) -> ExtraMetrics:
     return out
 
 
-def read_evaluator_report(path: str | os.PathLike[str]) -> EvaluatorReport:
+def read_predictions_report(path: str | os.PathLike[str]) -> PredictionsReport:
     """Read and check an ``evaluator_report.json`` file.
 
     Raises:
@@ -247,9 +248,9 @@ def read_evaluator_report(path: str | os.PathLike[str]) -> EvaluatorReport:
         InvariantViolationError: Aggregates that disagree with each other (exit 5).
     """
     source, data = read_report_document(path, "evaluator report")
-    return EvaluatorReport.from_json(data, source=source)
+    return PredictionsReport.from_json(data, source=source)
 
 
-def write_evaluator_report(path: str | os.PathLike[str], report: EvaluatorReport) -> Path:
+def write_predictions_report(path: str | os.PathLike[str], report: PredictionsReport) -> Path:
     """Atomically write an evaluator report (the one writer); returns the path."""
     return atomic_write_json(path, report.to_json())
