@@ -23,6 +23,14 @@ from sommelier_mlflow.data._bfcl import (
     BfclImportResult,
     import_bfcl,
 )
+from sommelier_mlflow.data._bfcl_multi_turn import (
+    BFCL_EXECUTION_DROP_REASONS,
+    BFCL_MULTI_TURN_CATEGORIES,
+    BFCL_MULTI_TURN_DROP_REASONS,
+    BFCL_MULTI_TURN_FUNC_DOCS,
+    MultiTurnCheck,
+    MultiTurnProblem,
+)
 from sommelier_mlflow.data._conversation_import import (
     CONVERSATION_DROP_REASONS,
     ConversationProblem,
@@ -100,6 +108,7 @@ from sommelier_mlflow.data._schemas import (
     GenerationRecord,
     TestExample,
     TestSplit,
+    is_multi_turn,
     schema_version,
     validate_language,
 )
@@ -128,6 +137,10 @@ __all__ = [
     "BFCL_DEFAULT_CATEGORIES",
     "BFCL_DROP_REASONS",
     "BFCL_DROP_SUMMARY_SCHEMA",
+    "BFCL_EXECUTION_DROP_REASONS",
+    "BFCL_MULTI_TURN_CATEGORIES",
+    "BFCL_MULTI_TURN_DROP_REASONS",
+    "BFCL_MULTI_TURN_FUNC_DOCS",
     "BfclImportResult",
     "CALLS_SLICE_FIELD",
     "COMPARISON_REPORT_SCHEMA",
@@ -154,6 +167,8 @@ __all__ = [
     "MODEL_KINDS",
     "ModelIdentity",
     "ModelKind",
+    "MultiTurnCheck",
+    "MultiTurnProblem",
     "NATIVE_PROMPT_FORMAT",
     "OVERALL",
     "PREPARED_EXAMPLE_V2_SCHEMA",
@@ -185,6 +200,7 @@ __all__ = [
     "import_bfcl",
     "input_format",
     "input_format_names",
+    "is_multi_turn",
     "messages_problem",
     "prepare",
     "prompt_format",
