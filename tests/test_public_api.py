@@ -150,6 +150,8 @@ CURATED = {
         "BFCL_MULTI_TURN_FUNC_DOCS",
         "MultiTurnCheck",
         "MultiTurnProblem",
+        "Trajectory",
+        "read_trajectories",
         "is_multi_turn",
         "CALLS_SLICE_FIELD",
         "COMPARISON_REPORT_SCHEMA",

@@ -79,7 +79,12 @@ from sommelier_mlflow.data._input_formats import (
     input_format_names,
     register_input_format,
 )
-from sommelier_mlflow.data._precomputed_reader import PrecomputedGeneration, read_precomputed
+from sommelier_mlflow.data._precomputed_reader import (
+    PrecomputedGeneration,
+    Trajectory,
+    read_precomputed,
+    read_trajectories,
+)
 from sommelier_mlflow.data._prepare import (
     DROP_REASONS,
     SPLIT_NAMES,
@@ -185,6 +190,7 @@ __all__ = [
     "TURN_SLICE_FIELD",
     "TestExample",
     "TestSplit",
+    "Trajectory",
     "build_messages",
     "call_count_value",
     "check_model_kind",
@@ -212,6 +218,7 @@ __all__ = [
     "read_precomputed",
     "read_template_date",
     "read_test_split",
+    "read_trajectories",
     "register_input_format",
     "register_prompt_format",
     "render_target",
