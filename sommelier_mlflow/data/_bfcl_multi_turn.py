@@ -21,7 +21,8 @@ A question that cannot be played is skipped and counted with one reason
 (:data:`BFCL_MULTI_TURN_DROP_REASONS`), in the order the checks run:
 
 - ``unreadable_question``: turns that are not lists of user messages, an
-  empty first turn, an environment of the wrong shape;
+  empty turn where no held-back function arrives (or a message in one where
+  some do: BFCL's runner refuses both), an environment of the wrong shape;
 - ``unknown_class``: an involved class with no function doc in the mapping;
 - ``turn_count_mismatch``: the answer has another number of turns;
 - ``unknown_held_back_function``: ``missed_function`` names a function its
@@ -244,6 +245,15 @@ def multi_turn_row(
     held = _held_back(question, len(turns), functions, excluded)
     if isinstance(held, MultiTurnProblem):
         return held
+    for index, turn in enumerate(turns):
+        # BFCL's runner speaks for the user only where functions arrive, and only there.
+        if (turn == []) != (str(index) in held):
+            return MultiTurnProblem(
+                "unreadable_question",
+                f"turn {index} is {'empty' if turn == [] else 'not empty'} but "
+                f"{'adds no function' if turn == [] else 'is where held-back functions arrive'}; "
+                "only the turn where held-back functions arrive has no user message",
+            )
     later = {name for names in held.values() for name in names}
     tools = [tool for name, tool in functions.items() if name not in excluded and name not in later]
     added = {

@@ -349,7 +349,13 @@ BAD: list[tuple[dict[str, Any], list[Any], str, str]] = [
         _question("multi_turn_base_7", [[], SECOND]),
         [[], []],
         "unreadable_question",
-        "'messages' must be the first user turn",
+        "turn 0 is empty but adds no function",
+    ),
+    (
+        _question("multi_turn_base_9", [FIRST, SECOND], missed_function={"1": ["sort"]}),
+        [[], ["sort('report.txt')"]],
+        "unreadable_question",
+        "turn 1 is not empty but is where held-back functions arrive",
     ),
 ]
 
@@ -382,8 +388,8 @@ def test_questions_that_cannot_be_played_are_counted_and_named_in_the_drop_summa
     dropped = summary["dropped"]["multi_turn_base"]
     assert dropped["unparsable_ground_truth"] == 3
     assert (dropped["unknown_class"], dropped["turn_count_mismatch"]) == (1, 1)
-    assert (dropped["unknown_held_back_function"], dropped["unreadable_question"]) == (1, 1)
-    assert summary["read"] == {"multi_turn_base": 8}
+    assert (dropped["unknown_held_back_function"], dropped["unreadable_question"]) == (1, 2)
+    assert summary["read"] == {"multi_turn_base": 9}
     assert summary["kept"] == {"multi_turn_base": 1}
     named = summary["dropped_questions"]
     assert [(item["id"], item["line"], item["reason"]) for item in named] == [
@@ -405,7 +411,7 @@ def test_strict_stops_at_the_first_skipped_question_with_exit_2(
     assert "'multi_turn_base_1' is skipped: unparsable_ground_truth" in error
     assert not out.exists()
     assert main(argv) == 0
-    assert "multi_turn_base: 1 kept, 7 skipped" in capsys.readouterr().out
+    assert "multi_turn_base: 1 kept, 8 skipped" in capsys.readouterr().out
 
 
 def test_answers_that_do_not_line_up_with_the_questions_stop_the_import(
