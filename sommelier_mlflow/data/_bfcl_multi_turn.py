@@ -43,11 +43,12 @@ The text is parsed with :mod:`ast` and literals read with
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sommelier_mlflow.data._multi_turn import multi_turn_problem
+from sommelier_mlflow.data._multi_turn import multi_turn_problem, turn_index
 from sommelier_mlflow.data._schemas import TEST_EXAMPLE_SCHEMA
 
 __all__ = [
@@ -115,7 +116,9 @@ MultiTurnCheck = Callable[[Mapping[str, Any]], MultiTurnProblem | None]
 
 def _is_json_like(value: object) -> bool:
     """A literal a tool-call argument can be: JSON's values (a tuple reads as a list)."""
-    if value is None or isinstance(value, (str, bool, int, float)):
+    if isinstance(value, float):
+        return math.isfinite(value)  # 1e999 reads as infinity, which JSON cannot hold
+    if value is None or isinstance(value, (str, bool, int)):
         return True
     if isinstance(value, (list, tuple)):
         return all(_is_json_like(item) for item in value)
@@ -155,7 +158,7 @@ def _gold_call_problem(text: str, offered: Mapping[str, Mapping[str, Any]]) -> s
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return "has an argument that is not a literal"
         if not _is_json_like(literal):
-            return "has an argument that is not a JSON value (a set, bytes or a complex number)"
+            return "has an argument that is not a JSON value (a set, bytes, infinity, ...)"
     return None
 
 
@@ -180,7 +183,7 @@ def _held_back(
             return MultiTurnProblem(
                 "unreadable_question", f"missed_function[{key!r}] is not a list of names"
             )
-        if not (key.isascii() and key.isdigit() and str(int(key)) == key and 0 < int(key) < turns):
+        if not turn_index(key, turns):  # None, or 0: the first turn holds nothing back
             return MultiTurnProblem(
                 "unknown_held_back_function",
                 f"missed_function holds back {names} until turn {key!r}, which is not a later "

@@ -210,6 +210,7 @@ SECOND_TOOL = {"name": "get_time", "parameters": {"type": "object", "properties"
         ({"gold_calls": [{"name": "get_weather", "arguments": {}}]}, "'gold_calls' must be []"),
         ({"multi_turn": _multi_turn(added_tools={"2": [SECOND_TOOL]})}, "not a turn index"),
         ({"multi_turn": _multi_turn(added_tools={"01": [SECOND_TOOL]})}, "not a turn index"),
+        ({"multi_turn": _multi_turn(added_tools={"-1": [SECOND_TOOL]})}, "not a turn index"),
         ({"multi_turn": _multi_turn(added_tools={"1": []})}, "non-empty list of tools"),
         (
             {"multi_turn": _multi_turn(added_tools={"1": [WEATHER_TOOL]})},
@@ -398,6 +399,39 @@ def test_questions_that_cannot_be_played_are_counted_and_named_in_the_drop_summa
     for item, (_, _, _, detail) in zip(named, BAD, strict=True):
         assert detail in item["detail"]
     read_test_split(result.split_path, slice_by=["category"])  # an ordinary split
+
+
+@pytest.mark.parametrize(
+    ("call", "detail"),
+    [
+        ("cd(*names)", "unpacks a sequence (*)"),
+        ("cd(**names)", "unpacks a mapping (**)"),
+        ("cd(folder='a', folder='b')", "passes 'folder' twice"),
+        ("cd('a', 'b')", "passes 2 positional arguments; 'cd' has 1"),
+        ("os.cd(folder='a')", "is not one call of a function by its name"),
+        ("cd(folder='a'); ls()", "is not Python call syntax"),
+        ("chmod(mode='x')", "calls 'chmod', which none of the involved classes has"),
+        ("cd(folder={1, 2})", "is not a JSON value"),
+        ("cd(folder=1e999)", "is not a JSON value"),
+    ],
+)
+def test_a_ground_truth_call_is_read_without_evaluating_it_and_refused_when_it_is_no_plain_call(
+    small_data: Path, tmp_path: Path, call: str, detail: str
+) -> None:
+    name = "BFCL_v4_multi_turn_base.json"
+    question = _question("multi_turn_base_1", [FIRST, SECOND])
+    _write(small_data / name, [GOOD, question])
+    _write(
+        small_data / "possible_answer" / name,
+        [
+            {"id": GOOD["id"], "ground_truth": list(GOOD_ANSWER)},
+            {"id": question["id"], "ground_truth": [["ls()"], [call]]},
+        ],
+    )
+    result = import_bfcl(small_data, tmp_path / "mt.jsonl", categories=["multi_turn_base"])
+    (dropped,) = result.summary["dropped_questions"]
+    assert dropped["reason"] == "unparsable_ground_truth"
+    assert dropped["detail"].startswith(f"turn 1: {call!r} ") and detail in dropped["detail"]
 
 
 def test_strict_stops_at_the_first_skipped_question_with_exit_2(
