@@ -21,6 +21,7 @@ from sommelier_mlflow.data import (
     DatasetRef,
     MultiTurnProblem,
     TestExample,
+    TestSplit,
     dataset_records,
     format_examples,
     import_bfcl,
@@ -50,6 +51,11 @@ def imported(bfcl_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bfcl") / "multi_turn.jsonl"
     import_bfcl(bfcl_data, out, categories=list(BFCL_MULTI_TURN_CATEGORIES))
     return out
+
+
+@pytest.fixture(scope="module")
+def split(imported: Path) -> TestSplit:
+    return read_test_split(imported, slice_by=["category"])
 
 
 def test_the_four_categories_import_as_800_rows_carrying_turns_tools_answers_and_environment(
@@ -108,8 +114,9 @@ def test_the_four_categories_import_as_800_rows_carrying_turns_tools_answers_and
     assert row["multi_turn"]["gold_turns"][3] == ["sort('final_report.pdf')"]
 
 
-def test_the_split_reads_back_row_for_row_with_its_category_slice(imported: Path) -> None:
-    split = read_test_split(imported, slice_by=["category"])
+def test_the_split_reads_back_row_for_row_with_its_category_slice(
+    imported: Path, split: TestSplit
+) -> None:
     assert [example.to_json() for example in split.examples] == _lines(imported)
     assert all(is_multi_turn(example) for example in split.examples)
     assert {dict(e.slice_values)["category"] for e in split.examples} == set(
@@ -123,8 +130,7 @@ def test_the_split_reads_back_row_for_row_with_its_category_slice(imported: Path
     assert all(example == kept[example.example_id] for example in sample.examples)
 
 
-def test_every_multi_turn_row_round_trips_through_mlflow_dataset_records(imported: Path) -> None:
-    split = read_test_split(imported, slice_by=["category"])
+def test_every_multi_turn_row_round_trips_through_mlflow_dataset_records(split: TestSplit) -> None:
     records = dataset_records(split.examples, source=split.path)
     first = records[0]
     # The expected calls are an answer: an expectation, never an input a model is shown.
@@ -139,9 +145,8 @@ def test_every_multi_turn_row_round_trips_through_mlflow_dataset_records(importe
 
 
 def test_formatting_renders_the_first_turn_as_a_conversation_row_and_keeps_the_turns(
-    imported: Path, tmp_path: Path
+    split: TestSplit, tmp_path: Path
 ) -> None:
-    split = read_test_split(imported, slice_by=["category"])
     chosen = [split.examples[0], split.examples[250]]  # a base and a miss_func question
     tokenizer = specimen_tokenizer(tmp_path / "tok", "qwen25")
     formatted = format_examples(chosen, tokenizer)
