@@ -8,6 +8,8 @@ BFCL-shaped folders to show what is skipped, counted and named.
 from __future__ import annotations
 
 import json
+import runpy
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 from sommelier_mlflow.cli import main
 from sommelier_mlflow.data import (
     BFCL_MULTI_TURN_CATEGORIES,
+    BFCL_MULTI_TURN_FUNC_DOCS,
     DatasetRef,
     MultiTurnProblem,
     TestExample,
@@ -62,10 +65,9 @@ def test_the_four_categories_import_as_800_rows_carrying_turns_tools_answers_and
     bfcl_data: Path, imported: Path
 ) -> None:
     rows = _lines(imported)
-    assert len(rows) == 800
-    assert [sum(row["category"] == c for row in rows) for c in BFCL_MULTI_TURN_CATEGORIES] == [
-        200
-    ] * 4
+    assert Counter(row["category"] for row in rows) == dict.fromkeys(
+        BFCL_MULTI_TURN_CATEGORIES, 200
+    )
     summary = json.loads(imported.with_name("multi_turn.drop_summary.json").read_text())
     assert summary["kept"] == dict.fromkeys(BFCL_MULTI_TURN_CATEGORIES, 200)
     assert "dropped_questions" not in summary
@@ -80,6 +82,10 @@ def test_the_four_categories_import_as_800_rows_carrying_turns_tools_answers_and
         "vehicle_control.json",
     }
     by_id = {row["example_id"]: row for row in rows}
+    functions = {
+        name: {doc["name"] for doc in _lines(bfcl_data / "multi_turn_func_doc" / file)}
+        for name, file in BFCL_MULTI_TURN_FUNC_DOCS.items()
+    }
     for category in BFCL_MULTI_TURN_CATEGORIES:
         name = f"BFCL_v4_{category}.json"
         questions = _lines(bfcl_data / name)
@@ -96,14 +102,16 @@ def test_the_four_categories_import_as_800_rows_carrying_turns_tools_answers_and
                 "involved_classes": question["involved_classes"],
                 "long_context": category == "multi_turn_long_context",
             }
-            offered = {tool["name"] for tool in row["tools"]}
-            assert not offered & set(question.get("excluded_function", []))
+            # Offered: the classes' functions, minus the excluded, minus the held-back ones.
             held = question.get("missed_function", {})
             assert {
                 turn: [tool["name"] for tool in tools]
                 for turn, tools in turns["added_tools"].items()
             } == held
-            assert not offered & {name for names in held.values() for name in names}
+            every = {name for cls in question["involved_classes"] for name in functions[cls]}
+            assert {tool["name"] for tool in row["tools"]} == every - set(
+                question.get("excluded_function", [])
+            ) - {name for names in held.values() for name in names}
     # miss_func_0 holds `sort` back until turn 3 (an empty user turn) and never offers `cp`.
     row = by_id["multi_turn_miss_func_0"]
     names = {tool["name"] for tool in row["tools"]}
@@ -112,6 +120,12 @@ def test_the_four_categories_import_as_800_rows_carrying_turns_tools_answers_and
     assert added["name"] == "sort" and added["parameters"]["type"] == "object"  # JSON Schema
     assert row["multi_turn"]["user_turns"][3] == []
     assert row["multi_turn"]["gold_turns"][3] == ["sort('final_report.pdf')"]
+
+
+def test_the_class_to_doc_file_mapping_is_bfcls_own(bfcl_data: Path) -> None:
+    constants = runpy.run_path(str(bfcl_data.parent / "constants" / "executable_backend_config.py"))
+    theirs = constants["MULTI_TURN_FUNC_DOC_FILE_MAPPING"]
+    assert {name: theirs[name] for name in BFCL_MULTI_TURN_FUNC_DOCS} == BFCL_MULTI_TURN_FUNC_DOCS
 
 
 def test_the_split_reads_back_row_for_row_with_its_category_slice(
