@@ -176,18 +176,8 @@ def test_strict_stops_at_the_first_skipped_question_naming_file_line_and_reason(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "split.jsonl"
-    code = main(
-        [
-            "import-bfcl",
-            str(data_dir),
-            "--categories",
-            "simple_python",
-            "--out",
-            str(out),
-            "--strict",
-        ]
-    )
-    assert code == 2
+    argv = ["import-bfcl", str(data_dir), "--categories", "simple_python", "--out", str(out)]
+    assert main([*argv, "--strict"]) == 2
     error = capsys.readouterr().err
     assert "BFCL_v4_simple_python.json:3" in error
     assert "'simple_python_2' is skipped: not_one_user_turn" in error
