@@ -152,6 +152,7 @@ CURATED = {
         "MultiTurnProblem",
         "Trajectory",
         "read_trajectories",
+        "execution_check",
         "is_multi_turn",
         "CALLS_SLICE_FIELD",
         "COMPARISON_REPORT_SCHEMA",

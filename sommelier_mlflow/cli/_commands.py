@@ -54,12 +54,23 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def _cmd_import_bfcl(args: argparse.Namespace) -> int:
-    from sommelier_mlflow.data import import_bfcl
+    from sommelier_mlflow.data import BFCL_MULTI_TURN_CATEGORIES, execution_check, import_bfcl
+    from sommelier_mlflow.toolcalls import BfclSandbox
 
     named = [part.strip() for item in args.categories for part in item.split(",")]
-    result = import_bfcl(
-        args.data_dir, args.out, categories=[name for name in named if name], strict=args.strict
-    )
+    categories = [name for name in named if name]
+    with contextlib.ExitStack() as stack:
+        check = None
+        if set(categories) & set(BFCL_MULTI_TURN_CATEGORIES):
+            # Multi-turn questions are played once on BFCL's own classes before they are kept.
+            check = execution_check(stack.enter_context(BfclSandbox()))
+        result = import_bfcl(
+            args.data_dir,
+            args.out,
+            categories=categories,
+            strict=args.strict,
+            check_multi_turn=check,
+        )
     kept = result.summary["kept"]
     print(f"split: {result.split_path} ({result.summary['kept_total']} questions)")
     for category, count in kept.items():

@@ -30,6 +30,7 @@ from sommelier_mlflow.data._bfcl_multi_turn import (
     BFCL_MULTI_TURN_FUNC_DOCS,
     MultiTurnCheck,
     MultiTurnProblem,
+    execution_check,
 )
 from sommelier_mlflow.data._conversation_import import (
     CONVERSATION_DROP_REASONS,
@@ -202,6 +203,7 @@ __all__ = [
     "conversation_text",
     "dataset_records",
     "encode_slice_value",
+    "execution_check",
     "format_examples",
     "import_bfcl",
     "input_format",

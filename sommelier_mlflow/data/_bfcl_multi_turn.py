@@ -50,6 +50,8 @@ from typing import Any, Final
 
 from sommelier_mlflow.data._multi_turn import multi_turn_problem, turn_index
 from sommelier_mlflow.data._schemas import TEST_EXAMPLE_SCHEMA
+from sommelier_mlflow.errors import DataError
+from sommelier_mlflow.toolcalls import BFCL_ERROR_PREFIX, BfclSandbox, parse_gold_call
 
 __all__ = [
     "BFCL_MULTI_TURN_CATEGORIES",
@@ -58,6 +60,7 @@ __all__ = [
     "BFCL_MULTI_TURN_DROP_REASONS",
     "MultiTurnProblem",
     "MultiTurnCheck",
+    "execution_check",
     "multi_turn_row",
 ]
 
@@ -112,6 +115,41 @@ class MultiTurnProblem:
 #: An execution check: the row ``import-bfcl`` built -> ``None``, or why it cannot be played
 #: (a :class:`MultiTurnProblem` with a reason from :data:`BFCL_EXECUTION_DROP_REASONS`).
 MultiTurnCheck = Callable[[Mapping[str, Any]], MultiTurnProblem | None]
+
+
+def execution_check(sandbox: BfclSandbox) -> MultiTurnCheck:
+    """The import's execution check: build each question's classes and play its ground truth.
+
+    A question whose ``initial_config`` BFCL's classes refuse, or whose
+    ground truth fails (a call the classes cannot run, or one that ends in an
+    error result), would score every model as failing it; it is skipped and
+    named instead. Each question gets fresh instances in ``sandbox``,
+    discarded after the check.
+    """
+
+    def check(row: Mapping[str, Any]) -> MultiTurnProblem | None:
+        task, key = row["multi_turn"], f"import:{row['example_id']}"
+        environment = task["environment"]
+        try:
+            sandbox.open(key, environment)
+        except DataError as exc:
+            return MultiTurnProblem("initial_config_does_not_load", str(exc))
+        try:
+            for turn, texts in enumerate(task["gold_turns"]):
+                try:
+                    calls = [parse_gold_call(text, environment) for text in texts]
+                except DataError as exc:
+                    return MultiTurnProblem("ground_truth_does_not_execute", f"turn {turn}: {exc}")
+                for text, result in zip(texts, sandbox.execute(key, calls), strict=True):
+                    if result.startswith(BFCL_ERROR_PREFIX):
+                        return MultiTurnProblem(
+                            "ground_truth_does_not_execute", f"turn {turn}: {text} -> {result}"
+                        )
+        finally:
+            sandbox.discard(key)
+        return None
+
+    return check
 
 
 def _is_json_like(value: object) -> bool:

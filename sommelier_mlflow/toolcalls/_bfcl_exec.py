@@ -59,6 +59,7 @@ from typing import IO, Any, Final
 from sommelier_mlflow.errors import DataError, DependencyError, InvariantViolationError
 
 __all__ = [
+    "BFCL_ERROR_PREFIX",
     "BFCL_STEP_LIMIT",
     "BFCL_ADDED_TOOLS_PROMPT",
     "BFCL_INSTALL_COMMAND",
@@ -107,7 +108,9 @@ BFCL_RESULT_CHARS: Final = 1_000_000
 # Building an environment runs BFCL's scenario loader on trusted data: no soft
 # limit, only a generous deadline.
 _OPEN_SECONDS: Final = 120.0
-_ERROR: Final = "Error during execution: "
+#: How every error result begins (BFCL's wording), refused calls and stopped ones included.
+BFCL_ERROR_PREFIX: Final = "Error during execution: "
+_ERROR: Final = BFCL_ERROR_PREFIX
 _HEADER: Final = struct.Struct(">Q")
 
 

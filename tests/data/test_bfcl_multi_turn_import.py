@@ -310,11 +310,23 @@ def _doc(name: str, *params: str) -> dict[str, Any]:
     }
 
 
+#: A folder BFCL's GorillaFileSystem loads, where GOOD's ground truth runs without an error.
+WORKSPACE: dict[str, Any] = {
+    "type": "directory",
+    "contents": {
+        "documents": {
+            "type": "directory",
+            "contents": {"report.txt": {"type": "file", "content": "b\na"}},
+        }
+    },
+}
+
+
 def _question(qid: str, turns: list[Any], **fields: Any) -> dict[str, Any]:
     return {
         "id": qid,
         "question": turns,
-        "initial_config": {"GorillaFileSystem": {"root": {}}},
+        "initial_config": {"GorillaFileSystem": {"root": {"workspace": WORKSPACE}}},
         "path": [],
         "involved_classes": ["GorillaFileSystem"],
         **fields,
@@ -465,6 +477,35 @@ def test_strict_stops_at_the_first_skipped_question_with_exit_2(
     assert not out.exists()
     assert main(argv) == 0
     assert "multi_turn_base: 1 kept, 8 skipped" in capsys.readouterr().out
+
+
+def test_the_cli_plays_each_question_on_bfcls_classes_and_skips_what_does_not_run(
+    small_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = "BFCL_v4_multi_turn_base.json"
+    broken = _question("multi_turn_base_1", [FIRST, SECOND])
+    broken["initial_config"] = {"GorillaFileSystem": {"root": 5}}  # BFCL's loader refuses it
+    failing = _question("multi_turn_base_2", [FIRST, SECOND])  # runs, but its answer errs
+    _write(small_data / name, [GOOD, broken, failing])
+    _write(
+        small_data / "possible_answer" / name,
+        [
+            {"id": GOOD["id"], "ground_truth": list(GOOD_ANSWER)},
+            {"id": broken["id"], "ground_truth": list(GOOD_ANSWER)},
+            {"id": failing["id"], "ground_truth": [["ls()"], ["cd(folder=5)"]]},
+        ],
+    )
+    out = tmp_path / "mt.jsonl"
+    argv = ["import-bfcl", str(small_data), "--categories", "multi_turn_base", "--out", str(out)]
+    assert main(argv) == 0
+    assert "multi_turn_base: 1 kept, 2 skipped" in capsys.readouterr().out
+    summary = json.loads(out.with_name("mt.drop_summary.json").read_text(encoding="utf-8"))
+    named = {item["id"]: item for item in summary["dropped_questions"]}
+    assert named["multi_turn_base_1"]["reason"] == "initial_config_does_not_load"
+    assert named["multi_turn_base_2"]["reason"] == "ground_truth_does_not_execute"
+    assert named["multi_turn_base_2"]["detail"].startswith("turn 1: cd(folder=5) -> Error during")
+    assert main([*argv, "--strict"]) == 2
+    assert "'multi_turn_base_1' is skipped: initial_config_does_not_load" in capsys.readouterr().err
 
 
 def test_answers_that_do_not_line_up_with_the_questions_stop_the_import(
