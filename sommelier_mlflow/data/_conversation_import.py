@@ -51,6 +51,7 @@ from sommelier_mlflow._json import (
     loads,
     sha256_text,
 )
+from sommelier_mlflow.data._conversations import message_problem
 from sommelier_mlflow.data._input_formats import InputFormat
 from sommelier_mlflow.data._jsonl import JsonlReader, open_data_file
 from sommelier_mlflow.data._prepare import (
@@ -105,14 +106,6 @@ CONVERSATION_DROP_REASONS: Final = (
     "call_without_result",
     "weight_zero",
 )
-_ROLES: Final = frozenset({"system", "user", "assistant", "tool"})
-#: The roles each role may follow (``None``: the start), as the split reader checks them.
-_MAY_FOLLOW: Final = {
-    "system": frozenset({None}),
-    "user": frozenset({None, "system", "user", "assistant"}),
-    "assistant": frozenset({"user", "tool"}),
-    "tool": frozenset({"assistant", "tool"}),
-}
 _UNASSIGNED: Final = "unassigned"
 _NO_EXAMPLE: Final = "without_examples"  # every turn dropped, or no assistant turn at all
 
@@ -361,68 +354,9 @@ class _Conversation:
     split: str | None = None
 
 
-def _message_problem(
-    message: dict[str, Any], previous: str | None, pending: list[dict[str, Any]], offered: set[str]
-) -> ConversationProblem | None:
-    """Check one message against the ones before it; update ``pending`` (calls not yet answered).
-
-    The rules are the split reader's (a row ``prepare`` keeps must read): a
-    system message only first; a user message after the start, the system
-    message, a user message or an assistant turn; an assistant turn after a
-    user message or tool results; tool results right after the calls they
-    answer, one result per call, and every call answered before anything else.
-    """
-    role = message.get("role")
-    if role not in _ROLES:
-        return ConversationProblem("roles_out_of_order", f"unknown role {role!r}")
-    if pending and role != "tool":
-        return ConversationProblem(
-            "call_without_result",
-            f"a {role} message while {len(pending)} call(s) of the assistant turn before it "
-            "have no tool result",
-        )
-    if previous not in _MAY_FOLLOW[role]:
-        after = "the start" if previous is None else f"a {previous} message"
-        return ConversationProblem("roles_out_of_order", f"a {role} message after {after}")
-    content = message.get("content")
-    if role == "assistant":
-        calls = message.get("tool_calls") or []
-        for call in calls:
-            name = call["function"]["name"]
-            if name not in offered:
-                return ConversationProblem(
-                    "unknown_tool", f"a call to {name!r}, which the row does not offer"
-                )
-        if not calls and not (isinstance(content, str) and content.strip()):
-            return ConversationProblem(
-                "empty_assistant_turn", "an assistant turn with neither content nor calls"
-            )
-        pending[:] = list(calls)
-        return None
-    if not isinstance(content, str):
-        return ConversationProblem("missing_content", f"a {role} message without text content")
-    if role != "tool":
-        return None
-    # a tool result answers a pending call by id, else by name, else the next one
-    call_id, name = message.get("tool_call_id"), message.get("name")
-    for position, call in enumerate(pending):
-        if (call_id is not None and call.get("id") == call_id) or (
-            call_id is None and name is not None and call["function"]["name"] == name
-        ):
-            del pending[position]
-            return None
-    if call_id is None and name is None and pending:
-        del pending[0]
-        return None
-    answered = f"id {call_id!r}" if call_id is not None else f"tool {name!r}"
-    return ConversationProblem(
-        "tool_result_without_call", f"a tool result ({answered}) that answers no pending call"
-    )
-
-
 def _clean(message: dict[str, Any]) -> dict[str, Any]:
     """The message as a split row holds it: the contract's keys only (``weight`` left out)."""
-    role = message["role"]
+    role = message.get("role")
     out: dict[str, Any] = {"role": role, "content": message.get("content")}
     if role == "assistant" and message.get("tool_calls"):
         out["tool_calls"] = message["tool_calls"]
@@ -433,6 +367,20 @@ def _clean(message: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _history_problem(
+    message: dict[str, Any],
+    previous: str | None,
+    pending: list[tuple[str | None, str]],
+    offered: frozenset[str],
+) -> ConversationProblem | None:
+    """The split reader's check of the message as the row will hold it (``_clean``), as a drop.
+
+    One check for both, so a row ``prepare`` keeps always reads back.
+    """
+    problem = message_problem(_clean(message), previous, pending, offered)
+    return None if problem is None else ConversationProblem(*problem)
+
+
 def _turns(
     source: SourceConversation,
 ) -> tuple[list[_Turn], tuple[int, ConversationProblem] | None]:
@@ -440,15 +388,15 @@ def _turns(
     first: tuple[int, ConversationProblem] | None = (
         (0, source.problem) if source.problem is not None else None
     )
-    offered = {tool["name"] for tool in source.tools or ()}
-    pending: list[dict[str, Any]] = []
+    offered = frozenset(tool["name"] for tool in source.tools or ())
+    pending: list[tuple[str | None, str]] = []
     previous: str | None = None
     turns: list[_Turn] = []
     for index, message in enumerate(source.messages):
         if message.get("role") == "assistant":
             turns.append(_Turn(index=index, number=len(turns) + 1))
         if first is None:
-            problem = source.problems.get(index) or _message_problem(
+            problem = source.problems.get(index) or _history_problem(
                 message, previous, pending, offered
             )
             if problem is not None:
