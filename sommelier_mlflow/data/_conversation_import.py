@@ -45,8 +45,6 @@ import numpy as np
 
 from sommelier_mlflow._json import (
     JSONDecodeError,
-    atomic_write_json,
-    atomic_write_jsonl,
     canonical_json,
     loads,
     sha256_text,
@@ -58,9 +56,12 @@ from sommelier_mlflow.data._prepare import (
     DEFAULT_MAX_QUERY_CHARS,
     DEFAULT_MIN_QUERY_CHARS,
     SPLIT_NAMES,
+    UNASSIGNED,
     PrepareResult,
     check_split_sizes,
+    drop_counts,
     identifier,
+    write_prepared,
 )
 from sommelier_mlflow.data._schemas import (
     DROP_SUMMARY_SCHEMA,
@@ -106,7 +107,6 @@ CONVERSATION_DROP_REASONS: Final = (
     "call_without_result",
     "weight_zero",
 )
-_UNASSIGNED: Final = "unassigned"
 _NO_EXAMPLE: Final = "without_examples"  # every turn dropped, or no assistant turn at all
 
 
@@ -532,7 +532,7 @@ def _assign(
             splits[name].append(usable[index])
         start += sizes[name]
     for index in order[start:]:
-        usable[int(index)].split = _UNASSIGNED
+        usable[int(index)].split = UNASSIGNED
     return splits
 
 
@@ -545,23 +545,14 @@ def _summary(
     seed: int,
     sizes: Mapping[str, int],
 ) -> dict[str, Any]:
-    languages = sorted({c.language for c in conversations})
-    turns = dict.fromkeys(languages, 0)
-    dropped = {language: dict.fromkeys(CONVERSATION_DROP_REASONS, 0) for language in languages}
-    unassigned = dict.fromkeys(languages, 0)
-    per_split = {name: dict.fromkeys(languages, 0) for name in SPLIT_NAMES}
-    split_conversations = dict.fromkeys([*SPLIT_NAMES, _UNASSIGNED, _NO_EXAMPLE], 0)
+    split_conversations = dict.fromkeys([*SPLIT_NAMES, UNASSIGNED, _NO_EXAMPLE], 0)
     for conversation in conversations:
-        language = conversation.language
         split_conversations[conversation.split or _NO_EXAMPLE] += 1
-        for turn in conversation.turns:
-            turns[language] += 1
-            if turn.reason is not None:
-                dropped[language][turn.reason] += 1
-            elif conversation.split == _UNASSIGNED:
-                unassigned[language] += 1
-            elif conversation.split is not None:
-                per_split[conversation.split][language] += 1
+    outcomes = (
+        (conversation.language, turn.reason, conversation.split)
+        for conversation in conversations
+        for turn in conversation.turns
+    )
     return {
         "schema_version": DROP_SUMMARY_SCHEMA,
         "input": {"file": input_name, "sha256": input_sha256, "rows": len(conversations)},
@@ -570,20 +561,7 @@ def _summary(
         "seed": seed,
         "requested_split_sizes": dict(sizes),
         "split_sizes_count": "conversations",
-        "reasons": list(CONVERSATION_DROP_REASONS),
-        "languages": languages,
-        "read": turns,
-        "dropped": dropped,
-        "dropped_total": {
-            reason: sum(dropped[language][reason] for language in languages)
-            for reason in CONVERSATION_DROP_REASONS
-        },
-        "unassigned": unassigned,
-        "kept": {
-            language: sum(per_split[name][language] for name in SPLIT_NAMES)
-            for language in languages
-        },
-        "splits": per_split,
+        **drop_counts(CONVERSATION_DROP_REASONS, outcomes),
         "conversations": split_conversations,
     }
 
@@ -642,14 +620,7 @@ def prepare_conversations(
         name: tuple(row for conversation in splits[name] for row in conversation_rows(conversation))
         for name in SPLIT_NAMES
     }
-    target = Path(out_dir)
-    paths = {name: target / f"{name}.jsonl" for name in SPLIT_NAMES}
-    for name in SPLIT_NAMES:
-        atomic_write_jsonl(paths[name], rows[name])
-    summary_path = atomic_write_json(target / "drop_summary.json", summary)
-    return PrepareResult(
-        split_paths=paths, drop_summary_path=summary_path, splits=rows, summary=summary
-    )
+    return write_prepared(out_dir, rows, rows, summary)
 
 
 def conversation_format(name: str, description: str, read: ConversationReader) -> InputFormat:
