@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
@@ -88,6 +88,9 @@ __all__ = [
     "literal_value",
     "calls_before",
     "tool_results",
+    "add_tool_results",
+    "assistant_calls",
+    "from_value",
     "dump_content",
 ]
 
@@ -268,6 +271,40 @@ def openai_call(
 # bracket, or a newline (newlines inside strings are escaped in valid JSON).
 _OPENING: Final = re.compile(r"[\[{]")
 _TOKENS: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}\n]')
+
+
+def assistant_calls(
+    message: dict[str, Any],
+    items: Iterable[Any],
+    unpack: Callable[[Any], tuple[object, object] | ConversationProblem],
+) -> tuple[dict[str, Any], ConversationProblem | None]:
+    """``message`` with the calls ``items`` hold as its ``tool_calls``, or the first problem.
+
+    Every format writes its calls its own way; ``unpack`` reads one item as
+    ``(name, arguments)`` (or says why it does not read), and each call is then
+    read as :func:`openai_call` reads it. ``message`` gets ``tool_calls`` only
+    when there is at least one call and no problem.
+    """
+    calls: list[dict[str, Any]] = []
+    for item in items:
+        unpacked = unpack(item)
+        if isinstance(unpacked, ConversationProblem):
+            return message, unpacked
+        call, problem = openai_call(*unpacked)
+        if problem is not None:
+            return message, problem
+        assert call is not None
+        calls.append(call)
+    if calls:
+        message["tool_calls"] = calls
+    return message, None
+
+
+def from_value(turn: object) -> tuple[object, object]:
+    """A ShareGPT-style turn's ``from`` and ``value``; ``None`` each when the turn is no object."""
+    if not isinstance(turn, dict):
+        return None, None
+    return turn.get("from"), turn.get("value")
 
 
 def _element_lines(text: str) -> list[int]:
@@ -702,6 +739,15 @@ def calls_before(messages: list[dict[str, Any]]) -> int:
     if messages and messages[-1].get("role") == "assistant":
         return len(messages[-1].get("tool_calls") or ())
     return 0
+
+
+def add_tool_results(
+    messages: list[dict[str, Any]], labels: list[str], content: object, label: str
+) -> None:
+    """Append the tool results ``content`` holds for the calls before it, labelled ``label``."""
+    results = tool_results(content, calls_before(messages))
+    messages.extend(results)
+    labels.extend([label] * len(results))
 
 
 def tool_results(content: object, calls: int) -> list[dict[str, Any]]:
