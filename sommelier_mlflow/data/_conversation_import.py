@@ -485,38 +485,51 @@ def _read_conversations(
     return conversations
 
 
+def _first_drop(conversation: _Conversation) -> tuple[int, ConversationProblem, str] | None:
+    """The conversation's first drop: message index, problem, and what ``--strict`` adds."""
+    if conversation.first_problem is not None and not conversation.turns:
+        index, problem = conversation.first_problem
+        return (
+            index,
+            problem,
+            ("a conversation without assistant turns; --strict stops at the first problem"),
+        )
+    for turn in conversation.turns:
+        if turn.reason is None:
+            continue
+        if turn.reason == "weight_zero":
+            index, problem = (
+                turn.index,
+                ConversationProblem("weight_zero", "an assistant turn with weight 0"),
+            )
+        else:
+            assert conversation.first_problem is not None
+            index, problem = conversation.first_problem
+        return (
+            index,
+            problem,
+            (
+                "--strict stops at the first drop; without it the turn is dropped and counted in "
+                "drop_summary.json"
+            ),
+        )
+    return None
+
+
 def _raise_first(conversations: list[_Conversation], path: str) -> None:
     """``--strict``: the first dropped turn, as a DataError naming file, line and message."""
     for conversation in conversations:
-        if conversation.first_problem is not None and not conversation.turns:
-            index, problem = conversation.first_problem
-            labels = conversation.source.labels
-            where = labels[index] if index < len(labels) else "the record"
-            raise DataError(
-                f"{where}: {problem.reason}: {problem.detail} (a conversation without assistant "
-                "turns; --strict stops at the first problem)",
-                path=path,
-                line=conversation.line,
-            )
-        for turn in conversation.turns:
-            if turn.reason is None:
-                continue
-            if turn.reason == "weight_zero":
-                index, problem = (
-                    turn.index,
-                    ConversationProblem("weight_zero", "an assistant turn with weight 0"),
-                )
-            else:
-                assert conversation.first_problem is not None
-                index, problem = conversation.first_problem
-            labels = conversation.source.labels
-            where = labels[index] if index < len(labels) else "the record"
-            raise DataError(
-                f"{where}: {problem.reason}: {problem.detail} (--strict stops at the first "
-                "drop; without it the turn is dropped and counted in drop_summary.json)",
-                path=path,
-                line=conversation.line,
-            )
+        drop = _first_drop(conversation)
+        if drop is None:
+            continue
+        index, problem, note = drop
+        labels = conversation.source.labels
+        where = labels[index] if index < len(labels) else "the record"
+        raise DataError(
+            f"{where}: {problem.reason}: {problem.detail} ({note})",
+            path=path,
+            line=conversation.line,
+        )
 
 
 def conversation_rows(conversation: _Conversation) -> Iterator[dict[str, Any]]:
