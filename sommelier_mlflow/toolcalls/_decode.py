@@ -246,6 +246,44 @@ def split_thoughts(text: str, open_tag: str, close_tag: str) -> tuple[str, str] 
     return "".join(answer), "".join(thoughts)
 
 
+def answer_and_thoughts(
+    text: str, open_tag: str = THINK, close_tag: str = UNTHINK, marker: str = "think>"
+) -> tuple[str, str] | None:
+    """:func:`split_thoughts`, skipped for the common output that holds no thought at all.
+
+    ``marker`` is a text both tags contain: an output without it has no
+    thought, and one ``in`` test says so without the splitting's searches.
+    Every decoder of a reasoning model starts here, so they agree on thoughts.
+
+    Returns:
+        ``(answer, thoughts)``; ``None`` when a thought never closes, which
+        refuses the output (``invalid_json``).
+    """
+    if marker not in text:
+        return text, ""
+    return split_thoughts(text, open_tag, close_tag)
+
+
+def tag_blocks(text: str, open_tag: str, close_tag: str) -> list[str] | None:
+    """The body of every ``open_tag``…``close_tag`` block of ``text``, in order.
+
+    A block ends at the first ``close_tag`` after its opening tag; text
+    between blocks is skipped. ``None`` when a block never closes (the output
+    is then ``invalid_json``); ``[]`` when there is no block. Linear: each
+    search starts where the previous one ended.
+    """
+    bodies: list[str] = []
+    start = text.find(open_tag)
+    while start >= 0:
+        body = start + len(open_tag)
+        end = text.find(close_tag, body)
+        if end < 0:
+            return None
+        bodies.append(text[body:end])
+        start = text.find(open_tag, end + len(close_tag))
+    return bodies
+
+
 def without_thoughts(text: str) -> str | None:
     """``text`` with every thought removed, or ``None`` when a thought never closes.
 

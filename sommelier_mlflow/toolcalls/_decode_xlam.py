@@ -31,11 +31,9 @@ from sommelier_mlflow.toolcalls._decode import (
     JSON_WHITESPACE,
     NO_JSON,
     NO_JSON_CALLS_IN_REASONING,
-    THINK,
-    UNTHINK,
+    answer_and_thoughts,
     parse_piece,
     plain_calls,
-    split_thoughts,
     strict_json,
 )
 from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
@@ -56,12 +54,10 @@ def decode_xlam(text: str, tools: Tools = ()) -> CallsParseResult:
         Never raises for any ``str``.
     """
     del tools
-    thoughts = ""
-    if "think>" in text:
-        split = split_thoughts(text, THINK, UNTHINK)
-        if split is None:
-            return INVALID_JSON
-        text, thoughts = split
+    split = answer_and_thoughts(text)
+    if split is None:
+        return INVALID_JSON
+    text, thoughts = split
     body = text.strip(JSON_WHITESPACE)
     if "[" not in body and "{" not in body:
         return NO_JSON_CALLS_IN_REASONING if _calls_in(thoughts) else NO_JSON
