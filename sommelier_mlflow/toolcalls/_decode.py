@@ -30,7 +30,7 @@ from sommelier_mlflow._json import (
     checked_small,
     loads_small,
 )
-from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
+from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult, ok_calls
 from sommelier_mlflow.toolcalls._parse import NOT_JSON, balanced_span_end, is_tool_call
 
 __all__ = [
@@ -44,6 +44,9 @@ __all__ = [
     "strict_json",
     "plain_calls",
     "checked_call",
+    "json_call_list",
+    "answer_and_thoughts",
+    "tag_blocks",
     "json_value_at",
     "skip_whitespace",
     "separated_items",
@@ -147,6 +150,32 @@ def checked_call(piece: str, value: Any) -> dict[str, Any] | None:
     """
     value = checked_small(piece, value, reject_duplicate_keys=True)
     return value if is_tool_call(value) else None
+
+
+def json_call_list(body: str, call_of: Callable[[Any], dict[str, Any] | None]) -> CallsParseResult:
+    """``body``, one strict JSON array of calls, each element read by ``call_of``.
+
+    The formats whose whole answer is a JSON list (``xlam``, ``phi4_mini_json``)
+    read it alike: the orjson parse proved exact by :func:`plain_calls` for
+    the common case, else the general strict reading. Not JSON (or JSON
+    followed by text) is ``invalid_json``; JSON that is not a list, or an
+    element ``call_of`` refuses (``None``), is ``invalid_shape``.
+    """
+    try:
+        value = parse_piece(body)
+    except JSONDecodeError:
+        return INVALID_JSON
+    if type(value) is list and plain_calls(body, value):  # the common case, at once
+        return ok_calls(tuple(value))
+    value = strict_json(body)
+    if value is NOT_JSON:
+        return INVALID_JSON
+    if type(value) is not list:
+        return INVALID_SHAPE
+    calls = [call_of(element) for element in value]
+    if None in calls:
+        return INVALID_SHAPE
+    return ok_calls(tuple(call for call in calls if call is not None))
 
 
 def json_value_at(text: str, pos: int) -> tuple[Any, int] | None:
