@@ -46,6 +46,7 @@ __all__ = [
     "checked_call",
     "json_call_list",
     "answer_and_thoughts",
+    "answer_blocks",
     "tag_blocks",
     "json_value_at",
     "skip_whitespace",
@@ -311,6 +312,28 @@ def tag_blocks(text: str, open_tag: str, close_tag: str) -> list[str] | None:
         bodies.append(text[body:end])
         start = text.find(open_tag, end + len(close_tag))
     return bodies
+
+
+def answer_blocks(
+    text: str, open_tag: str, close_tag: str
+) -> tuple[str, list[str]] | CallsParseResult:
+    """The answer (thoughts removed) and its tag blocks' bodies, or the status that ends reading.
+
+    ``hermes``, ``qwen3_xml`` and ``glm45`` write calls in the same blocks and
+    differ only inside them. The status is ``invalid_json`` for a thought or
+    a block that never closes, and ``no_json`` (flagged ``calls_in_reasoning``
+    when a thought opens a block) for an answer without blocks.
+    """
+    split = answer_and_thoughts(text)
+    if split is None:
+        return INVALID_JSON
+    answer, thoughts = split
+    bodies = tag_blocks(answer, open_tag, close_tag)
+    if bodies is None:
+        return INVALID_JSON
+    if not bodies:
+        return NO_JSON_CALLS_IN_REASONING if open_tag in thoughts else NO_JSON
+    return answer, bodies
 
 
 def without_thoughts(text: str) -> str | None:

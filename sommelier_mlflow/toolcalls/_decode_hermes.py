@@ -36,13 +36,10 @@ from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult, ok_calls
 from sommelier_mlflow.toolcalls._decode import (
     INVALID_JSON,
     INVALID_SHAPE,
-    NO_JSON,
-    NO_JSON_CALLS_IN_REASONING,
-    answer_and_thoughts,
+    answer_blocks,
     checked_call,
     parse_piece,
     plain_calls,
-    tag_blocks,
 )
 from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 
@@ -66,15 +63,10 @@ def decode_hermes(text: str, tools: Tools = ()) -> CallsParseResult:
         Never raises for any ``str``.
     """
     del tools  # typed values: the schemas add nothing
-    split = answer_and_thoughts(text)
-    if split is None:
-        return INVALID_JSON
-    text, thoughts = split
-    pieces = tag_blocks(text, _OPEN, _CLOSE)
-    if pieces is None:
-        return INVALID_JSON
-    if not pieces:
-        return NO_JSON_CALLS_IN_REASONING if _OPEN in thoughts else NO_JSON
+    read = answer_blocks(text, _OPEN, _CLOSE)
+    if isinstance(read, CallsParseResult):
+        return read
+    text, pieces = read
     values: list[Any] = []
     for piece in pieces:
         try:

@@ -54,10 +54,7 @@ from sommelier_mlflow.toolcalls._decode import (
     CALL_NAME,
     INVALID_JSON,
     INVALID_SHAPE,
-    NO_JSON,
-    NO_JSON_CALLS_IN_REASONING,
-    answer_and_thoughts,
-    tag_blocks,
+    answer_blocks,
 )
 from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 from sommelier_mlflow.toolcalls._tool_types import (
@@ -130,15 +127,10 @@ def read_blocks(
     inside of a block differs. Syntax before shape: a mistyped value refuses
     the output as ``invalid_shape`` only once every block has read.
     """
-    split = answer_and_thoughts(text)
-    if split is None:
-        return INVALID_JSON
-    text, thoughts = split
-    bodies = tag_blocks(text, _OPEN, _CLOSE)
-    if bodies is None:
-        return INVALID_JSON
-    if not bodies:
-        return NO_JSON_CALLS_IN_REASONING if _OPEN in thoughts else NO_JSON
+    blocks = answer_blocks(text, _OPEN, _CLOSE)
+    if isinstance(blocks, CallsParseResult):
+        return blocks
+    bodies = blocks[1]
     calls: list[dict[str, Any]] = []
     mistyped = False
     for body in bodies:
