@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import pytest
 
-from sommelier_mlflow.toolcalls import output_format
 from sommelier_mlflow.toolcalls._decode_glm45 import decode_glm45
 from tests.support.decoder_texts import TYPED_TOOLS as TOOLS
 
@@ -15,15 +14,6 @@ def block(name: str, *, compact: bool = False, **arguments: str) -> str:
         for key, value in arguments.items()
     )
     return f"<tool_call>{name}{sep}{pairs}</tool_call>"
-
-
-def test_the_registered_format_is_this_decoder_at_its_version() -> None:
-    registered = output_format("glm45")
-    assert (registered.decode, registered.version, registered.special_tokens) == (
-        decode_glm45,
-        "glm45.v1",
-        True,
-    )
 
 
 @pytest.mark.parametrize(
