@@ -87,10 +87,8 @@ _JSON_LEAVES = (
 )
 _JSON = st.recursive(
     _JSON_LEAVES,
-    lambda children: (
-        st.lists(children, max_size=3)
-        | st.dictionaries(st.sampled_from(["a", "b", "a.b", "0", "", "[0]"]), children, max_size=3)
-    ),
+    lambda children: st.lists(children, max_size=3)
+    | st.dictionaries(st.sampled_from(["a", "b", "a.b", "0", "", "[0]"]), children, max_size=3),
     max_leaves=12,
 )
 _ARGUMENTS = st.dictionaries(st.sampled_from(["a", "b", "a.b", "x"]), _JSON, max_size=4)
