@@ -4,13 +4,11 @@ import pytest
 
 from sommelier_mlflow.toolcalls._decode_qwen3_xml import decode_qwen3_xml
 from tests.support.decoder_texts import TYPED_TOOLS as TOOLS
+from tests.support.decoder_texts import qwen3_xml_call
 
 
 def block(name: str, **parameters: str) -> str:
-    inner = "".join(
-        f"<parameter={key}>\n{value}\n</parameter>\n" for key, value in parameters.items()
-    )
-    return f"<tool_call>\n<function={name}>\n{inner}</function>\n</tool_call>"
+    return qwen3_xml_call(name, parameters)
 
 
 @pytest.mark.parametrize(
