@@ -199,6 +199,7 @@ CURATED = {
         "PrepareResult",
         "RESERVED_SLICE_NAMES",
         "SAMPLE_RULE",
+        "CONVERSATION_SAMPLE_RULE",
         "ExampleSample",
         "sample_examples",
         "SPLIT_NAMES",

@@ -221,8 +221,9 @@ def _add_generation(parser: argparse.ArgumentParser, *, batch_size: int) -> None
         "--max-examples",
         type=_nonneg_int,
         default=0,
-        help="evaluate a seeded sample of this many roots (with their translations), "
-        "stratified by language and the declared slices, drawn with --seed; 0 = all",
+        help="evaluate a seeded sample of this many roots (with their translations; whole "
+        "conversations on a conversation split), stratified by language and the declared "
+        "slices, drawn with --seed; 0 = all",
     )
     parser.add_argument(
         "--skip-overlong",

@@ -99,7 +99,12 @@ from sommelier_mlflow.data._provenance import (
     ModelKind,
     check_model_kind,
 )
-from sommelier_mlflow.data._sample import SAMPLE_RULE, ExampleSample, sample_examples
+from sommelier_mlflow.data._sample import (
+    CONVERSATION_SAMPLE_RULE,
+    SAMPLE_RULE,
+    ExampleSample,
+    sample_examples,
+)
 from sommelier_mlflow.data._schemas import (
     COMPARISON_REPORT_SCHEMA,
     DEFAULT_PROMPT_FORMAT,
@@ -151,6 +156,7 @@ __all__ = [
     "CALLS_SLICE_FIELD",
     "COMPARISON_REPORT_SCHEMA",
     "CONVERSATION_DROP_REASONS",
+    "CONVERSATION_SAMPLE_RULE",
     "CONVERSATION_SLICE_FIELDS",
     "ChatTemplateTokenizer",
     "ConversationProblem",

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
@@ -45,21 +45,23 @@ import numpy as np
 
 from sommelier_mlflow._json import (
     JSONDecodeError,
-    atomic_write_json,
-    atomic_write_jsonl,
     canonical_json,
     loads,
     sha256_text,
 )
+from sommelier_mlflow.data._conversations import message_problem
 from sommelier_mlflow.data._input_formats import InputFormat
 from sommelier_mlflow.data._jsonl import JsonlReader, open_data_file
 from sommelier_mlflow.data._prepare import (
     DEFAULT_MAX_QUERY_CHARS,
     DEFAULT_MIN_QUERY_CHARS,
     SPLIT_NAMES,
+    UNASSIGNED,
     PrepareResult,
     check_split_sizes,
+    drop_counts,
     identifier,
+    write_prepared,
 )
 from sommelier_mlflow.data._schemas import (
     DROP_SUMMARY_SCHEMA,
@@ -86,6 +88,9 @@ __all__ = [
     "literal_value",
     "calls_before",
     "tool_results",
+    "add_tool_results",
+    "assistant_calls",
+    "from_value",
     "dump_content",
 ]
 
@@ -105,15 +110,6 @@ CONVERSATION_DROP_REASONS: Final = (
     "call_without_result",
     "weight_zero",
 )
-_ROLES: Final = frozenset({"system", "user", "assistant", "tool"})
-#: The roles each role may follow (``None``: the start), as the split reader checks them.
-_MAY_FOLLOW: Final = {
-    "system": frozenset({None}),
-    "user": frozenset({None, "system", "user", "assistant"}),
-    "assistant": frozenset({"user", "tool"}),
-    "tool": frozenset({"assistant", "tool"}),
-}
-_UNASSIGNED: Final = "unassigned"
 _NO_EXAMPLE: Final = "without_examples"  # every turn dropped, or no assistant turn at all
 
 
@@ -277,6 +273,40 @@ _OPENING: Final = re.compile(r"[\[{]")
 _TOKENS: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}\n]')
 
 
+def assistant_calls(
+    message: dict[str, Any],
+    items: Iterable[Any],
+    unpack: Callable[[Any], tuple[object, object] | ConversationProblem],
+) -> tuple[dict[str, Any], ConversationProblem | None]:
+    """``message`` with the calls ``items`` hold as its ``tool_calls``, or the first problem.
+
+    Every format writes its calls its own way; ``unpack`` reads one item as
+    ``(name, arguments)`` (or says why it does not read), and each call is then
+    read as :func:`openai_call` reads it. ``message`` gets ``tool_calls`` only
+    when there is at least one call and no problem.
+    """
+    calls: list[dict[str, Any]] = []
+    for item in items:
+        unpacked = unpack(item)
+        if isinstance(unpacked, ConversationProblem):
+            return message, unpacked
+        call, problem = openai_call(*unpacked)
+        if problem is not None:
+            return message, problem
+        assert call is not None
+        calls.append(call)
+    if calls:
+        message["tool_calls"] = calls
+    return message, None
+
+
+def from_value(turn: object) -> tuple[object, object]:
+    """A ShareGPT-style turn's ``from`` and ``value``; ``None`` each when the turn is no object."""
+    if not isinstance(turn, dict):
+        return None, None
+    return turn.get("from"), turn.get("value")
+
+
 def _element_lines(text: str) -> list[int]:
     """The 1-based line each object or array in a top-level JSON array starts on (one scan)."""
     lines: list[int] = []
@@ -361,68 +391,9 @@ class _Conversation:
     split: str | None = None
 
 
-def _message_problem(
-    message: dict[str, Any], previous: str | None, pending: list[dict[str, Any]], offered: set[str]
-) -> ConversationProblem | None:
-    """Check one message against the ones before it; update ``pending`` (calls not yet answered).
-
-    The rules are the split reader's (a row ``prepare`` keeps must read): a
-    system message only first; a user message after the start, the system
-    message, a user message or an assistant turn; an assistant turn after a
-    user message or tool results; tool results right after the calls they
-    answer, one result per call, and every call answered before anything else.
-    """
-    role = message.get("role")
-    if role not in _ROLES:
-        return ConversationProblem("roles_out_of_order", f"unknown role {role!r}")
-    if pending and role != "tool":
-        return ConversationProblem(
-            "call_without_result",
-            f"a {role} message while {len(pending)} call(s) of the assistant turn before it "
-            "have no tool result",
-        )
-    if previous not in _MAY_FOLLOW[role]:
-        after = "the start" if previous is None else f"a {previous} message"
-        return ConversationProblem("roles_out_of_order", f"a {role} message after {after}")
-    content = message.get("content")
-    if role == "assistant":
-        calls = message.get("tool_calls") or []
-        for call in calls:
-            name = call["function"]["name"]
-            if name not in offered:
-                return ConversationProblem(
-                    "unknown_tool", f"a call to {name!r}, which the row does not offer"
-                )
-        if not calls and not (isinstance(content, str) and content.strip()):
-            return ConversationProblem(
-                "empty_assistant_turn", "an assistant turn with neither content nor calls"
-            )
-        pending[:] = list(calls)
-        return None
-    if not isinstance(content, str):
-        return ConversationProblem("missing_content", f"a {role} message without text content")
-    if role != "tool":
-        return None
-    # a tool result answers a pending call by id, else by name, else the next one
-    call_id, name = message.get("tool_call_id"), message.get("name")
-    for position, call in enumerate(pending):
-        if (call_id is not None and call.get("id") == call_id) or (
-            call_id is None and name is not None and call["function"]["name"] == name
-        ):
-            del pending[position]
-            return None
-    if call_id is None and name is None and pending:
-        del pending[0]
-        return None
-    answered = f"id {call_id!r}" if call_id is not None else f"tool {name!r}"
-    return ConversationProblem(
-        "tool_result_without_call", f"a tool result ({answered}) that answers no pending call"
-    )
-
-
 def _clean(message: dict[str, Any]) -> dict[str, Any]:
     """The message as a split row holds it: the contract's keys only (``weight`` left out)."""
-    role = message["role"]
+    role = message.get("role")
     out: dict[str, Any] = {"role": role, "content": message.get("content")}
     if role == "assistant" and message.get("tool_calls"):
         out["tool_calls"] = message["tool_calls"]
@@ -433,6 +404,20 @@ def _clean(message: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _history_problem(
+    message: dict[str, Any],
+    previous: str | None,
+    pending: list[tuple[str | None, str]],
+    offered: frozenset[str],
+) -> ConversationProblem | None:
+    """The split reader's check of the message as the row will hold it (``_clean``), as a drop.
+
+    One check for both, so a row ``prepare`` keeps always reads back.
+    """
+    problem = message_problem(_clean(message), previous, pending, offered)
+    return None if problem is None else ConversationProblem(*problem)
+
+
 def _turns(
     source: SourceConversation,
 ) -> tuple[list[_Turn], tuple[int, ConversationProblem] | None]:
@@ -440,15 +425,15 @@ def _turns(
     first: tuple[int, ConversationProblem] | None = (
         (0, source.problem) if source.problem is not None else None
     )
-    offered = {tool["name"] for tool in source.tools or ()}
-    pending: list[dict[str, Any]] = []
+    offered = frozenset(tool["name"] for tool in source.tools or ())
+    pending: list[tuple[str | None, str]] = []
     previous: str | None = None
     turns: list[_Turn] = []
     for index, message in enumerate(source.messages):
         if message.get("role") == "assistant":
             turns.append(_Turn(index=index, number=len(turns) + 1))
         if first is None:
-            problem = source.problems.get(index) or _message_problem(
+            problem = source.problems.get(index) or _history_problem(
                 message, previous, pending, offered
             )
             if problem is not None:
@@ -500,38 +485,51 @@ def _read_conversations(
     return conversations
 
 
+def _first_drop(conversation: _Conversation) -> tuple[int, ConversationProblem, str] | None:
+    """The conversation's first drop: message index, problem, and what ``--strict`` adds."""
+    if conversation.first_problem is not None and not conversation.turns:
+        index, problem = conversation.first_problem
+        return (
+            index,
+            problem,
+            ("a conversation without assistant turns; --strict stops at the first problem"),
+        )
+    for turn in conversation.turns:
+        if turn.reason is None:
+            continue
+        if turn.reason == "weight_zero":
+            index, problem = (
+                turn.index,
+                ConversationProblem("weight_zero", "an assistant turn with weight 0"),
+            )
+        else:
+            assert conversation.first_problem is not None
+            index, problem = conversation.first_problem
+        return (
+            index,
+            problem,
+            (
+                "--strict stops at the first drop; without it the turn is dropped and counted in "
+                "drop_summary.json"
+            ),
+        )
+    return None
+
+
 def _raise_first(conversations: list[_Conversation], path: str) -> None:
     """``--strict``: the first dropped turn, as a DataError naming file, line and message."""
     for conversation in conversations:
-        if conversation.first_problem is not None and not conversation.turns:
-            index, problem = conversation.first_problem
-            labels = conversation.source.labels
-            where = labels[index] if index < len(labels) else "the record"
-            raise DataError(
-                f"{where}: {problem.reason}: {problem.detail} (a conversation without assistant "
-                "turns; --strict stops at the first problem)",
-                path=path,
-                line=conversation.line,
-            )
-        for turn in conversation.turns:
-            if turn.reason is None:
-                continue
-            if turn.reason == "weight_zero":
-                index, problem = (
-                    turn.index,
-                    ConversationProblem("weight_zero", "an assistant turn with weight 0"),
-                )
-            else:
-                assert conversation.first_problem is not None
-                index, problem = conversation.first_problem
-            labels = conversation.source.labels
-            where = labels[index] if index < len(labels) else "the record"
-            raise DataError(
-                f"{where}: {problem.reason}: {problem.detail} (--strict stops at the first "
-                "drop; without it the turn is dropped and counted in drop_summary.json)",
-                path=path,
-                line=conversation.line,
-            )
+        drop = _first_drop(conversation)
+        if drop is None:
+            continue
+        index, problem, note = drop
+        labels = conversation.source.labels
+        where = labels[index] if index < len(labels) else "the record"
+        raise DataError(
+            f"{where}: {problem.reason}: {problem.detail} ({note})",
+            path=path,
+            line=conversation.line,
+        )
 
 
 def conversation_rows(conversation: _Conversation) -> Iterator[dict[str, Any]]:
@@ -584,7 +582,7 @@ def _assign(
             splits[name].append(usable[index])
         start += sizes[name]
     for index in order[start:]:
-        usable[int(index)].split = _UNASSIGNED
+        usable[int(index)].split = UNASSIGNED
     return splits
 
 
@@ -597,23 +595,14 @@ def _summary(
     seed: int,
     sizes: Mapping[str, int],
 ) -> dict[str, Any]:
-    languages = sorted({c.language for c in conversations})
-    turns = dict.fromkeys(languages, 0)
-    dropped = {language: dict.fromkeys(CONVERSATION_DROP_REASONS, 0) for language in languages}
-    unassigned = dict.fromkeys(languages, 0)
-    per_split = {name: dict.fromkeys(languages, 0) for name in SPLIT_NAMES}
-    split_conversations = dict.fromkeys([*SPLIT_NAMES, _UNASSIGNED, _NO_EXAMPLE], 0)
+    split_conversations = dict.fromkeys([*SPLIT_NAMES, UNASSIGNED, _NO_EXAMPLE], 0)
     for conversation in conversations:
-        language = conversation.language
         split_conversations[conversation.split or _NO_EXAMPLE] += 1
-        for turn in conversation.turns:
-            turns[language] += 1
-            if turn.reason is not None:
-                dropped[language][turn.reason] += 1
-            elif conversation.split == _UNASSIGNED:
-                unassigned[language] += 1
-            elif conversation.split is not None:
-                per_split[conversation.split][language] += 1
+    outcomes = (
+        (conversation.language, turn.reason, conversation.split)
+        for conversation in conversations
+        for turn in conversation.turns
+    )
     return {
         "schema_version": DROP_SUMMARY_SCHEMA,
         "input": {"file": input_name, "sha256": input_sha256, "rows": len(conversations)},
@@ -622,20 +611,7 @@ def _summary(
         "seed": seed,
         "requested_split_sizes": dict(sizes),
         "split_sizes_count": "conversations",
-        "reasons": list(CONVERSATION_DROP_REASONS),
-        "languages": languages,
-        "read": turns,
-        "dropped": dropped,
-        "dropped_total": {
-            reason: sum(dropped[language][reason] for language in languages)
-            for reason in CONVERSATION_DROP_REASONS
-        },
-        "unassigned": unassigned,
-        "kept": {
-            language: sum(per_split[name][language] for name in SPLIT_NAMES)
-            for language in languages
-        },
-        "splits": per_split,
+        **drop_counts(CONVERSATION_DROP_REASONS, outcomes),
         "conversations": split_conversations,
     }
 
@@ -694,14 +670,7 @@ def prepare_conversations(
         name: tuple(row for conversation in splits[name] for row in conversation_rows(conversation))
         for name in SPLIT_NAMES
     }
-    target = Path(out_dir)
-    paths = {name: target / f"{name}.jsonl" for name in SPLIT_NAMES}
-    for name in SPLIT_NAMES:
-        atomic_write_jsonl(paths[name], rows[name])
-    summary_path = atomic_write_json(target / "drop_summary.json", summary)
-    return PrepareResult(
-        split_paths=paths, drop_summary_path=summary_path, splits=rows, summary=summary
-    )
+    return write_prepared(out_dir, rows, rows, summary)
 
 
 def conversation_format(name: str, description: str, read: ConversationReader) -> InputFormat:
@@ -783,6 +752,15 @@ def calls_before(messages: list[dict[str, Any]]) -> int:
     if messages and messages[-1].get("role") == "assistant":
         return len(messages[-1].get("tool_calls") or ())
     return 0
+
+
+def add_tool_results(
+    messages: list[dict[str, Any]], labels: list[str], content: object, label: str
+) -> None:
+    """Append the tool results ``content`` holds for the calls before it, labelled ``label``."""
+    results = tool_results(content, calls_before(messages))
+    messages.extend(results)
+    labels.extend([label] * len(results))
 
 
 def tool_results(content: object, calls: int) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ __all__ = [
     "AFTER_SLICE_FIELD",
     "CONVERSATION_SLICE_FIELDS",
     "messages_problem",
+    "message_problem",
     "assistant_turns",
     "conversation_slice_values",
 ]
@@ -47,27 +48,29 @@ _MAY_FOLLOW: Final = {
 }
 
 
-def _call_problem(call: object, offered: frozenset[str] | None) -> str | None:
-    """What is wrong with one assistant ``tool_calls`` entry, or ``None``."""
+def _call_problem(call: object, offered: frozenset[str] | None) -> tuple[str, str] | None:
+    """What is wrong with one assistant ``tool_calls`` entry, as ``(reason, text)``, or ``None``."""
     if not isinstance(call, dict) or not call.keys() <= {"id", "type", "function"}:
-        return "must be {'id' (optional), 'type': 'function', 'function': {name, arguments}}"
+        return "unreadable_call", (
+            "must be {'id' (optional), 'type': 'function', 'function': {name, arguments}}"
+        )
     if call.get("type", "function") != "function":
-        return f"has type {call.get('type')!r}; only 'function' calls are read"
+        return "unreadable_call", f"has type {call.get('type')!r}; only 'function' calls are read"
     if "id" in call and (not isinstance(call["id"], str) or not call["id"]):
-        return "has an 'id' that is not a non-empty string"
+        return "unreadable_call", "has an 'id' that is not a non-empty string"
     function = call.get("function")
     if not isinstance(function, dict) or function.keys() != {"name", "arguments"}:
-        return "needs 'function': exactly {'name', 'arguments'}"
+        return "unreadable_call", "needs 'function': exactly {'name', 'arguments'}"
     name = function["name"]
     if not isinstance(name, str) or not name:
-        return "needs a non-empty string function name"
+        return "unreadable_call", "needs a non-empty string function name"
     if not isinstance(function["arguments"], dict):
-        return (
+        return "unreadable_call", (
             f"calls {name!r} with arguments that are not a JSON object; a split row holds them "
             "as an object (importers convert JSON-string arguments)"
         )
     if offered is not None and name not in offered:
-        return f"calls tool {name!r}, which the row does not offer"
+        return "unknown_tool", f"calls tool {name!r}, which the row does not offer"
     return None
 
 
@@ -86,48 +89,71 @@ def _answered_call(
     return None
 
 
-def _message_problem(
+def message_problem(
     message: object,
     previous: str | None,
     pending: list[tuple[str | None, str]],
     offered: frozenset[str] | None,
-) -> str | None:
-    """Check one message in its place; updates ``pending`` (calls awaiting a result)."""
+) -> tuple[str, str] | None:
+    """Check one message in its place; updates ``pending`` (calls awaiting a result).
+
+    The one check of a history's message: the split reader words its refusal
+    with the text, and the conversation importers (``prepare``) drop the turns
+    from this message on under the reason, so every row they write reads back.
+
+    Args:
+        message: The message.
+        previous: The role of the message before it (``None``: the start).
+        pending: ``(id, name)`` of the calls not answered yet; updated.
+        offered: The row's tool names; ``None`` checks no call name.
+
+    Returns:
+        ``None`` if the message fits, else ``(reason, text)``: the reason is
+        one of the importers' drop reasons, the text (with the role in
+        parentheses) what the reader says after the message index.
+    """
     if not isinstance(message, dict) or message.get("role") not in _ROLES:
-        return "must be an object with 'role' system, user, assistant or tool"
+        return "roles_out_of_order", "must be an object with 'role' system, user, assistant or tool"
     role = message["role"]
     unknown = sorted(message.keys() - _KEYS[role])
     if unknown:
-        return f"({role}) has unknown key {unknown[0]!r}; allowed: {', '.join(sorted(_KEYS[role]))}"
+        allowed = ", ".join(sorted(_KEYS[role]))
+        return "invalid_conversation", (
+            f"({role}) has unknown key {unknown[0]!r}; allowed: {allowed}"
+        )
     if previous not in _MAY_FOLLOW[role] or (role != "tool" and pending):
         after = "the start" if previous is None else f"a {previous} message"
         if pending:
-            return f"({role}) comes before every tool call of the assistant turn was answered"
-        return f"({role}) is out of order: it cannot follow {after}"
+            return "call_without_result", (
+                f"({role}) comes before every tool call of the assistant turn was answered"
+            )
+        return "roles_out_of_order", f"({role}) is out of order: it cannot follow {after}"
     content = message.get("content")
     if role == "assistant":
         calls = message.get("tool_calls", [])
         if content is not None and not isinstance(content, str):
-            return "(assistant) 'content' must be a string or null"
+            return "missing_content", "(assistant) 'content' must be a string or null"
         if not isinstance(calls, list):
-            return "(assistant) 'tool_calls' must be a list"
+            return "unreadable_call", "(assistant) 'tool_calls' must be a list"
         if not calls and not (content or "").strip():
-            return "(assistant) has neither content nor tool calls"
+            return "empty_assistant_turn", "(assistant) has neither content nor tool calls"
         for index, call in enumerate(calls):
             problem = _call_problem(call, offered)
             if problem is not None:
-                return f"(assistant) tool_calls[{index}] {problem}"
+                return problem[0], f"(assistant) tool_calls[{index}] {problem[1]}"
             pending.append((call.get("id"), call["function"]["name"]))
         return None
     if not isinstance(content, str):
-        return f"({role}) 'content' must be a string"
+        return "missing_content", f"({role}) 'content' must be a string"
     for key in ("tool_call_id", "name"):
         if key in message and (not isinstance(message[key], str) or not message[key]):
-            return f"({role}) '{key}' must be a non-empty string"
+            return "invalid_conversation", f"({role}) '{key}' must be a non-empty string"
     if role == "tool":
         answered = _answered_call(message, pending)
         if answered is None:
-            return "(tool) answers no tool call of the assistant turn before it"
+            return "tool_result_without_call", (
+                "(tool) answers no tool call of the assistant turn before it"
+            )
         pending.remove(answered)
     return None
 
@@ -159,9 +185,9 @@ def messages_problem(
     pending: list[tuple[str | None, str]] = []
     previous: str | None = None
     for index, message in enumerate(messages):
-        problem = _message_problem(message, previous, pending, offered)
+        problem = message_problem(message, previous, pending, offered)
         if problem is not None:
-            return f"messages[{index}] {problem}"
+            return f"messages[{index}] {problem[1]}"
         previous = message["role"]
     if previous not in ("user", "tool"):
         return (

@@ -29,11 +29,12 @@ from typing import Any, Final
 from sommelier_mlflow.data._conversation_import import (
     ConversationProblem,
     SourceConversation,
+    assistant_calls,
     conversation_format,
     dump_content,
+    from_value,
     json_values,
     literal_value,
-    openai_call,
     openai_tools,
 )
 from sommelier_mlflow.data._input_formats import register_input_format
@@ -66,21 +67,14 @@ def _gpt(value: str) -> tuple[dict[str, Any], ConversationProblem | None]:
         return message, ConversationProblem(
             "unreadable_call", "a <tool_call> without its </tool_call>"
         )
-    calls: list[dict[str, Any]] = []
-    for body in bodies:
-        ok, item = literal_value(body.strip())
-        if not ok or not isinstance(item, dict):
-            return message, ConversationProblem(
-                "unreadable_call", f"a <tool_call> that does not read: {body!r}"
-            )
-        call, problem = openai_call(item.get("name"), item.get("arguments"))
-        if problem is not None:
-            return message, problem
-        assert call is not None
-        calls.append(call)
-    if calls:
-        message["tool_calls"] = calls
-    return message, None
+    return assistant_calls(message, bodies, _call_item)
+
+
+def _call_item(body: str) -> tuple[object, object] | ConversationProblem:
+    ok, item = literal_value(body.strip())
+    if not ok or not isinstance(item, dict):
+        return ConversationProblem("unreadable_call", f"a <tool_call> that does not read: {body!r}")
+    return item.get("name"), item.get("arguments")
 
 
 def _responses(value: str) -> list[dict[str, Any]]:
@@ -106,8 +100,7 @@ def read_hermes_fc(record: Mapping[str, Any]) -> SourceConversation:
     tools: list[dict[str, Any]] | None = []
     tools_problem: ConversationProblem | None = None
     for index, turn in enumerate(turns):
-        speaker = turn.get("from") if isinstance(turn, dict) else None
-        value = turn.get("value") if isinstance(turn, dict) else None
+        speaker, value = from_value(turn)
         role = _ROLES.get(str(speaker), speaker)
         label = f"conversations[{index}]"
         if role == "system" and isinstance(value, str):

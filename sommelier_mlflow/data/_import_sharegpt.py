@@ -27,13 +27,13 @@ from sommelier_mlflow._json import JSONDecodeError, loads
 from sommelier_mlflow.data._conversation_import import (
     ConversationProblem,
     SourceConversation,
-    calls_before,
+    add_tool_results,
+    assistant_calls,
     conversation_format,
     conversation_turns,
     dump_content,
-    openai_call,
+    from_value,
     openai_tools,
-    tool_results,
 )
 from sommelier_mlflow.data._input_formats import register_input_format
 
@@ -42,26 +42,23 @@ __all__ = ["read_sharegpt", "SHAREGPT"]
 _ROLES: Final = {"system": "system", "human": "user", "gpt": "assistant", "observation": "tool"}
 
 
-def _calls(value: object) -> tuple[list[dict[str, Any]], ConversationProblem | None]:
+def _call_item(item: object) -> tuple[object, object] | ConversationProblem:
+    if not isinstance(item, dict):
+        return ConversationProblem(
+            "unreadable_call", f"a function_call that is not an object: {item!r}"
+        )
+    return item.get("name"), item.get("arguments")
+
+
+def _function_call(value: object) -> tuple[dict[str, Any], ConversationProblem | None]:
+    message: dict[str, Any] = {"role": "assistant", "content": None}
     try:
         parsed = loads(value) if isinstance(value, str) else value
     except (JSONDecodeError, RecursionError) as exc:
-        return [], ConversationProblem(
+        return message, ConversationProblem(
             "unreadable_call", f"a function_call that is not JSON: {exc}"
         )
-    items = parsed if isinstance(parsed, list) else [parsed]
-    calls: list[dict[str, Any]] = []
-    for item in items:
-        if not isinstance(item, dict):
-            return [], ConversationProblem(
-                "unreadable_call", f"a function_call that is not an object: {item!r}"
-            )
-        call, problem = openai_call(item.get("name"), item.get("arguments"))
-        if problem is not None:
-            return [], problem
-        assert call is not None
-        calls.append(call)
-    return calls, None
+    return assistant_calls(message, parsed if isinstance(parsed, list) else [parsed], _call_item)
 
 
 def read_sharegpt(record: Mapping[str, Any]) -> SourceConversation:
@@ -70,19 +67,13 @@ def read_sharegpt(record: Mapping[str, Any]) -> SourceConversation:
     turns, messages, labels = conversation_turns(record)
     problems: dict[int, ConversationProblem] = {}
     for index, turn in enumerate(turns):
-        speaker = turn.get("from") if isinstance(turn, dict) else None
-        value = turn.get("value") if isinstance(turn, dict) else None
+        speaker, value = from_value(turn)
         if speaker == "observation":
-            results = tool_results(value, calls_before(messages))
-            messages.extend(results)
-            labels.extend([f"conversations[{index}]"] * len(results))
+            add_tool_results(messages, labels, value, f"conversations[{index}]")
             continue
         labels.append(f"conversations[{index}]")
         if speaker == "function_call":
-            calls, problem = _calls(value)
-            message: dict[str, Any] = {"role": "assistant", "content": None}
-            if calls:
-                message["tool_calls"] = calls
+            message, problem = _function_call(value)
             if problem is not None:
                 problems[len(messages)] = problem
         else:

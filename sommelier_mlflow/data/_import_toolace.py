@@ -29,15 +29,15 @@ from typing import Any, Final
 from sommelier_mlflow.data._conversation_import import (
     ConversationProblem,
     SourceConversation,
-    calls_before,
+    add_tool_results,
+    assistant_calls,
     conversation_format,
     conversation_turns,
     dump_content,
+    from_value,
     json_values,
-    openai_call,
     openai_tools,
     pythonic_calls,
-    tool_results,
 )
 from sommelier_mlflow.data._input_formats import register_input_format
 
@@ -101,16 +101,11 @@ def _assistant(
             "unreadable_call",
             f"a call list the pythonic reader refuses ({decoded.status}): {text!r}",
         )
-    calls: list[dict[str, Any]] = []
-    for item in decoded.calls:
-        call, problem = openai_call(names.get(item["name"], item["name"]), item["arguments"])
-        if problem is not None:
-            return message, problem
-        assert call is not None
-        calls.append(call)
-    if calls:
-        message["tool_calls"] = calls
-    return message, None
+    return assistant_calls(
+        message,
+        decoded.calls,
+        lambda item: (names.get(item["name"], item["name"]), item["arguments"]),
+    )
 
 
 def read_toolace(record: Mapping[str, Any]) -> SourceConversation:
@@ -119,17 +114,14 @@ def read_toolace(record: Mapping[str, Any]) -> SourceConversation:
     turns, messages, labels = conversation_turns(record)
     problems: dict[int, ConversationProblem] = {}
     for index, turn in enumerate(turns):
-        speaker = turn.get("from") if isinstance(turn, dict) else None
-        value = turn.get("value") if isinstance(turn, dict) else None
+        speaker, value = from_value(turn)
         role = _ROLES.get(str(speaker), speaker)
         if role == "assistant" and isinstance(value, str):
             message, problem = _assistant(value, tools)
             if problem is not None:
                 problems[len(messages)] = problem
         elif role == "tool":
-            results = tool_results(value, calls_before(messages))
-            messages.extend(results)
-            labels.extend([f"conversations[{index}]"] * len(results))
+            add_tool_results(messages, labels, value, f"conversations[{index}]")
             continue
         else:
             message = {"role": role, "content": dump_content(value)}

@@ -66,7 +66,7 @@ line, and nothing is written.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -88,6 +88,9 @@ __all__ = [
     "PrepareResult",
     "identifier",
     "check_split_sizes",
+    "drop_counts",
+    "write_prepared",
+    "UNASSIGNED",
     "prepare_xlam",
     "prepare",
 ]
@@ -112,7 +115,8 @@ DROP_REASONS: Final = (
 SPLIT_NAMES: Final = ("train", "validation", "test")
 DEFAULT_MIN_QUERY_CHARS: Final = 1
 DEFAULT_MAX_QUERY_CHARS: Final = 4096
-_UNASSIGNED: Final = "unassigned"
+#: The split of a row (or conversation) the seeded draw left out of every split.
+UNASSIGNED: Final = "unassigned"
 
 
 @dataclass(slots=True)
@@ -353,7 +357,7 @@ def _assign_splits(
             splits[name].append(root)
         start += sizes[name]
     for index in order[start:]:
-        roots[int(index)].split = _UNASSIGNED
+        roots[int(index)].split = UNASSIGNED
 
     by_id = {row.example_id: row for row in rows}
     translations: dict[str, list[_Row]] = {}
@@ -381,6 +385,76 @@ def _assign_splits(
     return splits
 
 
+def drop_counts(
+    reasons: Sequence[str], outcomes: Iterable[tuple[str, str | None, str | None]]
+) -> dict[str, Any]:
+    """The counting part of a drop summary, shared by every input format.
+
+    Args:
+        reasons: The format's drop reasons, in the order its checks run.
+        outcomes: One ``(language, drop reason or None, split or None)`` per
+            counted unit (a row, or an assistant turn); the split is a name of
+            :data:`SPLIT_NAMES`, :data:`UNASSIGNED`, or ``None`` (nowhere).
+
+    Returns:
+        ``reasons``, ``languages``, ``read``, ``dropped`` (per language and
+        reason), ``dropped_total``, ``unassigned``, ``kept`` and ``splits``.
+    """
+    outcomes = list(outcomes)
+    languages = sorted({language for language, _, _ in outcomes})
+    read = dict.fromkeys(languages, 0)
+    dropped = {language: dict.fromkeys(reasons, 0) for language in languages}
+    unassigned = dict.fromkeys(languages, 0)
+    per_split = {name: dict.fromkeys(languages, 0) for name in SPLIT_NAMES}
+    for language, reason, split in outcomes:
+        read[language] += 1
+        if reason is not None:
+            dropped[language][reason] += 1
+        elif split == UNASSIGNED:
+            unassigned[language] += 1
+        elif split is not None:
+            per_split[split][language] += 1
+    return {
+        "reasons": list(reasons),
+        "languages": languages,
+        "read": read,
+        "dropped": dropped,
+        "dropped_total": {
+            reason: sum(dropped[language][reason] for language in languages) for reason in reasons
+        },
+        "unassigned": unassigned,
+        "kept": {
+            language: sum(per_split[name][language] for name in SPLIT_NAMES)
+            for language in languages
+        },
+        "splits": per_split,
+    }
+
+
+def write_prepared(
+    out_dir: str | os.PathLike[str],
+    splits: Mapping[str, tuple[Any, ...]],
+    lines: Mapping[str, Iterable[Mapping[str, Any]]],
+    summary: dict[str, Any],
+) -> PrepareResult:
+    """Write each split's rows and ``drop_summary.json``, each atomically, and say where.
+
+    Args:
+        out_dir: The output folder (created if needed).
+        splits: What :class:`PrepareResult` holds per split.
+        lines: The JSON rows written per split (the same rows, as the file holds them).
+        summary: The drop summary.
+    """
+    target = Path(out_dir)
+    paths = {name: target / f"{name}.jsonl" for name in SPLIT_NAMES}
+    for name in SPLIT_NAMES:
+        atomic_write_jsonl(paths[name], lines[name])
+    summary_path = atomic_write_json(target / "drop_summary.json", summary)
+    return PrepareResult(
+        split_paths=paths, drop_summary_path=summary_path, splits=splits, summary=summary
+    )
+
+
 def _pair_order(row: _Row) -> tuple[str, int]:
     return (row.language, row.line)
 
@@ -395,39 +469,13 @@ def _summary(
     min_chars: int,
     max_chars: int,
 ) -> dict[str, Any]:
-    languages = sorted({row.language for row in rows})
-    read = dict.fromkeys(languages, 0)
-    dropped = {language: dict.fromkeys(DROP_REASONS, 0) for language in languages}
-    unassigned = dict.fromkeys(languages, 0)
-    per_split = {name: dict.fromkeys(languages, 0) for name in SPLIT_NAMES}
-    for row in rows:
-        read[row.language] += 1
-        if row.reason is not None:
-            dropped[row.language][row.reason] += 1
-        elif row.split == _UNASSIGNED:
-            unassigned[row.language] += 1
-        elif row.split is not None:
-            per_split[row.split][row.language] += 1
-    kept = {
-        language: sum(per_split[name][language] for name in SPLIT_NAMES) for language in languages
-    }
     return {
         "schema_version": DROP_SUMMARY_SCHEMA,
         "input": {"file": input_name, "sha256": input_sha256, "rows": len(rows)},
         "seed": seed,
         "requested_split_sizes": dict(sizes),
         "query_chars": {"min": min_chars, "max": max_chars},
-        "reasons": list(DROP_REASONS),
-        "languages": languages,
-        "read": read,
-        "dropped": dropped,
-        "dropped_total": {
-            reason: sum(dropped[language][reason] for language in languages)
-            for reason in DROP_REASONS
-        },
-        "unassigned": unassigned,
-        "kept": kept,
-        "splits": per_split,
+        **drop_counts(DROP_REASONS, ((row.language, row.reason, row.split) for row in rows)),
     }
 
 
@@ -560,12 +608,5 @@ def prepare_xlam(
         # Only when set, so the default summary stays byte-identical to the spec's.
         summary["keep_multi_call"] = True
     examples = {name: tuple(_example(row) for row in splits[name]) for name in SPLIT_NAMES}
-
-    target = Path(out_dir)
-    paths = {name: target / f"{name}.jsonl" for name in SPLIT_NAMES}
-    for name in SPLIT_NAMES:
-        atomic_write_jsonl(paths[name], (example.to_json() for example in examples[name]))
-    summary_path = atomic_write_json(target / "drop_summary.json", summary)
-    return PrepareResult(
-        split_paths=paths, drop_summary_path=summary_path, splits=examples, summary=summary
-    )
+    lines = {name: (example.to_json() for example in examples[name]) for name in SPLIT_NAMES}
+    return write_prepared(out_dir, examples, lines, summary)

@@ -10,7 +10,10 @@ The rule (:data:`SAMPLE_RULE`), exactly:
 
 1. The unit is a root row (no ``source_example_id``) together with every row
    that translates it, so each matched pair survives whole; translations
-   whose root is not in the split are left out, as before.
+   whose root is not in the split are left out, as before. Roots that share a
+   ``conversation_id`` are one unit (every turn of the conversation, with
+   their translations): a sampled conversation is never cut short, and
+   ``max_examples`` counts conversations there.
 2. A unit's stratum is the set of its rows' languages and declared slice
    values (``--slice-by`` fields, the scoring mode's default and derived
    slices such as BFCL's ``category``).
@@ -19,13 +22,20 @@ The rule (:data:`SAMPLE_RULE`), exactly:
    the largest remainders ``n * N_h mod N`` (ties: the larger stratum, then the
    stratum whose key sorts first). Integer arithmetic only: no rounding
    differs between machines.
-4. Every unit, in order of root id, draws one number from
+4. Every unit, in order of root id (conversation id), draws one number from
    ``numpy.random.default_rng(seed).random``; in each stratum the units with
    the smallest draws are kept (ties: root id).
 5. The kept rows stay in file order.
 
 The same split, seed and slice fields give the same sample on every machine,
 so both arms of a comparison (and a resumed run) evaluate the same rows.
+
+On a split without ``conversation_id`` every unit is one root, exactly as in
+the first version of the rule, and the sample is byte-identical to it, so the
+record keeps its name (:data:`SAMPLE_RULE`) and older reports still compare.
+A split with conversations used to be sampled by turn; it now records
+:data:`CONVERSATION_SAMPLE_RULE`, so the gate refuses to pair a turn sample
+with a conversation sample.
 """
 
 from __future__ import annotations
@@ -42,12 +52,17 @@ from sommelier_mlflow.data._slices import LANGUAGE_FIELD, check_slice_fields
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.toolcalls import DEFAULT_MODE, scoring_mode
 
-__all__ = ["SAMPLE_RULE", "ExampleSample", "sample_examples"]
+__all__ = ["CONVERSATION_SAMPLE_RULE", "SAMPLE_RULE", "ExampleSample", "sample_examples"]
 
 #: The name reports record for the rule above; a new rule gets a new name.
 SAMPLE_RULE: Final = "stratified_proportional.v1"
+#: The name recorded instead when the split has conversations (whole conversations are units).
+CONVERSATION_SAMPLE_RULE: Final = "stratified_proportional.v2"
 
 _Stratum = tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+#: A sampling unit: ``(root id, 0)`` or ``(conversation id, 1)``; the flag keeps the two
+#: id spaces apart and leaves a split without conversations sorted by root id alone.
+_Unit = tuple[str, int]
 _Derive = Mapping[str, Callable[[Sequence[Mapping[str, Any]]], str]]
 
 
@@ -90,6 +105,15 @@ def _quotas(sizes: dict[_Stratum, int], wanted: int) -> dict[_Stratum, int]:
     return quotas
 
 
+def _units(examples: Sequence[TestExample]) -> dict[str, _Unit]:
+    """Each root's unit: its conversation when it has one, else the root alone."""
+    return {
+        e.example_id: (e.example_id, 0) if e.conversation_id is None else (e.conversation_id, 1)
+        for e in examples
+        if e.source_example_id is None
+    }
+
+
 def sample_examples(
     examples: Sequence[TestExample],
     max_examples: int,
@@ -98,11 +122,13 @@ def sample_examples(
     slice_by: Sequence[str] = (),
     scoring: str = DEFAULT_MODE,
 ) -> ExampleSample:
-    """Keep ``max_examples`` roots (and their translations) by the module's rule; ``0`` keeps all.
+    """Keep ``max_examples`` units (roots, or whole conversations) by the module's rule.
 
     Args:
         examples: The split's rows, in file order.
-        max_examples: Roots to keep; ``0`` (or at least the split's roots) keeps every row.
+        max_examples: Units to keep: roots with their translations, or, where
+            roots share a ``conversation_id``, whole conversations; ``0`` (or
+            at least the split's units) keeps every row.
         seed: The run's ``--seed``.
         slice_by: Declared slice fields (the mode's defaults are added).
         scoring: The scoring mode, whose default and derived slices stratify too.
@@ -114,27 +140,30 @@ def sample_examples(
         raise ConfigError(f"max_examples must be >= 0 (0 = all), got {max_examples!r}")
     if type(seed) is not int or seed < 0:
         raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
-    roots = sorted(e.example_id for e in examples if e.source_example_id is None)
-    if max_examples == 0 or max_examples >= len(roots):
+    unit_of = _units(examples)
+    units = sorted(set(unit_of.values()))
+    if max_examples == 0 or max_examples >= len(units):
         return ExampleSample(tuple(examples))
     fields = check_slice_fields(slice_by, scoring=scoring)
     derived = scoring_mode(scoring).derived_slices
-    members: dict[str, set[tuple[str, tuple[tuple[str, str], ...]]]] = defaultdict(set)
+    members: dict[_Unit, set[tuple[str, tuple[tuple[str, str], ...]]]] = defaultdict(set)
     for example in examples:
-        root = example.source_example_id or example.example_id
-        members[root].add((example.language, _values(example, fields, derived)))
-    draws = np.random.default_rng(seed).random(len(roots))
-    strata: dict[_Stratum, list[tuple[float, str]]] = defaultdict(list)
-    for root, draw in zip(roots, draws.tolist(), strict=True):
-        strata[tuple(sorted(members[root]))].append((draw, root))
-    quotas = _quotas({key: len(units) for key, units in strata.items()}, max_examples)
-    kept = {root for key, units in strata.items() for _, root in sorted(units)[: quotas[key]]}
-    chosen = tuple(e for e in examples if e.example_id in kept or e.source_example_id in kept)
+        unit = unit_of.get(example.source_example_id or example.example_id)
+        if unit is not None:
+            members[unit].add((example.language, _values(example, fields, derived)))
+    draws = np.random.default_rng(seed).random(len(units))
+    strata: dict[_Stratum, list[tuple[float, _Unit]]] = defaultdict(list)
+    for unit, draw in zip(units, draws.tolist(), strict=True):
+        strata[tuple(sorted(members[unit]))].append((draw, unit))
+    quotas = _quotas({key: len(drawn) for key, drawn in strata.items()}, max_examples)
+    kept = {unit for key, drawn in strata.items() for _, unit in sorted(drawn)[: quotas[key]]}
+    chosen = tuple(e for e in examples if unit_of.get(e.source_example_id or e.example_id) in kept)
+    conversations = any(unit[1] for unit in units)
     record = {
-        "rule": SAMPLE_RULE,
+        "rule": CONVERSATION_SAMPLE_RULE if conversations else SAMPLE_RULE,
         "seed": seed,
         "max_examples": max_examples,
         "strata": [LANGUAGE_FIELD, *fields],
-        "roots": len(roots),
+        "roots": len(units),
     }
     return ExampleSample(chosen, record)

@@ -30,7 +30,7 @@ from sommelier_mlflow._json import (
     checked_small,
     loads_small,
 )
-from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
+from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult, ok_calls
 from sommelier_mlflow.toolcalls._parse import NOT_JSON, balanced_span_end, is_tool_call
 
 __all__ = [
@@ -44,6 +44,10 @@ __all__ = [
     "strict_json",
     "plain_calls",
     "checked_call",
+    "json_call_list",
+    "answer_and_thoughts",
+    "answer_blocks",
+    "tag_blocks",
     "json_value_at",
     "skip_whitespace",
     "separated_items",
@@ -149,6 +153,32 @@ def checked_call(piece: str, value: Any) -> dict[str, Any] | None:
     return value if is_tool_call(value) else None
 
 
+def json_call_list(body: str, call_of: Callable[[Any], dict[str, Any] | None]) -> CallsParseResult:
+    """``body``, one strict JSON array of calls, each element read by ``call_of``.
+
+    The formats whose whole answer is a JSON list (``xlam``, ``phi4_mini_json``)
+    read it alike: the orjson parse proved exact by :func:`plain_calls` for
+    the common case, else the general strict reading. Not JSON (or JSON
+    followed by text) is ``invalid_json``; JSON that is not a list, or an
+    element ``call_of`` refuses (``None``), is ``invalid_shape``.
+    """
+    try:
+        value = parse_piece(body)
+    except JSONDecodeError:
+        return INVALID_JSON
+    if type(value) is list and plain_calls(body, value):  # the common case, at once
+        return ok_calls(tuple(value))
+    value = strict_json(body)
+    if value is NOT_JSON:
+        return INVALID_JSON
+    if type(value) is not list:
+        return INVALID_SHAPE
+    calls = [call_of(element) for element in value]
+    if None in calls:
+        return INVALID_SHAPE
+    return ok_calls(tuple(call for call in calls if call is not None))
+
+
 def json_value_at(text: str, pos: int) -> tuple[Any, int] | None:
     """The bracketed JSON value at ``pos`` (after JSON whitespace) and its end, or ``None``.
 
@@ -244,6 +274,66 @@ def split_thoughts(text: str, open_tag: str, close_tag: str) -> tuple[str, str] 
         pos = end + len(close_tag)
     answer.append(text[pos:])
     return "".join(answer), "".join(thoughts)
+
+
+def answer_and_thoughts(
+    text: str, open_tag: str = THINK, close_tag: str = UNTHINK, marker: str = "think>"
+) -> tuple[str, str] | None:
+    """:func:`split_thoughts`, skipped for the common output that holds no thought at all.
+
+    ``marker`` is a text both tags contain: an output without it has no
+    thought, and one ``in`` test says so without the splitting's searches.
+    Every decoder of a reasoning model starts here, so they agree on thoughts.
+
+    Returns:
+        ``(answer, thoughts)``; ``None`` when a thought never closes, which
+        refuses the output (``invalid_json``).
+    """
+    if marker not in text:
+        return text, ""
+    return split_thoughts(text, open_tag, close_tag)
+
+
+def tag_blocks(text: str, open_tag: str, close_tag: str) -> list[str] | None:
+    """The body of every ``open_tag``…``close_tag`` block of ``text``, in order.
+
+    A block ends at the first ``close_tag`` after its opening tag; text
+    between blocks is skipped. ``None`` when a block never closes (the output
+    is then ``invalid_json``); ``[]`` when there is no block. Linear: each
+    search starts where the previous one ended.
+    """
+    bodies: list[str] = []
+    start = text.find(open_tag)
+    while start >= 0:
+        body = start + len(open_tag)
+        end = text.find(close_tag, body)
+        if end < 0:
+            return None
+        bodies.append(text[body:end])
+        start = text.find(open_tag, end + len(close_tag))
+    return bodies
+
+
+def answer_blocks(
+    text: str, open_tag: str, close_tag: str
+) -> tuple[str, list[str]] | CallsParseResult:
+    """The answer (thoughts removed) and its tag blocks' bodies, or the status that ends reading.
+
+    ``hermes``, ``qwen3_xml`` and ``glm45`` write calls in the same blocks and
+    differ only inside them. The status is ``invalid_json`` for a thought or
+    a block that never closes, and ``no_json`` (flagged ``calls_in_reasoning``
+    when a thought opens a block) for an answer without blocks.
+    """
+    split = answer_and_thoughts(text)
+    if split is None:
+        return INVALID_JSON
+    answer, thoughts = split
+    bodies = tag_blocks(answer, open_tag, close_tag)
+    if bodies is None:
+        return INVALID_JSON
+    if not bodies:
+        return NO_JSON_CALLS_IN_REASONING if open_tag in thoughts else NO_JSON
+    return answer, bodies
 
 
 def without_thoughts(text: str) -> str | None:

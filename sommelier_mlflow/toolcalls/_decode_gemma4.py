@@ -47,8 +47,8 @@ from sommelier_mlflow.toolcalls._decode import (
     JSON_WHITESPACE,
     NO_JSON,
     NO_JSON_CALLS_IN_REASONING,
+    answer_and_thoughts,
     skip_whitespace,
-    split_thoughts,
     strict_json,
 )
 from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
@@ -243,15 +243,12 @@ def decode_gemma4(text: str, tools: Tools = ()) -> CallsParseResult:
         Never raises for any ``str``, and never evaluates any of it.
     """
     del tools
-    thought_call = False
-    if "channel" in text:
-        split = split_thoughts(text, _THOUGHT, _THOUGHT_END)
-        if split is None:
-            return INVALID_JSON
-        text, thoughts = split
-        thought_call = _OPEN in thoughts
+    split = answer_and_thoughts(text, _THOUGHT, _THOUGHT_END, "channel")
+    if split is None:
+        return INVALID_JSON
+    text, thoughts = split
     result = decode_call_blocks(text, _OPEN, _CLOSE, _QUOTE)
-    if thought_call and result.status == "no_json":
+    if _OPEN in thoughts and result.status == "no_json":
         return NO_JSON_CALLS_IN_REASONING
     return result
 

@@ -36,14 +36,10 @@ from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult, ok_calls
 from sommelier_mlflow.toolcalls._decode import (
     INVALID_JSON,
     INVALID_SHAPE,
-    NO_JSON,
-    NO_JSON_CALLS_IN_REASONING,
-    THINK,
-    UNTHINK,
+    answer_blocks,
     checked_call,
     parse_piece,
     plain_calls,
-    split_thoughts,
 )
 from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 
@@ -51,8 +47,6 @@ __all__ = ["decode_hermes"]
 
 _OPEN: Final = "<tool_call>"
 _CLOSE: Final = "</tool_call>"
-_OPEN_LENGTH: Final = len(_OPEN)
-_CLOSE_LENGTH: Final = len(_CLOSE)
 
 
 def decode_hermes(text: str, tools: Tools = ()) -> CallsParseResult:
@@ -69,30 +63,16 @@ def decode_hermes(text: str, tools: Tools = ()) -> CallsParseResult:
         Never raises for any ``str``.
     """
     del tools  # typed values: the schemas add nothing
-    thought_call = False
-    if "think>" in text:
-        split = split_thoughts(text, THINK, UNTHINK)
-        if split is None:
-            return INVALID_JSON
-        text, thoughts = split
-        thought_call = _OPEN in thoughts
-    start = text.find(_OPEN)
-    if start < 0:
-        return NO_JSON_CALLS_IN_REASONING if thought_call else NO_JSON
-    pieces: list[str] = []
+    read = answer_blocks(text, _OPEN, _CLOSE)
+    if isinstance(read, CallsParseResult):
+        return read
+    text, pieces = read
     values: list[Any] = []
-    while start >= 0:
-        body = start + _OPEN_LENGTH
-        end = text.find(_CLOSE, body)
-        if end < 0:
-            return INVALID_JSON
-        piece = text[body:end]
+    for piece in pieces:
         try:
             values.append(parse_piece(piece))
         except JSONDecodeError:
             return INVALID_JSON
-        pieces.append(piece)
-        start = text.find(_OPEN, end + _CLOSE_LENGTH)
     if plain_calls(text, values):  # the common case, proved at once for the whole output
         return ok_calls(tuple(values))
     calls: list[dict[str, Any]] = []

@@ -25,20 +25,15 @@ from __future__ import annotations
 
 from typing import Final
 
-from sommelier_mlflow._json import JSONDecodeError
-from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult, ok_calls
+from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
 from sommelier_mlflow.toolcalls._decode import (
     INVALID_JSON,
-    INVALID_SHAPE,
     JSON_WHITESPACE,
     NO_JSON,
+    json_call_list,
     llama_call,
-    parse_piece,
-    plain_calls,
-    strict_json,
 )
 from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
-from sommelier_mlflow.toolcalls._parse import NOT_JSON
 
 __all__ = ["decode_phi4_mini_json"]
 
@@ -63,19 +58,7 @@ def decode_phi4_mini_json(text: str, tools: Tools = ()) -> CallsParseResult:
     rest = body[len(_MARKER) :]
     if rest[:1] != "[":
         return INVALID_JSON
-    try:
-        value = parse_piece(rest)
-    except JSONDecodeError:
-        return INVALID_JSON
-    if type(value) is list and plain_calls(rest, value):  # "arguments" calls: the common case
-        return ok_calls(tuple(value))
-    value = strict_json(rest)
-    if value is NOT_JSON:
-        return INVALID_JSON
-    calls = [llama_call(element) for element in value]
-    if None in calls:
-        return INVALID_SHAPE
-    return ok_calls(tuple(call for call in calls if call is not None))
+    return json_call_list(rest, llama_call)
 
 
 register_output_format(

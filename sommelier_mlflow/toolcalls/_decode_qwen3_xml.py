@@ -54,9 +54,7 @@ from sommelier_mlflow.toolcalls._decode import (
     CALL_NAME,
     INVALID_JSON,
     INVALID_SHAPE,
-    NO_JSON,
-    NO_JSON_CALLS_IN_REASONING,
-    split_thoughts,
+    answer_blocks,
 )
 from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
 from sommelier_mlflow.toolcalls._tool_types import (
@@ -77,8 +75,6 @@ _PARAMETER: Final = re.compile(
     r"[ \t\n\r]*<parameter=([^\s<>=]+)>\n?(.*?)\n?</parameter>", re.DOTALL
 )
 _TAIL: Final = re.compile(r"[ \t\n\r]*</function>[ \t\n\r]*")
-_THINK: Final = "<think>"
-_UNTHINK: Final = "</think>"
 
 #: One block's call: its name, its typed arguments, and whether a value did not read as its type.
 Call = tuple[str, dict[str, Any], bool]
@@ -131,38 +127,25 @@ def read_blocks(
     inside of a block differs. Syntax before shape: a mistyped value refuses
     the output as ``invalid_shape`` only once every block has read.
     """
-    thought_call = False
-    if "think>" in text:
-        split = split_thoughts(text, _THINK, _UNTHINK)
-        if split is None:
-            return INVALID_JSON
-        text, thoughts = split
-        thought_call = _OPEN in thoughts
-    start = text.find(_OPEN)
-    if start < 0:
-        return NO_JSON_CALLS_IN_REASONING if thought_call else NO_JSON
+    blocks = answer_blocks(text, _OPEN, _CLOSE)
+    if isinstance(blocks, CallsParseResult):
+        return blocks
+    bodies = blocks[1]
     calls: list[dict[str, Any]] = []
     mistyped = False
-    while start >= 0:
-        body = start + len(_OPEN)
-        end = text.find(_CLOSE, body)
-        if end < 0:
-            return INVALID_JSON
-        call = read(text[body:end], tools)
+    for body in bodies:
+        call = read(body, tools)
         if type(call) is not tuple:  # None or LONG_INTEGER
             return INVALID_JSON
         name, arguments, wrong = call
         mistyped = mistyped or wrong
         calls.append({"name": name, "arguments": arguments})
-        start = text.find(_OPEN, end + len(_CLOSE))
     if mistyped:
         return INVALID_SHAPE
     return ok_calls(tuple(calls))
 
 
-def decode_qwen3_xml(
-    text: str, tools: Tools = ()
-) -> CallsParseResult:
+def decode_qwen3_xml(text: str, tools: Tools = ()) -> CallsParseResult:
     """Decode one completion in the ``qwen3_xml`` format (see the module docstring).
 
     Args:

@@ -23,23 +23,19 @@ What the decoder accepts, exactly:
 
 from __future__ import annotations
 
-from sommelier_mlflow._json import JSONDecodeError
-from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult, ok_calls, parse_tool_calls
+from typing import Any
+
+from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult, parse_tool_calls
 from sommelier_mlflow.toolcalls._decode import (
     INVALID_JSON,
-    INVALID_SHAPE,
     JSON_WHITESPACE,
     NO_JSON,
     NO_JSON_CALLS_IN_REASONING,
-    THINK,
-    UNTHINK,
-    parse_piece,
-    plain_calls,
-    split_thoughts,
-    strict_json,
+    answer_and_thoughts,
+    json_call_list,
 )
 from sommelier_mlflow.toolcalls._modes import OutputFormat, Tools, register_output_format
-from sommelier_mlflow.toolcalls._parse import NOT_JSON, is_tool_call
+from sommelier_mlflow.toolcalls._parse import is_tool_call
 
 __all__ = ["decode_xlam"]
 
@@ -56,29 +52,19 @@ def decode_xlam(text: str, tools: Tools = ()) -> CallsParseResult:
         Never raises for any ``str``.
     """
     del tools
-    thoughts = ""
-    if "think>" in text:
-        split = split_thoughts(text, THINK, UNTHINK)
-        if split is None:
-            return INVALID_JSON
-        text, thoughts = split
+    split = answer_and_thoughts(text)
+    if split is None:
+        return INVALID_JSON
+    text, thoughts = split
     body = text.strip(JSON_WHITESPACE)
     if "[" not in body and "{" not in body:
         return NO_JSON_CALLS_IN_REASONING if _calls_in(thoughts) else NO_JSON
-    try:
-        value = parse_piece(body)
-    except JSONDecodeError:
-        return INVALID_JSON
-    if type(value) is list and plain_calls(body, value):  # the common case, at once
-        return ok_calls(tuple(value))
-    value = strict_json(body)
-    if value is NOT_JSON:
-        return INVALID_JSON
-    if type(value) is not list:
-        return INVALID_SHAPE
-    if not all(is_tool_call(element) for element in value):
-        return INVALID_SHAPE
-    return ok_calls(tuple(value))
+    return json_call_list(body, _plain_call)
+
+
+def _plain_call(value: object) -> dict[str, Any] | None:
+    """An element of the list, which must be a call exactly (``{"name", "arguments"}``)."""
+    return value if is_tool_call(value) else None
 
 
 def _calls_in(thoughts: str) -> bool:

@@ -44,10 +44,8 @@ from sommelier_mlflow.toolcalls._decode import (
     JSON_WHITESPACE,
     NO_JSON,
     NO_JSON_CALLS_IN_REASONING,
-    THINK,
-    UNTHINK,
+    answer_and_thoughts,
     skip_whitespace,
-    split_thoughts,
     strict_json,
 )
 from sommelier_mlflow.toolcalls._parse import NOT_JSON
@@ -116,13 +114,11 @@ def decode_sections(text: str, tokens: SectionTokens) -> CallsParseResult:
 
     Never raises for any ``str``.
     """
-    thought_call = False
-    if "think>" in text:
-        split = split_thoughts(text, THINK, UNTHINK)
-        if split is None:
-            return INVALID_JSON
-        text, thoughts = split
-        thought_call = tokens.section_begin in thoughts
+    split = answer_and_thoughts(text)
+    if split is None:
+        return INVALID_JSON
+    text, thoughts = split
+    thought_call = tokens.section_begin in thoughts
     inner = tokens.inner_tokens()
     start = text.find(tokens.section_begin)
     if start < 0:

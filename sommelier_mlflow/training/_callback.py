@@ -217,7 +217,8 @@ class SommelierCallback(TrainerCallback):
             ``processing_class``).
         max_examples: Roots in the fixed seeded subset (0 = all), drawn by the
             rule of ``--max-examples`` (stratified by language and the declared
-            slices); translations of a chosen root come with it.
+            slices); translations of a chosen root come with it, and every turn
+            of a chosen conversation.
         seed: Seed of the subset choice and of the bootstrap intervals.
         scoring: Scoring mode, as ``evaluate --scoring``.
         output_format: How completions are read, as ``evaluate --output-format``.

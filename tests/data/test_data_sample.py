@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from sommelier_mlflow.data import SAMPLE_RULE, TestExample, sample_examples
+from sommelier_mlflow.data import (
+    CONVERSATION_SAMPLE_RULE,
+    SAMPLE_RULE,
+    TestExample,
+    sample_examples,
+)
 from sommelier_mlflow.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,3 +125,78 @@ def test_slices_the_scoring_mode_derives_stratify_too() -> None:
     sample = sample_examples(rows, 10, seed=1, scoring="calls")
     assert Counter(len(e.gold_calls) for e in sample.examples) == {0: 2, 1: 6, 2: 2}
     assert sample.record is not None and sample.record["strata"] == ["language", "calls"]
+
+
+def _conversations() -> list[TestExample]:
+    """30 conversations of 1 to 4 turns (``c00-t1`` ...), their turns interleaved in the file.
+
+    The first ten also have a German translation of every turn, and five single-turn
+    rows stand between them, so the units are conversations and loose roots alike.
+    """
+    rows = []
+    for turn in range(1, 5):
+        for c in range(30):
+            if turn > 1 + c % 4:
+                continue
+            root = TestExample(
+                f"c{c:02d}-t{turn}", "en", "q", [], GOLD, conversation_id=f"c{c:02d}", turn=turn
+            )
+            rows.append(root)
+            if c < 10:
+                rows.append(
+                    TestExample(
+                        f"de-c{c:02d}-t{turn}",
+                        "de",
+                        "q",
+                        [],
+                        GOLD,
+                        root.example_id,
+                        conversation_id=f"de-c{c:02d}",
+                        turn=turn,
+                    )
+                )
+        rows.append(TestExample(f"single-{turn}", "en", "q", [], GOLD))
+    rows.append(TestExample("single-5", "en", "q", [], GOLD))
+    return rows
+
+
+def test_a_conversation_is_sampled_whole_with_every_turn_and_translation() -> None:
+    rows = _conversations()
+    turns = Counter(e.conversation_id for e in rows)
+    for seed in range(5):
+        sample = sample_examples(rows, 7, seed=seed)
+        kept = Counter(e.conversation_id for e in sample.examples)
+        # Every kept conversation has all its turns: none is cut short.
+        assert all(n == turns[c] for c, n in kept.items() if c is not None), kept
+        english = {c for c in kept if c is not None and not c.startswith("de-")}
+        singles = kept[None]
+        assert len(english) + singles == 7  # max_examples counts conversations (and loose roots)
+        # A translated conversation comes with its root conversation, whole.
+        assert {c for c in kept if c is not None and c.startswith("de-")} == {
+            "de-" + c for c in english if int(c[1:]) < 10
+        }
+        ids = [e.example_id for e in sample.examples]
+        assert ids == [e.example_id for e in rows if e.example_id in set(ids)]  # file order
+        assert sample.record == {
+            "rule": CONVERSATION_SAMPLE_RULE,
+            "seed": seed,
+            "max_examples": 7,
+            "strata": ["language"],
+            "roots": 35,  # 30 conversations and 5 single-turn roots
+        }
+    assert sample_examples(rows, 35, seed=0).examples == tuple(rows)
+    assert sample_examples(rows, 34, seed=0).record is not None
+
+
+def test_a_split_without_conversations_keeps_the_first_rules_name() -> None:
+    assert sample_examples(_translated(), 10, seed=3).record == {
+        "rule": SAMPLE_RULE,
+        "seed": 3,
+        "max_examples": 10,
+        "strata": ["language"],
+        "roots": 40,
+    }
+    assert SAMPLE_RULE != CONVERSATION_SAMPLE_RULE
+    for page in ("README.md", "docs/conversations.md", "docs/own-model.md"):
+        text = (ROOT / page).read_text(encoding="utf-8")
+        assert CONVERSATION_SAMPLE_RULE in text, page

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from sommelier_mlflow.evaluation import (
     write_evaluation_report,
 )
 from tests.evaluation.test_calls_scoring import ADAPTER, _score, calls_split
+from tests.support.decoder_texts import glm45_call, qwen3_xml_call
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
 CALL = f"<tool_call>\n{json.dumps(W)}\n</tool_call>"
@@ -106,28 +108,8 @@ def _typed_split() -> TestSplit:
 
 
 def _xml(calls: list[dict[str, object]], fmt: str) -> str:
-    def value(v: object) -> str:
-        return v if isinstance(v, str) else json.dumps(v)
-
-    if fmt == "qwen3_xml":
-        return "".join(
-            f"<tool_call>\n<function={c['name']}>\n"
-            + "".join(
-                f"<parameter={k}>\n{value(v)}\n</parameter>\n"
-                for k, v in c["arguments"].items()  # type: ignore[attr-defined]
-            )
-            + "</function>\n</tool_call>"
-            for c in calls
-        )
-    return "".join(
-        f"<tool_call>{c['name']}"
-        + "".join(
-            f"<arg_key>{k}</arg_key><arg_value>{value(v)}</arg_value>"
-            for k, v in c["arguments"].items()  # type: ignore[attr-defined]
-        )
-        + "</tool_call>"
-        for c in calls
-    )
+    write = qwen3_xml_call if fmt == "qwen3_xml" else partial(glm45_call, compact=True)
+    return "".join(write(c["name"], c["arguments"]) for c in calls)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("fmt", ["qwen3_xml", "glm45"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from hypothesis import strategies as st
@@ -127,3 +128,26 @@ TYPED_TOOLS: list[dict[str, Any]] = [
         },
     },
 ]
+
+
+def _as_text(value: object) -> str:
+    """A value as these formats write it: a string as it is, anything else as its JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def qwen3_xml_call(name: str, arguments: Mapping[str, object]) -> str:
+    """One ``<tool_call>`` block as Qwen3-Coder's template writes it."""
+    inner = "".join(
+        f"<parameter={key}>\n{_as_text(value)}\n</parameter>\n" for key, value in arguments.items()
+    )
+    return f"<tool_call>\n<function={name}>\n{inner}</function>\n</tool_call>"
+
+
+def glm45_call(name: str, arguments: Mapping[str, object], *, compact: bool = False) -> str:
+    """One ``<tool_call>`` block as GLM-4.5 writes it (GLM-4.7: ``compact``, no newlines)."""
+    sep = "" if compact else "\n"
+    pairs = "".join(
+        f"<arg_key>{key}</arg_key>{sep}<arg_value>{_as_text(value)}</arg_value>{sep}"
+        for key, value in arguments.items()
+    )
+    return f"<tool_call>{name}{sep}{pairs}</tool_call>"

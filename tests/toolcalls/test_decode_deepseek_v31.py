@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-from sommelier_mlflow.toolcalls import output_format
 from sommelier_mlflow.toolcalls._decode_deepseek_v31 import decode_deepseek_v31
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
@@ -22,15 +21,6 @@ def call(c: dict[str, object]) -> str:
 
 def section(*calls: str) -> str:
     return BEGIN + "".join(calls) + END
-
-
-def test_the_registered_format_is_this_decoder_at_its_version() -> None:
-    registered = output_format("deepseek_v31")
-    assert (registered.decode, registered.version, registered.special_tokens) == (
-        decode_deepseek_v31,
-        "deepseek_v31.v1",
-        True,
-    )
 
 
 @pytest.mark.parametrize(

@@ -2,28 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from sommelier_mlflow.toolcalls import output_format
 from sommelier_mlflow.toolcalls._decode_glm45 import decode_glm45
 from tests.support.decoder_texts import TYPED_TOOLS as TOOLS
+from tests.support.decoder_texts import glm45_call
 
 
 def block(name: str, *, compact: bool = False, **arguments: str) -> str:
-    """A call as GLM-4.5 writes it (GLM-4.7: ``compact``, no newlines)."""
-    sep = "" if compact else "\n"
-    pairs = "".join(
-        f"<arg_key>{key}</arg_key>{sep}<arg_value>{value}</arg_value>{sep}"
-        for key, value in arguments.items()
-    )
-    return f"<tool_call>{name}{sep}{pairs}</tool_call>"
-
-
-def test_the_registered_format_is_this_decoder_at_its_version() -> None:
-    registered = output_format("glm45")
-    assert (registered.decode, registered.version, registered.special_tokens) == (
-        decode_glm45,
-        "glm45.v1",
-        True,
-    )
+    return glm45_call(name, arguments, compact=compact)
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-from sommelier_mlflow.toolcalls import output_format
 from sommelier_mlflow.toolcalls._decode_harmony import decode_harmony
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
@@ -18,15 +17,6 @@ def call(c: dict[str, object], *, start: bool = True, end: str = "<|call|>") -> 
     return (
         f"{head}<|channel|>commentary to=functions.{c['name']} <|constrain|>json"
         f"<|message|>{json.dumps(c['arguments'])}{end}"
-    )
-
-
-def test_the_registered_format_is_this_decoder_at_its_version() -> None:
-    registered = output_format("harmony")
-    assert (registered.decode, registered.version, registered.special_tokens) == (
-        decode_harmony,
-        "harmony.v1",
-        True,
     )
 
 

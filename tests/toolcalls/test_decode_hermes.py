@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-from sommelier_mlflow.toolcalls import output_format
 from sommelier_mlflow.toolcalls._decode_hermes import decode_hermes
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
@@ -13,11 +12,6 @@ T = {"name": "convert", "arguments": {"amount": 10, "to": "USD"}}
 
 def block(call: object) -> str:
     return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
-
-
-def test_the_registered_format_is_this_decoder_at_its_version() -> None:
-    registered = output_format("hermes")
-    assert (registered.decode, registered.version) == (decode_hermes, "hermes.v1")
 
 
 @pytest.mark.parametrize(

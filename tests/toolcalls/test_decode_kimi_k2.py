@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-from sommelier_mlflow.toolcalls import output_format
 from sommelier_mlflow.toolcalls._decode_kimi_k2 import decode_kimi_k2
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
@@ -19,15 +18,6 @@ def call(c: dict[str, object], index: int = 0, prefix: str = "functions.") -> st
 
 def section(*calls: str) -> str:
     return BEGIN + "".join(calls) + END
-
-
-def test_the_registered_format_is_this_decoder_at_its_version() -> None:
-    registered = output_format("kimi_k2")
-    assert (registered.decode, registered.version, registered.special_tokens) == (
-        decode_kimi_k2,
-        "kimi_k2.v1",
-        True,
-    )
 
 
 @pytest.mark.parametrize(

@@ -4,18 +4,12 @@ import json
 
 import pytest
 
-from sommelier_mlflow.toolcalls import output_format
 from sommelier_mlflow.toolcalls._decode_llama3 import decode_llama3_json
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
 T = {"name": "convert", "arguments": {"amount": 10, "to": "USD"}}
 W_LLAMA = json.dumps({"name": "get_weather", "parameters": {"city": "Paris"}})
 T_LLAMA = json.dumps({"name": "convert", "parameters": {"amount": 10, "to": "USD"}})
-
-
-def test_the_registered_format_is_this_decoder_at_its_version() -> None:
-    registered = output_format("llama3_json")
-    assert (registered.decode, registered.version) == (decode_llama3_json, "llama3_json.v1")
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sommelier_mlflow.toolcalls import output_format, output_format_hint_order
+from sommelier_mlflow.toolcalls import output_format_hint_order
 from sommelier_mlflow.toolcalls._decode_llama4 import decode_llama4_pythonic
 from sommelier_mlflow.toolcalls._decode_pythonic import decode_pythonic
 from tests.support.decoder_texts import texts
@@ -12,16 +12,6 @@ from tests.support.decoder_texts import texts
 LA = {"name": "get_weather", "arguments": {"city": "LA", "metric": "C"}}
 DOE = {"name": "register_user", "arguments": {"name": "Doe", "age": 9}}
 START, END = "<|python_start|>", "<|python_end|>"
-
-
-def test_the_registered_format_is_this_decoder_at_its_version() -> None:
-    registered = output_format("llama4_pythonic")
-    assert (registered.decode, registered.version, registered.special_tokens) == (
-        decode_llama4_pythonic,
-        "llama4_pythonic.v1",
-        False,
-    )
-    assert registered.variant_of == "pythonic"
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-from sommelier_mlflow.toolcalls import output_format
 from sommelier_mlflow.toolcalls._decode_mistral import decode_mistral
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
@@ -13,11 +12,6 @@ T = {"name": "convert", "arguments": {"amount": 10, "to": "USD"}}
 
 def segment(call: dict[str, object]) -> str:
     return f"[TOOL_CALLS]{call['name']}[ARGS]{json.dumps(call['arguments'])}"
-
-
-def test_the_registered_format_is_this_decoder_at_its_version() -> None:
-    registered = output_format("mistral")
-    assert (registered.decode, registered.version) == (decode_mistral, "mistral.v2")
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-from sommelier_mlflow.toolcalls import output_format
 from sommelier_mlflow.toolcalls._decode_openai import decode_openai
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
@@ -14,11 +13,6 @@ T = {"name": "convert", "arguments": {"amount": 10, "to": "USD"}}
 def item(call: dict[str, object], **extra: object) -> dict[str, object]:
     function = {"name": call["name"], "arguments": json.dumps(call["arguments"])}
     return {**extra, "function": function}
-
-
-def test_the_registered_format_is_this_decoder_at_its_version() -> None:
-    registered = output_format("openai")
-    assert (registered.decode, registered.version) == (decode_openai, "openai.v1")
 
 
 @pytest.mark.parametrize(

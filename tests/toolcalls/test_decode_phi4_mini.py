@@ -4,20 +4,10 @@ import json
 
 import pytest
 
-from sommelier_mlflow.toolcalls import output_format
 from sommelier_mlflow.toolcalls._decode_phi4_mini import decode_phi4_mini_json
 
 W = {"name": "get_weather", "arguments": {"city": "Tokyo"}}
 T = {"name": "get_time", "arguments": {"timezone": "Asia/Tokyo"}}
-
-
-def test_the_registered_format_is_this_decoder_at_its_version() -> None:
-    registered = output_format("phi4_mini_json")
-    assert (registered.decode, registered.version, registered.special_tokens) == (
-        decode_phi4_mini_json,
-        "phi4_mini_json.v1",
-        False,
-    )
 
 
 @pytest.mark.parametrize(

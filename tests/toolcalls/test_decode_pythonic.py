@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sommelier_mlflow.toolcalls import output_format
 from sommelier_mlflow.toolcalls._decode_pythonic import (
     _decode_with_ast,
     decode_pythonic,
@@ -17,11 +16,6 @@ from tests.support.decoder_texts import texts
 from tests.support.timing import growth_ratios
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
-
-
-def test_the_registered_format_is_this_decoder_at_its_version() -> None:
-    registered = output_format("pythonic")
-    assert (registered.decode, registered.version) == (decode_pythonic, "pythonic.v1")
 
 
 @pytest.mark.parametrize(

@@ -2,25 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from sommelier_mlflow.toolcalls import output_format
 from sommelier_mlflow.toolcalls._decode_qwen3_xml import decode_qwen3_xml
 from tests.support.decoder_texts import TYPED_TOOLS as TOOLS
+from tests.support.decoder_texts import qwen3_xml_call
 
 
 def block(name: str, **parameters: str) -> str:
-    inner = "".join(
-        f"<parameter={key}>\n{value}\n</parameter>\n" for key, value in parameters.items()
-    )
-    return f"<tool_call>\n<function={name}>\n{inner}</function>\n</tool_call>"
-
-
-def test_the_registered_format_is_this_decoder_at_its_version() -> None:
-    registered = output_format("qwen3_xml")
-    assert (registered.decode, registered.version, registered.special_tokens) == (
-        decode_qwen3_xml,
-        "qwen3_xml.v1",
-        True,
-    )
+    return qwen3_xml_call(name, parameters)
 
 
 @pytest.mark.parametrize(

@@ -4,20 +4,10 @@ import json
 
 import pytest
 
-from sommelier_mlflow.toolcalls import output_format
 from sommelier_mlflow.toolcalls._decode_xlam import decode_xlam
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
 T = {"name": "convert", "arguments": {"amount": 10, "to": "USD", "when": {"day": [1, 2]}}}
-
-
-def test_the_registered_format_is_this_decoder_at_its_version() -> None:
-    registered = output_format("xlam")
-    assert (registered.decode, registered.version, registered.special_tokens) == (
-        decode_xlam,
-        "xlam.v1",
-        False,
-    )
 
 
 @pytest.mark.parametrize(

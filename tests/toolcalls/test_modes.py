@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 from sommelier_mlflow.errors import ConfigError, DataError
@@ -20,6 +22,39 @@ from sommelier_mlflow.toolcalls import (
 )
 
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
+
+#: Every built-in output format: its decoder (module, function), version, and
+#: whether outputs must be decoded with special tokens kept.
+BUILT_IN_FORMATS = {
+    "deepseek_v31": ("_decode_deepseek_v31", "decode_deepseek_v31", "deepseek_v31.v1", True),
+    "functiongemma": ("_decode_functiongemma", "decode_functiongemma", "functiongemma.v1", True),
+    "gemma4": ("_decode_gemma4", "decode_gemma4", "gemma4.v1", True),
+    "glm45": ("_decode_glm45", "decode_glm45", "glm45.v1", True),
+    "harmony": ("_decode_harmony", "decode_harmony", "harmony.v1", True),
+    "hermes": ("_decode_hermes", "decode_hermes", "hermes.v1", True),
+    "kimi_k2": ("_decode_kimi_k2", "decode_kimi_k2", "kimi_k2.v1", True),
+    "llama3_json": ("_decode_llama3", "decode_llama3_json", "llama3_json.v1", False),
+    "llama4_pythonic": ("_decode_llama4", "decode_llama4_pythonic", "llama4_pythonic.v1", False),
+    "mistral": ("_decode_mistral", "decode_mistral", "mistral.v2", True),
+    "openai": ("_decode_openai", "decode_openai", "openai.v1", False),
+    "phi4_mini_json": ("_decode_phi4_mini", "decode_phi4_mini_json", "phi4_mini_json.v1", False),
+    "pythonic": ("_decode_pythonic", "decode_pythonic", "pythonic.v1", False),
+    "qwen3_xml": ("_decode_qwen3_xml", "decode_qwen3_xml", "qwen3_xml.v1", True),
+    "xlam": ("_decode_xlam", "decode_xlam", "xlam.v1", False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUILT_IN_FORMATS))
+def test_each_built_in_format_is_its_decoder_at_its_version(name: str) -> None:
+    module, function, version, special_tokens = BUILT_IN_FORMATS[name]
+    decode = getattr(importlib.import_module(f"sommelier_mlflow.toolcalls.{module}"), function)
+    registered = output_format(name)
+    assert (registered.decode, registered.version, registered.special_tokens) == (
+        decode,
+        version,
+        special_tokens,
+    )
+    assert registered.variant_of == ("pythonic" if name == "llama4_pythonic" else None)
 
 
 def _fixed(result: CallsParseResult) -> OutputFormat:

@@ -226,6 +226,22 @@ def test_a_row_the_mode_cannot_read_fails_before_the_first_step(
     assert steps == []
 
 
+def _blocked_callback(tmp_path: Path, split_file: Path, **options: Any) -> Any:
+    """A callback evaluating every 2 steps whose folder cannot be created (a file is in the way)."""
+    from sommelier_mlflow.training import SommelierCallback
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the callback's folder should go")
+    return SommelierCallback(
+        split_file,
+        max_examples=2,
+        max_new_tokens=4,
+        every_n_steps=2,
+        output_dir=blocker / "sommelier",
+        **options,
+    )
+
+
 def test_a_failing_evaluation_warns_and_training_still_saves_its_checkpoints(
     tmp_path: Path, tiny_pair: tuple[Path, Any], split_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -234,19 +250,9 @@ def test_a_failing_evaluation_warns_and_training_still_saves_its_checkpoints(
     Each failure is one warning naming its step and the error; the trainer runs
     every step and saves every checkpoint, with the same losses as without the callback.
     """
-    from sommelier_mlflow.training import SommelierCallback
-
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     model_dir, tokenizer = tiny_pair
-    blocker = tmp_path / "not-a-folder"
-    blocker.write_text("a file where the callback's folder should go")
-    callback = SommelierCallback(
-        split_file,
-        max_examples=2,
-        max_new_tokens=4,
-        every_n_steps=2,
-        output_dir=blocker / "sommelier",
-    )
+    callback = _blocked_callback(tmp_path, split_file)
     out = tmp_path / "train"
     with pytest.warns(UserWarning, match="SommelierCallback") as caught:
         losses, _ = _train(model_dir, tokenizer, out, [callback], save_steps=2)
@@ -269,21 +275,9 @@ def test_fail_on_error_stops_training_at_the_failing_evaluation(
     import mlflow
     from mlflow.tracking import MlflowClient
 
-    from sommelier_mlflow.training import SommelierCallback
-
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     model_dir, tokenizer = tiny_pair
-    blocker = tmp_path / "not-a-folder"
-    blocker.write_text("a file where the callback's folder should go")
-    callback = SommelierCallback(
-        split_file,
-        max_examples=2,
-        max_new_tokens=4,
-        every_n_steps=2,
-        evaluate_base=False,
-        output_dir=blocker / "sommelier",
-        fail_on_error=True,
-    )
+    callback = _blocked_callback(tmp_path, split_file, evaluate_base=False, fail_on_error=True)
     out = tmp_path / "train"
     with pytest.raises(OSError, match="not-a-folder"):
         _train(model_dir, tokenizer, out, [callback], save_steps=2)
