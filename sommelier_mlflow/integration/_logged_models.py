@@ -76,6 +76,8 @@ MODEL_TYPE: Final = "tool-calling"
 _BAD_NAME_CHARS: Final = re.compile(r"[/:.%\"']+")
 #: How long a creator waits before it checks whether another process created too.
 _SETTLE_SECONDS: Final = 0.3
+#: How many looks at most before a creator settles on the oldest model (two agreeing end it).
+_SETTLE_LOOKS: Final = 6
 #: MLflow error codes with which a store says it has no LoggedModels.
 _UNSUPPORTED_CODES: Final = frozenset({"ENDPOINT_NOT_FOUND", "NOT_IMPLEMENTED", "FEATURE_DISABLED"})
 _warned_stores: set[str] = set()
@@ -281,9 +283,16 @@ def find_or_create_model(
                     source_run_id=source_run_id,
                 )
                 # Another process may have created the same identity meanwhile:
-                # all of them keep the oldest, the others delete their own.
-                time.sleep(_SETTLE_SECONDS)
-                kept = str(_search(client, experiment_id, digest)[0].model_id)
+                # all of them keep the oldest, the others delete their own. A busy
+                # store can commit another creator's model (stamped earlier) after
+                # this one looked, so the choice stands only once two looks agree.
+                kept = ""
+                for _ in range(_SETTLE_LOOKS):
+                    time.sleep(_SETTLE_SECONDS)
+                    oldest = str(_search(client, experiment_id, digest)[0].model_id)
+                    if oldest == kept:
+                        break
+                    kept = oldest
                 if kept != mine:
                     client.delete_logged_model(mine)
                 return kept
