@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -47,14 +46,12 @@ from sommelier_mlflow.errors import (
     InputError,
     InvariantViolationError,
 )
+from sommelier_mlflow.generation._batching import Prompted, batch_plan, generate_batch, valid_text
 from sommelier_mlflow.generation._context import check_context
 from sommelier_mlflow.generation._manifest import MANIFEST_NAME, MANIFEST_SCHEMA
 from sommelier_mlflow.generation._protocol import (
     Completion,
-    SupportsCompletionDetails,
-    SupportsExampleKeys,
     SupportsFingerprint,
-    SupportsPromptLengths,
     TextGenerator,
 )
 from sommelier_mlflow.generation._timing import TimingLog
@@ -67,16 +64,7 @@ GENERATIONS_DIR: Final = "generations"
 _FRESH_DIR: Final = "use a fresh output directory (or delete the existing one) to start over"
 
 
-@dataclass(frozen=True, slots=True)
-class _Prompted:
-    """An example whose prompt presence and digest have been checked."""
-
-    example: TestExample
-    prompt: str
-    prompt_sha256: str
-
-
-def _check_examples(examples: Sequence[TestExample]) -> list[_Prompted]:
+def _check_examples(examples: Sequence[TestExample]) -> list[Prompted]:
     if not examples:
         raise InputError("no examples to generate for; the test split is empty")
     seen: set[str] = set()
@@ -97,51 +85,14 @@ def _check_examples(examples: Sequence[TestExample]) -> list[_Prompted]:
                 f"example {example.example_id!r}: prompt_sha256 does not match its prompt_text; "
                 "the formatted split was altered, re-format it"
             )
-        checked.append(_Prompted(example, example.prompt_text, example.prompt_sha256))
+        checked.append(Prompted(example, example.prompt_text, example.prompt_sha256))
     return checked
 
 
-def _batch_plan(
-    prompted: Sequence[_Prompted], generator: TextGenerator, batch_size: int
-) -> list[list[int]]:
-    """Group example indices into batches of similar prompt length, longest first.
-
-    Longest first makes an out-of-memory batch fail at the start rather than
-    an hour in; ties keep split order so the plan is a pure function of the
-    examples and the generator's length measure.
-    """
-    prompts = [item.prompt for item in prompted]
-    if isinstance(generator, SupportsPromptLengths):
-        lengths = generator.prompt_lengths(prompts)
-        if len(lengths) != len(prompts) or not all(type(n) is int for n in lengths):
-            raise InvariantViolationError(
-                f"{generator!r}.prompt_lengths returned {len(lengths)} values for "
-                f"{len(prompts)} prompts (expected one int each)"
-            )
-    else:
-        lengths = [len(prompt) for prompt in prompts]
-    order = sorted(range(len(prompts)), key=lambda i: (-lengths[i], i))
-    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
-
-
-def _valid_text(text: str) -> str:
-    """``text`` with each lone UTF-16 surrogate replaced by U+FFFD.
-
-    A server's JSON may escape one half of a surrogate pair alone; Python
-    decodes that into a string no UTF-8 file can hold, so writing the
-    generation would fail and lose the run. The completion is kept with the
-    replacement character instead, and parsed and scored as stored: the
-    ``raw_text`` in ``generations/`` is always exactly what was scored.
-    """
-    if text.isascii():
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-
-
 def _make_record(
-    item: _Prompted, raw_text: str, model_kind: ModelKind, decoding: Decoding
+    item: Prompted, raw_text: str, model_kind: ModelKind, decoding: Decoding
 ) -> GenerationRecord:
-    raw_text = _valid_text(raw_text)
+    raw_text = valid_text(raw_text)
     parsed = parse_tool_call(raw_text)
     return GenerationRecord(
         example_id=item.example.example_id,
@@ -156,7 +107,7 @@ def _make_record(
 
 
 def _manifest(
-    prompted: Sequence[_Prompted],
+    prompted: Sequence[Prompted],
     generator: TextGenerator,
     model_kind: ModelKind,
     decoding: Decoding,
@@ -218,7 +169,7 @@ def _check_manifest(path: Path, expected: dict[str, Any], has_records: bool) -> 
 def _read_slice(
     path: Path,
     language: str,
-    by_id: Mapping[str, _Prompted],
+    by_id: Mapping[str, Prompted],
     model_kind: ModelKind,
     decoding: Decoding,
 ) -> tuple[dict[str, GenerationRecord], int, int]:
@@ -315,38 +266,6 @@ class _SliceWriters:
             raise failure
 
 
-def _generate_batch(
-    generator: TextGenerator, items: list[_Prompted], max_new_tokens: int
-) -> list[Completion]:
-    """One batch through the backend, with details when it offers them, checked."""
-    outputs: Any
-    prompts = [item.prompt for item in items]
-    if isinstance(generator, SupportsExampleKeys):
-        ids = [item.example.example_id for item in items]
-        outputs = generator.generate_for(ids, prompts, max_new_tokens=max_new_tokens)
-        expected = "str"
-        valid = isinstance(outputs, list) and all(isinstance(text, str) for text in outputs)
-    elif isinstance(generator, SupportsCompletionDetails):
-        outputs = generator.generate_details(prompts, max_new_tokens=max_new_tokens)
-        expected = "Completion"
-        valid = isinstance(outputs, list) and all(
-            isinstance(item, Completion) and isinstance(item.text, str) for item in outputs
-        )
-    else:
-        outputs = generator.generate(prompts, max_new_tokens=max_new_tokens)
-        expected = "str"
-        valid = isinstance(outputs, list) and all(isinstance(text, str) for text in outputs)
-    if not valid or len(outputs) != len(prompts):
-        raise InvariantViolationError(
-            f"{generator!r} returned {type(outputs).__name__} of "
-            f"{len(outputs) if isinstance(outputs, list) else '?'} items for "
-            f"{len(prompts)} prompts; a generator must return one {expected} per prompt"
-        )
-    if expected == "str":
-        return [Completion(text) for text in outputs]
-    return list(outputs)
-
-
 def _prepare_directory(
     gen_dir: Path,
     new_manifest: tuple[Path, dict[str, Any]] | None,
@@ -374,7 +293,7 @@ def _prepare_directory(
 
 def _generate_missing(
     writers: _SliceWriters,
-    prompted: Sequence[_Prompted],
+    prompted: Sequence[Prompted],
     plan: Sequence[Sequence[int]],
     records: dict[str, GenerationRecord],
     generator: TextGenerator,
@@ -398,7 +317,7 @@ def _generate_missing(
             if not missing:
                 continue
             started = time.perf_counter()
-            completions = _generate_batch(
+            completions = generate_batch(
                 generator, [prompted[i] for i in batch], decoding.max_new_tokens
             )
             seconds = time.perf_counter() - started
@@ -421,7 +340,7 @@ def _generate_missing(
 
 def _rewrite_in_split_order(
     gen_dir: Path,
-    prompted: Sequence[_Prompted],
+    prompted: Sequence[Prompted],
     records: Mapping[str, GenerationRecord],
     languages: Sequence[str],
 ) -> dict[str, Path]:
@@ -526,7 +445,7 @@ def run_generation(
             truncations.append((path, complete_end))
 
     # Everything on disk checked out; only now touch it.
-    plan = _batch_plan(prompted, generator, decoding.batch_size)
+    plan = batch_plan(prompted, generator, decoding.batch_size)
     _prepare_directory(
         gen_dir, None if has_manifest else (manifest_path, manifest), truncations, languages
     )
