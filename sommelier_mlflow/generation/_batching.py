@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sommelier_mlflow.data import TestExample
+from sommelier_mlflow.data import Decoding, GenerationRecord, ModelKind, TestExample
 from sommelier_mlflow.errors import InvariantViolationError
 from sommelier_mlflow.generation._protocol import (
     Completion,
@@ -21,8 +21,9 @@ from sommelier_mlflow.generation._protocol import (
     SupportsPromptLengths,
     TextGenerator,
 )
+from sommelier_mlflow.toolcalls import parse_tool_call
 
-__all__ = ["Prompted", "batch_plan", "valid_text", "generate_batch"]
+__all__ = ["Prompted", "batch_plan", "valid_text", "generate_batch", "make_record"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,3 +102,30 @@ def generate_batch(
     if expected == "str":
         return [Completion(text) for text in outputs]
     return list(outputs)
+
+
+def make_record(
+    item: Prompted,
+    raw_text: str,
+    model_kind: ModelKind,
+    decoding: Decoding,
+    turns: tuple[tuple[str, ...], ...] | None = None,
+) -> GenerationRecord:
+    """The generation record of one example's output, with the single parse as its audit copy.
+
+    ``turns`` is a multi-turn question's every step text (``raw_text`` is
+    then their transcript); ``None`` for one completion.
+    """
+    raw_text = valid_text(raw_text)
+    parsed = parse_tool_call(raw_text)
+    return GenerationRecord(
+        example_id=item.example.example_id,
+        model_kind=model_kind,
+        language=item.example.language,
+        prompt_sha256=item.prompt_sha256,
+        raw_text=raw_text,
+        parse_status=parsed.status,
+        parsed_call=parsed.call,
+        decoding=decoding.to_dict(),
+        turns=turns,
+    )

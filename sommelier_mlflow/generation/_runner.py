@@ -11,6 +11,12 @@ Layout written under ``out_dir``::
     generation_manifest.json     what the run is (guards resumption)
     generations/<language>.jsonl one GenerationRecord per line, test-split order
     generation_timing.jsonl      seconds per generated batch (trace durations; no digest)
+    multi_turn_journal.jsonl     every step of the multi-turn questions (``_multi_turn.py``)
+    trajectories.jsonl           their step texts per turn, as ``score --precomputed`` reads them
+
+Multi-turn questions (rows with ``multi_turn``) are not one completion each:
+the execution loop plays them, after the single-turn rows are generated, and
+their records join the same slice files.
 """
 
 from __future__ import annotations
@@ -46,16 +52,29 @@ from sommelier_mlflow.errors import (
     InputError,
     InvariantViolationError,
 )
-from sommelier_mlflow.generation._batching import Prompted, batch_plan, generate_batch, valid_text
+from sommelier_mlflow.generation._batching import (
+    Prompted,
+    batch_plan,
+    generate_batch,
+    make_record,
+)
 from sommelier_mlflow.generation._context import check_context
 from sommelier_mlflow.generation._manifest import MANIFEST_NAME, MANIFEST_SCHEMA
+from sommelier_mlflow.generation._multi_turn import (
+    MultiTurnLoop,
+    execution_identity,
+    is_multi_turn_example,
+    multi_turn_record,
+    run_conversations,
+    write_trajectories,
+)
 from sommelier_mlflow.generation._protocol import (
     Completion,
     SupportsFingerprint,
     TextGenerator,
 )
 from sommelier_mlflow.generation._timing import TimingLog
-from sommelier_mlflow.toolcalls import PARSER_VERSION, parse_tool_call
+from sommelier_mlflow.toolcalls import PARSER_VERSION
 
 __all__ = ["GENERATIONS_DIR", "run_generation"]
 
@@ -87,23 +106,6 @@ def _check_examples(examples: Sequence[TestExample]) -> list[Prompted]:
             )
         checked.append(Prompted(example, example.prompt_text, example.prompt_sha256))
     return checked
-
-
-def _make_record(
-    item: Prompted, raw_text: str, model_kind: ModelKind, decoding: Decoding
-) -> GenerationRecord:
-    raw_text = valid_text(raw_text)
-    parsed = parse_tool_call(raw_text)
-    return GenerationRecord(
-        example_id=item.example.example_id,
-        model_kind=model_kind,
-        language=item.example.language,
-        prompt_sha256=item.prompt_sha256,
-        raw_text=raw_text,
-        parse_status=parsed.status,
-        parsed_call=parsed.call,
-        decoding=decoding.to_dict(),
-    )
 
 
 def _manifest(
@@ -221,7 +223,7 @@ def _read_slice(
                 f"{path}:{number}: record was generated with decoding {stored.decoding}, this "
                 f"run uses {decoding.to_dict()}; {_FRESH_DIR}"
             )
-        record = _make_record(item, stored.raw_text, model_kind, decoding)
+        record = make_record(item, stored.raw_text, model_kind, decoding, stored.turns)
         if dumps_line(record.to_json()) != line:
             raise InvariantViolationError(
                 f"{path}:{number}: record for {example_id!r} differs from what this run writes "
@@ -328,7 +330,7 @@ def _generate_missing(
                 if index not in missing:
                     continue
                 item = prompted[index]
-                record = _make_record(item, completions[position].text, model_kind, decoding)
+                record = make_record(item, completions[position].text, model_kind, decoding)
                 writers.append(item.example.language, dumps_line(record.to_json()))
                 records[item.example.example_id] = record
             writers.sync()
@@ -372,6 +374,7 @@ def run_generation(
     out_dir: str | os.PathLike[str],
     progress: bool = True,
     on_batch: Callable[[Sequence[Completion], float], None] | None = None,
+    multi_turn: MultiTurnLoop | None = None,
 ) -> dict[str, Path]:
     """Generate one greedy completion per example into per-language JSONL files.
 
@@ -394,6 +397,14 @@ def run_generation(
             of the batch, with the backend's details where it gives them, see
             :class:`SupportsCompletionDetails`) and the seconds the backend
             took; batches resumed from disk are not generated and not reported.
+        multi_turn: How multi-turn questions (rows with ``multi_turn``) are
+            played: the execution loop (``_multi_turn.py``) renders each step
+            with it and decodes each step's calls in its output format; their
+            records carry ``turns``, and ``multi_turn_journal.jsonl`` and
+            ``trajectories.jsonl`` are written beside the generations. The
+            other rows of the same split are generated as above. Required when
+            the split has such rows, with ``decoding.execution`` set by
+            :func:`loop_decoding`.
 
     Returns:
         Path of each slice file, keyed by language (sorted).
@@ -402,7 +413,9 @@ def run_generation(
         InputError: Empty split, duplicate ids or an unformatted example.
         ConfigError: Bad decoding/model kind, ``out_dir`` holds another run, or a
             prompt plus ``max_new_tokens`` exceeds the backend's context
-            (:class:`SupportsContextLength`); nothing is written then.
+            (:class:`SupportsContextLength`); nothing is written then. Multi-turn
+            rows without ``multi_turn`` or under a decoding that does not name
+            the loop; a journal of another run.
         DataError: A malformed existing slice file or manifest.
         InvariantViolationError: A prompt digest mismatch, or a generator that
             returned the wrong number of completions.
@@ -418,6 +431,7 @@ def run_generation(
             f"generator {generator!r} has no generate(prompts, *, max_new_tokens) method"
         )
     prompted = _check_examples(examples)
+    _check_loop(prompted, decoding, multi_turn)
     # A prompt past the model's context is refused before anything is touched.
     check_context(examples, generator, decoding.max_new_tokens).raise_if_overlong(len(prompted))
     by_id = {item.example.example_id: item for item in prompted}
@@ -445,13 +459,18 @@ def run_generation(
             truncations.append((path, complete_end))
 
     # Everything on disk checked out; only now touch it.
-    plan = batch_plan(prompted, generator, decoding.batch_size)
+    single = [i for i, item in enumerate(prompted) if not is_multi_turn_example(item.example)]
+    plan = [
+        [single[j] for j in batch]
+        for batch in batch_plan([prompted[i] for i in single], generator, decoding.batch_size)
+    ]
     _prepare_directory(
         gen_dir, None if has_manifest else (manifest_path, manifest), truncations, languages
     )
 
+    done = sum(prompted[i].example.example_id in records for i in single)
     with progress_bar(
-        len(prompted), f"generate {model_kind}", enabled=progress, initial=len(records)
+        len(single), f"generate {model_kind}", enabled=progress and bool(single), initial=done
     ) as bar:
         _generate_missing(
             _SliceWriters(gen_dir),
@@ -465,4 +484,81 @@ def run_generation(
             bar,
             TimingLog(root),
         )
+    if multi_turn is not None and len(single) < len(prompted):
+        _play_multi_turn(
+            prompted, records, generator, decoding, model_kind, multi_turn, root, progress, on_batch
+        )
     return _rewrite_in_split_order(gen_dir, prompted, records, languages)
+
+
+def _check_loop(
+    prompted: Sequence[Prompted], decoding: Decoding, multi_turn: MultiTurnLoop | None
+) -> None:
+    """Refuse multi-turn rows without the loop, or under a decoding that does not name it."""
+    first = next((item for item in prompted if is_multi_turn_example(item.example)), None)
+    if first is None:
+        return
+    if multi_turn is None:
+        raise ConfigError(
+            f"example {first.example.example_id!r} is a multi-turn question, which is played "
+            "by the execution loop: pass multi_turn=MultiTurnLoop(render=..., output_format=...)"
+        )
+    expected = execution_identity(multi_turn.output_format)
+    if decoding.execution is None or canonical_json(decoding.execution) != canonical_json(expected):
+        raise ConfigError(
+            f"the split has multi-turn questions, so the decoding must record the loop that "
+            f"plays them: decoding.execution must be {canonical_json(expected)}, got "
+            f"{decoding.execution!r} (build it with loop_decoding(...))"
+        )
+
+
+def _play_multi_turn(
+    prompted: Sequence[Prompted],
+    records: dict[str, GenerationRecord],
+    generator: TextGenerator,
+    decoding: Decoding,
+    model_kind: ModelKind,
+    multi_turn: MultiTurnLoop,
+    root: Path,
+    progress: bool,
+    on_batch: Callable[[Sequence[Completion], float], None] | None,
+) -> None:
+    """Play the multi-turn questions (resuming from the journal) into ``records``.
+
+    When every one of them is already in the slice files (a rerun of a
+    finished run), nothing is played: ``trajectories.jsonl`` is written again
+    from those records, the same bytes the loop wrote.
+    """
+    items = [item for item in prompted if is_multi_turn_example(item.example)]
+    given = multi_turn.trajectories
+    if given is not None:  # outputs made elsewhere: nothing to play
+        missing = [
+            item.example.example_id for item in items if item.example.example_id not in given
+        ]
+        if missing:
+            raise InputError(
+                f"no trajectory for multi-turn example {missing[0]!r}"
+                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+            )
+        records.update(
+            (
+                item.example.example_id,
+                multi_turn_record(item, given[item.example.example_id], model_kind, decoding),
+            )
+            for item in items
+        )
+    if all(item.example.example_id in records for item in items):
+        write_trajectories(root, [records[item.example.example_id] for item in items])
+        return
+    records.update(
+        run_conversations(
+            items,
+            generator,
+            decoding=decoding,
+            model_kind=model_kind,
+            loop=multi_turn,
+            out_dir=root,
+            progress=progress,
+            on_batch=on_batch,
+        )
+    )
