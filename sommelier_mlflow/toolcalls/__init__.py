@@ -35,6 +35,17 @@ from sommelier_mlflow.toolcalls._bfcl import (
     check_bfcl,
     standardize_bfcl_string,
 )
+from sommelier_mlflow.toolcalls._bfcl_exec import (
+    BFCL_ADDED_TOOLS_PROMPT,
+    BFCL_CALL_SECONDS,
+    BFCL_CLASS_MODULES,
+    BFCL_INSTALL_COMMAND,
+    BFCL_MEMORY_BYTES,
+    BFCL_RESULT_CHARS,
+    BFCL_STEP_LIMIT,
+    BfclSandbox,
+    parse_gold_call,
+)
 from sommelier_mlflow.toolcalls._bfcl_mode import (
     BFCL_CATEGORY_FIELD,
     BFCL_METRIC_NAMES,
@@ -44,6 +55,13 @@ from sommelier_mlflow.toolcalls._bfcl_mode import (
     bfcl_aggregate,
     category_counts,
     is_irrelevance_category,
+)
+from sommelier_mlflow.toolcalls._bfcl_multi_turn import (
+    MULTI_TURN_FAILURE_RULES,
+    MultiTurnExample,
+    MultiTurnVerdict,
+    check_trajectory,
+    gold_turn_calls,
 )
 from sommelier_mlflow.toolcalls._calls_parse import (
     CALLS_PARSER_VERSION,
@@ -143,13 +161,21 @@ from sommelier_mlflow.toolcalls._summary import (
 
 __all__ = [
     "ArmResults",
+    "BFCL_ADDED_TOOLS_PROMPT",
+    "BFCL_CALL_SECONDS",
     "BFCL_CATEGORY_FIELD",
+    "BFCL_CLASS_MODULES",
+    "BFCL_INSTALL_COMMAND",
+    "BFCL_MEMORY_BYTES",
     "BFCL_METRIC_NAMES",
     "BFCL_MODE",
     "BFCL_REASONS",
+    "BFCL_RESULT_CHARS",
+    "BFCL_STEP_LIMIT",
     "BfclAggregate",
     "BfclComparison",
     "BfclGold",
+    "BfclSandbox",
     "BfclVerdict",
     "CALLS_METRIC_NAMES",
     "CALLS_MODE",
@@ -169,7 +195,10 @@ __all__ = [
     "JSON_FORMAT",
     "JSON_SCHEMA_TYPES",
     "METRIC_NAMES",
+    "MULTI_TURN_FAILURE_RULES",
     "MetricValue",
+    "MultiTurnExample",
+    "MultiTurnVerdict",
     "OutputFormat",
     "PARSER_VERSION",
     "PARSE_STATUSES",
@@ -187,6 +216,7 @@ __all__ = [
     "calls_in_reasoning_message",
     "category_counts",
     "check_bfcl",
+    "check_trajectory",
     "completion_text",
     "compute_calls_metrics",
     "compute_metrics",
@@ -196,6 +226,7 @@ __all__ = [
     "format_hint",
     "gold_call_of",
     "gold_calls_of",
+    "gold_turn_calls",
     "is_irrelevance_category",
     "is_missing",
     "is_tool_call",
@@ -211,6 +242,7 @@ __all__ = [
     "output_format_names",
     "parameter_schema",
     "parameter_type",
+    "parse_gold_call",
     "parse_tool_call",
     "parse_tool_calls",
     "register_output_format",
