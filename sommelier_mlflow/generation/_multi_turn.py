@@ -67,6 +67,7 @@ from sommelier_mlflow.data import (
     GenerationRecord,
     ModelKind,
     TestExample,
+    is_multi_turn,
     schema_version,
 )
 from sommelier_mlflow.errors import (
@@ -100,7 +101,6 @@ __all__ = [
     "MultiTurnLoop",
     "execution_identity",
     "loop_decoding",
-    "is_multi_turn_example",
     "transcript",
     "trajectory_line",
     "run_conversations",
@@ -121,11 +121,6 @@ _FRESH_DIR: Final = "use a fresh output directory (or delete the existing one) t
 
 #: Renders step examples (``messages`` = the conversation so far) into formatted ones.
 Render = Callable[[Sequence[TestExample]], Sequence[TestExample]]
-
-
-def is_multi_turn_example(example: TestExample) -> bool:
-    """Whether ``example`` is a multi-turn question the loop plays (it has ``multi_turn``)."""
-    return getattr(example, "multi_turn", None) is not None
 
 
 def _bfcl_version() -> str:
@@ -338,7 +333,9 @@ def _read_journal(path: Path) -> list[_StoredRound]:
             ) from exc
         if not isinstance(entry, dict) or entry.get("schema_version") != MULTI_TURN_JOURNAL_SCHEMA:
             raise DataError(
-                f"not a {MULTI_TURN_JOURNAL_SCHEMA} entry; {_FRESH_DIR}", path=str(path), line=number
+                f"not a {MULTI_TURN_JOURNAL_SCHEMA} entry; {_FRESH_DIR}",
+                path=str(path),
+                line=number,
             )
         number_of_round = entry.get("round")
         if not rounds or number_of_round != len(rounds) - 1:
@@ -637,6 +634,6 @@ def loop_decoding(
     Raises:
         DependencyError: A multi-turn question, and bfcl-eval is not installed (exit 3).
     """
-    if not any(is_multi_turn_example(example) for example in examples):
+    if not any(is_multi_turn(example) for example in examples):
         return decoding
     return replace(decoding, execution=execution_identity(output_format_name))
