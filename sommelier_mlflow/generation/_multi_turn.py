@@ -85,12 +85,14 @@ from sommelier_mlflow.generation._batching import (
 )
 from sommelier_mlflow.generation._context import check_context
 from sommelier_mlflow.generation._protocol import Completion, TextGenerator
-from sommelier_mlflow.toolcalls import output_format, scoring_mode
-from sommelier_mlflow.toolcalls._bfcl_exec import (
+from sommelier_mlflow.toolcalls import (
     BFCL_ADDED_TOOLS_PROMPT,
     BFCL_INSTALL_COMMAND,
+    BFCL_MODE,
     BFCL_STEP_LIMIT,
     BfclSandbox,
+    output_format,
+    scoring_mode,
 )
 
 __all__ = [
@@ -115,8 +117,6 @@ MULTI_TURN_JOURNAL_NAME: Final = "multi_turn_journal.jsonl"
 MULTI_TURN_JOURNAL_SCHEMA: Final = schema_version("multi_turn_step")
 #: ``{"example_id", "turns"}`` per question: what ``score --precomputed`` reads back.
 TRAJECTORIES_NAME: Final = "trajectories.jsonl"
-# The scoring mode whose strict parser reads a step's calls in the ``json`` format.
-_CALLS_MODE: Final = "bfcl"
 _FRESH_DIR: Final = "use a fresh output directory (or delete the existing one) to start over"
 
 #: Renders step examples (``messages`` = the conversation so far) into formatted ones.
@@ -226,7 +226,7 @@ def _start(item: Prompted) -> _Conversation:
 
 def _decoded_calls(text: str, tools: Sequence[Any], decoder_name: str) -> list[dict[str, Any]]:
     """The calls one step made, read by the run's output format; none when it failed to decode."""
-    parsed = scoring_mode(_CALLS_MODE).parse(text, output_format(decoder_name), tools)
+    parsed = scoring_mode(BFCL_MODE).parse(text, output_format(decoder_name), tools)
     calls = getattr(parsed, "calls", None)
     if parsed.status != "ok" or not calls:
         return []

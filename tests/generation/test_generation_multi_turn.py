@@ -26,7 +26,7 @@ from sommelier_mlflow.generation import (
     MultiTurnLoop,
     run_generation,
 )
-from sommelier_mlflow.toolcalls._bfcl_exec import BFCL_ADDED_TOOLS_PROMPT, BFCL_STEP_LIMIT
+from sommelier_mlflow.toolcalls import BFCL_ADDED_TOOLS_PROMPT, BFCL_STEP_LIMIT
 from tests.generation.generation_helpers import snapshot
 from tests.generation.multi_turn_helpers import (
     ANSWER,
