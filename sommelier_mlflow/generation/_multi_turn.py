@@ -33,13 +33,14 @@ concurrently. Greedy decoding of a batch depends on its composition, so the
 rounds are a pure function of the questions and the outputs: a resumed run
 meets the very same batches.
 
-Every round is appended to ``multi_turn_journal.jsonl`` (each step's raw
-output, decoded calls, results and how the step ended) and made durable
-before the next round. A run restarted after ``kill -9`` replays the journal:
-it decodes each journaled output again and re-executes its calls in fresh
-environments; the line it would write must equal the stored line byte for
-byte (a different result means the environment is not deterministic, and the
-run refuses), a round cut short by the kill is dropped and generated again,
+Every round is appended to ``multi_turn_journal.jsonl`` (each step's prompt
+digest, raw output, decoded calls, results and how the step ended) and made
+durable before the next round. A run restarted after ``kill -9`` replays the
+journal: it renders each step's prompt again, decodes each journaled output
+again and re-executes its calls in fresh environments; the line it would
+write must equal the stored line byte for byte (a different result means the
+environment is not deterministic, and the run refuses), a round cut short by
+the kill is dropped and generated again,
 and the files end byte-identical to an uninterrupted run's.
 """
 
@@ -191,6 +192,8 @@ class _Conversation:
     calling_steps: int = 0
     #: Why the conversation stopped, ``None`` while it runs.
     ended: str | None = None
+    #: The digest of the prompt its next step answers (journaled with the step).
+    prompt_sha256: str = ""
 
     @property
     def example_id(self) -> str:
@@ -296,6 +299,7 @@ def _entry(
         "example_id": conversation.example_id,
         "turn": turn,
         "step": step,
+        "prompt_sha256": conversation.prompt_sha256,
         "raw_text": text,
         "calls": calls,
         "results": results,
@@ -444,8 +448,8 @@ def _replay_step(
         )
     raise InvariantViolationError(
         f"the journaled step of {conversation.example_id!r} (turn {again['turn']}, step "
-        f"{again['step']}) is not what this run makes of its output (decoder or environment "
-        f"changed); {_FRESH_DIR}"
+        f"{again['step']}) is not what this run makes of it (its prompt, its decoding or its "
+        f"results differ); {_FRESH_DIR}"
     )
 
 
@@ -498,6 +502,8 @@ def _play_round(
 ) -> None:
     """Every running conversation takes one step (or ends, past the context)."""
     prompted = _prompts(running, loop, round_number == 0)
+    for conversation, item in zip(running, prompted, strict=True):
+        conversation.prompt_sha256 = item.prompt_sha256
     overlong = {
         example_id
         for example_id, _ in check_context(

@@ -62,6 +62,7 @@ from sommelier_mlflow.generation._batching import (
 from sommelier_mlflow.generation._context import check_context
 from sommelier_mlflow.generation._manifest import MANIFEST_NAME, MANIFEST_SCHEMA
 from sommelier_mlflow.generation._multi_turn import (
+    MULTI_TURN_JOURNAL_NAME,
     MultiTurnLoop,
     execution_identity,
     multi_turn_record,
@@ -448,7 +449,8 @@ def run_generation(
                 f"{', '.join(languages)}); the directory belongs to another run; {_FRESH_DIR}"
             )
     manifest = _manifest(prompted, generator, model_kind, decoding)
-    has_manifest = _check_manifest(manifest_path, manifest, has_records=bool(existing_files))
+    played = (root / MULTI_TURN_JOURNAL_NAME).is_file()  # multi-turn steps are records too
+    has_manifest = _check_manifest(manifest_path, manifest, bool(existing_files) or played)
 
     records: dict[str, GenerationRecord] = {}
     truncations: list[tuple[Path, int]] = []
