@@ -1,8 +1,8 @@
 """The BFCL multi-turn execution loop: its own cost per step, batching, and the checker.
 
-Run: ``python benchmarks/bench_bfcl_multi_turn.py [--questions 24] [--max-new-tokens 16]
-[--checker-questions 800]``. Needs ``bfcl-eval`` installed (``pip install --no-deps
-bfcl-eval==2026.3.23 mpmath``); no network.
+Run: ``python benchmarks/bench_bfcl_multi_turn.py [--questions 24] [--batch-size 8]
+[--max-new-tokens 16] [--checker-questions 800]``. Needs ``bfcl-eval`` installed
+(``pip install --no-deps bfcl-eval==2026.3.23 mpmath``); no network.
 
 Workload: BFCL v4's multi-turn questions imported by ``import_bfcl`` from the
 installed package (``multi_turn_base``, ``_miss_func``, ``_miss_param``,
@@ -19,10 +19,10 @@ Measured:
    them; the rest (decoding each output, running its calls in the sandbox,
    building the next history, writing and fsyncing the journal, the context
    check) is the loop's. Per step = divided by the steps taken.
-2. Wall time per step with every running conversation in one batch
-   (``batch_size`` = the number of questions) against one conversation at a
-   time (``batch_size`` 1), on the same questions. Target: batched at least
-   3x faster per step.
+2. Wall time per step with the running conversations batched
+   (``--batch-size``, default 8: each round's prompts in the runner's batches
+   of similar length) against one conversation at a time (``batch_size`` 1),
+   on the same questions. Target: batched at least 3x faster per step.
 3. The checker (``check_trajectory``) per question on BFCL's ground-truth
    trajectories (one call per step), over ``--checker-questions`` questions.
 """
@@ -183,6 +183,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--questions", type=int, default=24)
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--checker-questions", type=int, default=800)
+    parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     print(f"load: {os.getloadavg()}")
@@ -199,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         model = long_context_demo_model(folder / "model")
         generator = HFGenerator(model, num_threads=args.threads)
         results = {}
-        for label, batch in (("batched", len(picked)), ("one at a time", 1)):
+        for label, batch in (("batched", args.batch_size), ("one at a time", 1)):
             results[label] = play(picked, generator, batch, args.max_new_tokens, folder / label)
         for label, r in results.items():
             steps = r["steps"]

@@ -8,10 +8,7 @@ product's own.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +24,7 @@ from sommelier_mlflow.generation import (
     run_generation,
 )
 from sommelier_mlflow.toolcalls import BFCL_ADDED_TOOLS_PROMPT, BFCL_STEP_LIMIT
-from tests.generation.generation_helpers import snapshot
+from tests.generation.generation_helpers import kill_9_when, snapshot
 from tests.generation.multi_turn_helpers import (
     ANSWER,
     DECODING,
@@ -216,12 +213,18 @@ def _three_questions() -> tuple[list[Any], dict[str, list[str]]]:
     return [question(name) for name in script], script
 
 
+def _uninterrupted(folder: Path, tokenizer: Any) -> tuple[list[Any], dict[str, list[str]]]:
+    """The three questions played without interruption into ``folder``, and their script."""
+    examples, script = _three_questions()
+    play(examples, ScriptedModel(script), folder, tokenizer=tokenizer)
+    return examples, script
+
+
 def test_a_run_cut_inside_a_round_resumes_to_identical_files(
     tokenizer: Any, tmp_path: Path
 ) -> None:
-    examples, script = _three_questions()
     whole = tmp_path / "whole"
-    play(examples, ScriptedModel(script), whole, tokenizer=tokenizer)
+    examples, script = _uninterrupted(whole, tokenizer)
 
     # What a kill leaves: two complete rounds, one step of the third, a torn line,
     # and no generations yet (they are written when every question has ended).
@@ -244,8 +247,7 @@ def test_a_run_cut_inside_a_round_resumes_to_identical_files(
 
 
 def test_a_journal_whose_results_differ_is_refused(tokenizer: Any, tmp_path: Path) -> None:
-    examples, script = _three_questions()
-    play(examples, ScriptedModel(script), tmp_path, tokenizer=tokenizer)
+    examples, script = _uninterrupted(tmp_path, tokenizer)
     journal = tmp_path / MULTI_TURN_JOURNAL_NAME
     entries = _journal(tmp_path)
     entries[0]["results"] = ['{"current_directory_content": ["elsewhere"]}']
@@ -260,9 +262,9 @@ def test_a_journal_whose_results_differ_is_refused(tokenizer: Any, tmp_path: Pat
 def test_trajectories_replayed_give_the_records_the_loop_wrote(
     tokenizer: Any, tmp_path: Path
 ) -> None:
-    examples, script = _three_questions()
     played = tmp_path / "played"
-    paths = play(examples, ScriptedModel(script), played, tokenizer=tokenizer)
+    examples, _ = _uninterrupted(played, tokenizer)
+    paths = {"en": played / "generations" / "en.jsonl"}
 
     ready = formatted(examples, tokenizer)
     replayed = tmp_path / "replayed"
@@ -327,35 +329,18 @@ play(examples, ScriptedModel(script, pause=0.4), Path(sys.argv[1]), tokenizer=de
 def test_kill_9_between_rounds_then_rerun_gives_identical_files(
     tokenizer: Any, tmp_path: Path
 ) -> None:
-    examples, script = _three_questions()
     whole = tmp_path / "whole"
-    play(examples, ScriptedModel(script), whole, tokenizer=tokenizer)
+    examples, script = _uninterrupted(whole, tokenizer)
 
     killed = tmp_path / "killed"
     journal = killed / MULTI_TURN_JOURNAL_NAME
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
-    log = (tmp_path / "child.log").open("wb")
-    child = subprocess.Popen(
+    kill_9_when(
         [sys.executable, "-c", _CHILD, str(killed)],
+        lambda: journal.is_file() and journal.read_bytes().count(b"\n") >= 4,
+        tmp_path / "child.log",
+        env={**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"},
         cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
     )
-    try:
-        deadline = time.monotonic() + 120
-        while not journal.is_file() or journal.read_bytes().count(b"\n") < 4:
-            assert child.poll() is None, (tmp_path / "child.log").read_text("utf-8")
-            assert time.monotonic() < deadline, "the child journaled nothing in time"
-            time.sleep(0.02)
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        log.close()
-    assert child.returncode == -signal.SIGKILL
     assert not (killed / "generations" / "en.jsonl").exists()  # killed before the end
 
     resumed = ScriptedModel(script)
