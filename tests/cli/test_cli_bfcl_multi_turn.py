@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlflow import MlflowClient
@@ -32,6 +34,7 @@ from tests.generation.multi_turn_helpers import (
 from tests.support.bfcl_reference import bfcl_package_root
 from tests.support.chat_templates import DEMO_TOKENIZER
 from tests.support.mlflow_run import mlflow_run
+from tests.support.openai_stub import running_stub
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,6 +65,63 @@ def test_score_precomputed_trajectories_gives_back_the_played_records(tmp_path: 
         ((ANSWER,), (LS, LS, ANSWER), (ANSWER,)),
     ]
     assert (out / TRAJECTORIES_NAME).read_bytes() == (played / TRAJECTORIES_NAME).read_bytes()
+
+
+def test_a_served_model_plays_the_questions_one_round_of_requests_per_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = {"a": [LS, ANSWER, ANSWER], "b": [LS, LS, ANSWER, ANSWER]}
+    model = ScriptedModel(script)
+    # Both first steps must be in flight at once: the server backend sends a round's
+    # prompts concurrently (a sequential client would break the barrier after 20 s).
+    first_round = threading.Barrier(2, timeout=20)
+
+    def answer(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        prompt = _only_prompt(body)
+        if _steps_shown(prompt) == 0:
+            first_round.wait()
+        text = model.answer(prompt)
+        choice = {"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}
+        return 200, {
+            "id": "c",
+            "object": "text_completion",
+            "model": body["model"],
+            "choices": [choice],
+            "created": 0,
+        }
+
+    split = write_test_split(tmp_path / "split.jsonl", [question("a"), question("b")])
+    served = [{"id": "demo", "object": "model", "root": str(DEMO_TOKENIZER), "parent": None}]
+    out = tmp_path / "served"
+    with running_stub(served, answer) as stub:
+        code = main(
+            [
+                *("evaluate", "--test-split", str(split), "--model", str(DEMO_TOKENIZER)),
+                *("--model-kind", "base", "--backend", "server", "--base-url", stub.url),
+                *("--served-model", "demo", "--scoring", "bfcl", "--max-new-tokens", "16"),
+                *("--batch-size", "8", "--resamples", "50", "--out", str(out)),
+            ]
+        )
+    assert code == 0, capsys.readouterr().err
+    rows = [json.loads(line) for line in (out / TRAJECTORIES_NAME).read_text().splitlines()]
+    assert rows == [
+        {"example_id": "a", "turns": [[LS, ANSWER], [ANSWER]]},
+        {"example_id": "b", "turns": [[LS, LS, ANSWER], [ANSWER]]},
+    ]
+    # Round after round: both questions' steps, then b's last one alone.
+    shown = [_steps_shown(_only_prompt(request)) for request in stub.requests]
+    assert shown == [0, 0, 1, 1, 2, 2, 3]
+
+
+def _only_prompt(body: dict[str, Any]) -> str:
+    """The one prompt of a completions request (the backend sends one per request)."""
+    (prompt,) = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
+    return str(prompt)
+
+
+def _steps_shown(prompt: str) -> int:
+    """How many assistant steps a ``sommelier`` prompt's transcript shows."""
+    return prompt.count("Assistant calls:") + prompt.count("Assistant:")
 
 
 # Three questions of one class (TradingBot), whose prompts are among the shortest
