@@ -12,9 +12,8 @@ follows. Like BFCL's own runner:
 - an output that makes no call, or fails to decode, ends the turn (BFCL
   "proceeds to the next turn" on both);
 - a turn where the model made calls in more than ``BFCL_STEP_LIMIT`` steps is
-  a forced quit: the conversation ends there, the trajectory keeps what it
-  has, and the checker scores it (BFCL fails a question that did not reach its
-  last turn);
+  a forced quit: the conversation ends there and its trajectory stops with
+  that turn (the checker fails the turns it never reached);
 - at a turn listed in ``added_tools`` (``miss_func``) the held-back tools join
   the offered ones and the user message is ``BFCL_ADDED_TOOLS_PROMPT``.
 
@@ -23,7 +22,7 @@ with their decoded ``tool_calls``, ``tool`` results) rendered by the split's
 prompt format exactly as a conversation row is (``docs/conversations.md``),
 with the tools offered at that point. A step whose prompt no longer fits the
 model's context ends its conversation (``"end": "context"`` in the journal)
-instead of stopping the run: the question is then scored on what it did.
+instead of stopping the run: its trajectory stops there, like a forced quit.
 
 Steps are batched across conversations: every round, each conversation still
 running takes one step, and the round's prompts go through the backend in the
@@ -609,17 +608,14 @@ def run_conversations(
 def multi_turn_record(
     item: Prompted, turns: Sequence[Sequence[str]], model_kind: ModelKind, decoding: Decoding
 ) -> GenerationRecord:
-    """The record of one played question: one list of step texts per user turn.
+    """The record of one played question: one list of step texts per user turn it reached.
 
     A conversation that ended early (a forced quit at the step limit, a prompt
-    past the context) has an empty list for each turn it never reached, so a
-    trajectory always answers its question turn for turn (the shape
-    ``score --precomputed`` reads); the journal says why it ended.
+    past the context) has fewer turns than its question, as BFCL's own result
+    files have: the checker fails the turns it never reached. The journal says
+    why it ended.
     """
-    spec = item.example.multi_turn or {}
-    padded = [list(turn) for turn in turns]
-    padded += [[] for _ in range(len(spec.get("user_turns", ())) - len(padded))]
-    kept = tuple(tuple(valid_text(text) for text in turn) for turn in padded)
+    kept = tuple(tuple(valid_text(text) for text in turn) for turn in turns)
     return make_record(item, transcript(kept), model_kind, decoding, kept)
 
 
