@@ -275,6 +275,8 @@ def _answered(example: TestExample, record: GenerationRecord) -> AnsweredExample
         ),
         tools=example.tools,
         conversation_id=example.conversation_id,
+        multi_turn=example.multi_turn,
+        turns=record.turns,
     )
 
 
