@@ -57,7 +57,9 @@ def _cmd_import_bfcl(args: argparse.Namespace) -> int:
     from sommelier_mlflow.data import import_bfcl
 
     named = [part.strip() for item in args.categories for part in item.split(",")]
-    result = import_bfcl(args.data_dir, args.out, categories=[name for name in named if name])
+    result = import_bfcl(
+        args.data_dir, args.out, categories=[name for name in named if name], strict=args.strict
+    )
     kept = result.summary["kept"]
     print(f"split: {result.split_path} ({result.summary['kept_total']} questions)")
     for category, count in kept.items():

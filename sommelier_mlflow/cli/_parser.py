@@ -431,10 +431,15 @@ def _command_import_bfcl(sub: Any) -> None:
         default=[],
         metavar="C",
         help="categories to import (repeatable, or comma-separated); default: simple_python, "
-        "multiple, parallel, parallel_multiple, irrelevance",
+        "multiple, parallel, parallel_multiple, irrelevance; also live_*, multi_turn_*",
     )
     bfcl.add_argument(
         "--out", required=True, help="the split to write; its drop summary goes beside it"
+    )
+    _switch(
+        bfcl,
+        "--strict",
+        "stop (exit 2) at the first question that would be skipped, naming file, line and reason",
     )
     _add_mlflow_flag(bfcl)
 

@@ -23,6 +23,14 @@ from sommelier_mlflow.data._bfcl import (
     BfclImportResult,
     import_bfcl,
 )
+from sommelier_mlflow.data._bfcl_multi_turn import (
+    BFCL_EXECUTION_DROP_REASONS,
+    BFCL_MULTI_TURN_CATEGORIES,
+    BFCL_MULTI_TURN_DROP_REASONS,
+    BFCL_MULTI_TURN_FUNC_DOCS,
+    MultiTurnCheck,
+    MultiTurnProblem,
+)
 from sommelier_mlflow.data._conversation_import import (
     CONVERSATION_DROP_REASONS,
     ConversationProblem,
@@ -71,7 +79,12 @@ from sommelier_mlflow.data._input_formats import (
     input_format_names,
     register_input_format,
 )
-from sommelier_mlflow.data._precomputed_reader import PrecomputedGeneration, read_precomputed
+from sommelier_mlflow.data._precomputed_reader import (
+    PrecomputedGeneration,
+    Trajectory,
+    read_precomputed,
+    read_trajectories,
+)
 from sommelier_mlflow.data._prepare import (
     DROP_REASONS,
     SPLIT_NAMES,
@@ -100,6 +113,7 @@ from sommelier_mlflow.data._schemas import (
     GenerationRecord,
     TestExample,
     TestSplit,
+    is_multi_turn,
     schema_version,
     validate_language,
 )
@@ -128,6 +142,10 @@ __all__ = [
     "BFCL_DEFAULT_CATEGORIES",
     "BFCL_DROP_REASONS",
     "BFCL_DROP_SUMMARY_SCHEMA",
+    "BFCL_EXECUTION_DROP_REASONS",
+    "BFCL_MULTI_TURN_CATEGORIES",
+    "BFCL_MULTI_TURN_DROP_REASONS",
+    "BFCL_MULTI_TURN_FUNC_DOCS",
     "BfclImportResult",
     "CALLS_SLICE_FIELD",
     "COMPARISON_REPORT_SCHEMA",
@@ -154,6 +172,8 @@ __all__ = [
     "MODEL_KINDS",
     "ModelIdentity",
     "ModelKind",
+    "MultiTurnCheck",
+    "MultiTurnProblem",
     "NATIVE_PROMPT_FORMAT",
     "OVERALL",
     "PREPARED_EXAMPLE_V2_SCHEMA",
@@ -170,6 +190,7 @@ __all__ = [
     "TURN_SLICE_FIELD",
     "TestExample",
     "TestSplit",
+    "Trajectory",
     "build_messages",
     "call_count_value",
     "check_model_kind",
@@ -185,6 +206,7 @@ __all__ = [
     "import_bfcl",
     "input_format",
     "input_format_names",
+    "is_multi_turn",
     "messages_problem",
     "prepare",
     "prompt_format",
@@ -196,6 +218,7 @@ __all__ = [
     "read_precomputed",
     "read_template_date",
     "read_test_split",
+    "read_trajectories",
     "register_input_format",
     "register_prompt_format",
     "render_target",

@@ -34,6 +34,14 @@ Each kept question becomes one ``sommelier_mlflow.test_example.v1`` row:
   says whether the schema requires it. A required parameter the answer does
   not list appears with no acceptable value, as BFCL can never pass it.
 
+The four ``multi_turn_*`` categories become one multi-turn row per question
+(``data/_bfcl_multi_turn.py`` says how and which questions it skips).
+
+Every skipped question is counted per category and reason, and named (id,
+line, reason, detail) under ``dropped_questions`` in the drop summary;
+with ``strict`` the first one stops the import instead (exit 2, naming file,
+line and question).
+
 Anything the AST rules could not read is refused rather than skipped: a
 missing folder or file, an empty file (a failed download, which would
 otherwise drop its category unnoticed), a question without its possible
@@ -46,12 +54,21 @@ summary are written together, after everything was read, or not at all.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from sommelier_mlflow._json import atomic_write_json, atomic_write_jsonl, staged_folder
+from sommelier_mlflow.data._bfcl_multi_turn import (
+    BFCL_EXECUTION_DROP_REASONS,
+    BFCL_MULTI_TURN_CATEGORIES,
+    BFCL_MULTI_TURN_DROP_REASONS,
+    BFCL_MULTI_TURN_FUNC_DOCS,
+    MultiTurnCheck,
+    MultiTurnProblem,
+    multi_turn_row,
+)
 from sommelier_mlflow.data._jsonl import JsonlReader
 from sommelier_mlflow.data._schemas import TEST_EXAMPLE_SCHEMA, schema_version
 from sommelier_mlflow.data._tools import tools_problem
@@ -76,7 +93,8 @@ BFCL_DEFAULT_CATEGORIES: Final = (
     "parallel_multiple",
     "irrelevance",
 )
-#: Every category this importer reads: the defaults and their ``live_`` counterparts.
+#: Every category this importer reads: the defaults, their ``live_`` counterparts and the
+#: multi-turn categories.
 BFCL_ACCEPTED_CATEGORIES: Final = (
     *BFCL_DEFAULT_CATEGORIES,
     "live_simple",
@@ -84,8 +102,9 @@ BFCL_ACCEPTED_CATEGORIES: Final = (
     "live_parallel",
     "live_parallel_multiple",
     "live_irrelevance",
+    *BFCL_MULTI_TURN_CATEGORIES,
 )
-# Categories BFCL scores by executing calls, over several turns, by another
+# Categories BFCL scores by a backend this product does not run, by another
 # language's type system, or by a relevance rule: the AST rules of one answer
 # do not apply, so importing them would produce a split nothing can score.
 _REFUSED: Final = {
@@ -96,9 +115,14 @@ _REFUSED: Final = {
     "simple_javascript": "uses JavaScript's types",
     "live_relevance": "is scored by BFCL's relevance rule, not by matching an answer",
 }
-#: Why a question was skipped (counted per category in the drop summary).
+#: Why a single-turn question was skipped (counted per category in the drop summary;
+#: a multi-turn category counts ``BFCL_MULTI_TURN_DROP_REASONS`` instead).
 BFCL_DROP_REASONS: Final = ("not_one_user_turn", "no_function_offered")
 BFCL_DROP_SUMMARY_SCHEMA: Final = schema_version("bfcl_drop_summary")
+_NOT_ONE_USER_TURN: Final = MultiTurnProblem(
+    "not_one_user_turn", "not one user turn (after at most one system turn)"
+)
+_NO_FUNCTION_OFFERED: Final = MultiTurnProblem("no_function_offered", "offers no function")
 
 # BFCL's type names, each with its JSON Schema type from the one table (None: any value).
 _JSON_SCHEMA_TYPE: Final[dict[str, str | None]] = {
@@ -133,9 +157,7 @@ def _checked_categories(categories: Iterable[str] | None) -> tuple[str, ...]:
     for name in chosen:
         if name in BFCL_ACCEPTED_CATEGORIES:
             continue
-        if name.startswith("multi_turn"):
-            refused.append(f"{name} (needs execution over several turns)")
-        elif name in _REFUSED:
+        if name in _REFUSED:
             refused.append(f"{name} ({_REFUSED[name]})")
         else:
             refused.append(f"{name} (not a BFCL v4 category)")
@@ -302,11 +324,8 @@ class _At:
         return DataError(message, path=self.path, line=self.line)
 
 
-def _question_row(question: dict[str, Any], at: _At) -> tuple[str, list[Any], dict[str, Any]]:
-    """A question's id, JSON-Schema tools and BFCL types, refusing what the rules cannot read."""
-    qid = question.get("id")
-    if not isinstance(qid, str) or not qid:
-        raise at("a question needs a non-empty string 'id'")
+def _question_row(question: dict[str, Any], at: _At) -> tuple[list[Any], dict[str, Any]]:
+    """A question's JSON-Schema tools and BFCL types, refusing what the rules cannot read."""
     functions = question.get("function")
     if not isinstance(functions, list):
         raise at("'function' must be the list of function docs offered")
@@ -321,41 +340,90 @@ def _question_row(question: dict[str, Any], at: _At) -> tuple[str, list[Any], di
     problem = tools_problem(tools) if tools else None
     if problem is not None:
         raise at(problem)
-    return qid, tools, types
+    return tools, types
+
+
+class _Drops:
+    """Skipped questions: counted per category and reason, and named; or, strict, the first stops.
+
+    One recorder for single-turn and multi-turn categories, so ``--strict``
+    and the drop summary treat both alike.
+    """
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self.counts: dict[str, dict[str, int]] = {}
+        self.named: list[dict[str, Any]] = []
+
+    def start(self, category: str) -> None:
+        reasons = (
+            BFCL_MULTI_TURN_DROP_REASONS
+            if category in BFCL_MULTI_TURN_CATEGORIES
+            else BFCL_DROP_REASONS
+        )
+        self.counts[category] = dict.fromkeys(reasons, 0)
+
+    def __call__(self, at: _At, category: str, qid: str, problem: MultiTurnProblem) -> None:
+        if self.strict:
+            raise at(
+                f"question {qid!r} is skipped: {problem.reason}: {problem.detail} (--strict "
+                "stops at the first skipped question; without it the question is counted and "
+                "named in the drop summary)"
+            )
+        self.counts[category][problem.reason] += 1
+        self.named.append(
+            {
+                "category": category,
+                "id": qid,
+                "line": at.line,
+                "reason": problem.reason,
+                "detail": problem.detail,
+            }
+        )
 
 
 def _read_category(
-    folder: Path, category: str, counts: dict[str, int]
+    folder: Path, category: str, drops: _Drops, docs: _FuncDocs, check: MultiTurnCheck | None
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Read one category's questions (and answers) into split rows; count the skipped ones.
 
     Every refusal also names the category, since a file name alone does not
     say which ``--categories`` to leave out or download again.
     """
+    drops.start(category)
     try:
-        return _category_rows(folder, category, counts)
+        if category in BFCL_MULTI_TURN_CATEGORIES:
+            return _multi_turn_rows(folder, category, drops, docs, check)
+        return _category_rows(folder, category, drops)
     except DataError as exc:
         raise DataError(
             f"{exc.reason} (BFCL category {category})", path=exc.path, line=exc.line
         ) from exc
 
 
-def _category_rows(
-    folder: Path, category: str, counts: dict[str, int]
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _paired_lines(
+    folder: Path, category: str, files: dict[str, Any], *, answers: bool = True
+) -> Iterator[tuple[_At, str, dict[str, Any], _At | None, dict[str, Any] | None]]:
+    """Each question with its possible answer: ``(at, id, question, answer_at, answer)``.
+
+    Both files must list the same unique ids in the same order; anything else
+    is refused (a damaged or mismatched download), naming file and line.
+    Without ``answers`` (the ``irrelevance`` categories have no answer file)
+    the answer is ``None``. Once every line is read, ``files`` holds each
+    file's name and the SHA-256 of the bytes read.
+    """
     file_name = f"BFCL_v4_{category}.json"
     questions = JsonlReader(_data_file(folder, file_name))
     answer_reader = (
-        JsonlReader(_data_file(folder / "possible_answer", file_name))
-        if "irrelevance" not in category
-        else None
+        JsonlReader(_data_file(folder / "possible_answer", file_name)) if answers else None
     )
     answer_lines = iter(answer_reader) if answer_reader is not None else iter(())
-    rows = []
     first_line: dict[str, int] = {}
     for line, question in questions:
         at = _At(questions.path, line)
-        qid, tools, types = _question_row(question, at)
+        qid = question.get("id")
+        if not isinstance(qid, str) or not qid:
+            raise at("a question needs a non-empty string 'id'")
         first = first_line.setdefault(qid, line)
         if first != line:
             # Answers repeated alike still line up, so only the ids show it; a split
@@ -364,26 +432,48 @@ def _category_rows(
                 f"question id {qid!r} already appears at line {first}; ids must be unique, "
                 "so the file is damaged: install BFCL's data again"
             )
+        if answer_reader is None:
+            yield at, qid, question, None, None
+            continue
+        found = next(answer_lines, None)
+        if found is None:
+            raise at(f"question {qid!r} has no possible answer in {answer_reader.path}")
+        answer_at = _At(answer_reader.path, found[0])
+        if found[1].get("id") != qid:
+            raise answer_at(
+                f"possible answer {found[1].get('id')!r} does not line up with question "
+                f"{qid!r} at line {line} of {questions.path}; both files must list the "
+                "same ids in the same order"
+            )
+        yield at, qid, question, answer_at, found[1]
+    files["questions"] = {"file": file_name, "sha256": questions.sha256}
+    if answer_reader is not None:
+        extra = next(answer_lines, None)
+        if extra is not None:
+            raise _At(answer_reader.path, extra[0])(
+                f"possible answer {extra[1].get('id')!r} has no question in {questions.path}"
+            )
+        files["possible_answers"] = {"file": file_name, "sha256": answer_reader.sha256}
+
+
+def _category_rows(
+    folder: Path, category: str, drops: _Drops
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    files: dict[str, Any] = {}
+    rows = []
+    pairs = _paired_lines(folder, category, files, answers="irrelevance" not in category)
+    for at, qid, question, answer_at, answer in pairs:
+        tools, types = _question_row(question, at)
         gold: list[dict[str, Any]] = []
-        if answer_reader is not None:
-            found = next(answer_lines, None)
-            if found is None:
-                raise at(f"question {qid!r} has no possible answer in {answer_reader.path}")
-            answer_at = _At(answer_reader.path, found[0])
-            if found[1].get("id") != qid:
-                raise answer_at(
-                    f"possible answer {found[1].get('id')!r} does not line up with question "
-                    f"{qid!r} at line {line} of {questions.path}; both files must list the "
-                    "same ids in the same order"
-                )
-            answers = _checked_answers(found[1].get("ground_truth"), types, answer_at)
-            gold = [_answer_key(answer, types, tools) for answer in answers]
+        if answer_at is not None and answer is not None:
+            answers = _checked_answers(answer.get("ground_truth"), types, answer_at)
+            gold = [_answer_key(item, types, tools) for item in answers]
         query = _user_turn(question.get("question"))
         if query is None:
-            counts["not_one_user_turn"] += 1
+            drops(at, category, qid, _NOT_ONE_USER_TURN)
             continue
         if not tools:  # only irrelevance questions may offer nothing; a split row needs tools
-            counts["no_function_offered"] += 1
+            drops(at, category, qid, _NO_FUNCTION_OFFERED)
             continue
         rows.append(
             {
@@ -396,14 +486,55 @@ def _category_rows(
                 "gold_calls": gold,
             }
         )
-    files: dict[str, Any] = {"questions": {"file": file_name, "sha256": questions.sha256}}
-    if answer_reader is not None:
-        extra = next(answer_lines, None)
-        if extra is not None:
-            raise _At(answer_reader.path, extra[0])(
-                f"possible answer {extra[1].get('id')!r} has no question in {questions.path}"
-            )
-        files["possible_answers"] = {"file": file_name, "sha256": answer_reader.sha256}
+    return rows, files
+
+
+class _FuncDocs:
+    """The multi-turn classes' function docs as JSON-Schema tools, each file read once."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder / "multi_turn_func_doc"
+        self.tools: dict[str, list[dict[str, Any]]] = {}
+        self.files: dict[str, str] = {}
+
+    def __call__(self, name: str) -> list[dict[str, Any]] | None:
+        file_name = BFCL_MULTI_TURN_FUNC_DOCS.get(name)
+        if file_name is None:
+            return None
+        if name not in self.tools:
+            reader = JsonlReader(_data_file(self.folder, file_name))
+            tools = []
+            for line, function in reader:
+                tool, _ = bfcl_json_schema(function, _At(reader.path, line))
+                tools.append(tool)
+            problem = tools_problem(tools)
+            if problem is not None:
+                raise DataError(problem, path=reader.path)
+            self.tools[name] = tools
+            self.files[file_name] = reader.sha256
+        return self.tools[name]
+
+
+def _multi_turn_rows(
+    folder: Path, category: str, drops: _Drops, docs: _FuncDocs, check: MultiTurnCheck | None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    files: dict[str, Any] = {}
+    rows = []
+    for at, qid, question, _, answer in _paired_lines(folder, category, files):
+        assert answer is not None  # every multi-turn category has its answer file
+        built = multi_turn_row(question, answer.get("ground_truth"), category, docs)
+        if isinstance(built, dict) and check is not None:
+            problem = check(built)
+            if problem is not None and problem.reason not in BFCL_EXECUTION_DROP_REASONS:
+                raise ConfigError(
+                    f"the multi-turn execution check gave reason {problem.reason!r} for "
+                    f"{qid!r}; it may give {', '.join(BFCL_EXECUTION_DROP_REASONS)}"
+                )
+            built = built if problem is None else problem
+        if isinstance(built, MultiTurnProblem):
+            drops(at, category, qid, built)
+            continue
+        rows.append(built)
     return rows, files
 
 
@@ -412,6 +543,8 @@ def import_bfcl(
     out: str | os.PathLike[str],
     *,
     categories: Sequence[str] | None = None,
+    strict: bool = False,
+    check_multi_turn: MultiTurnCheck | None = None,
 ) -> BfclImportResult:
     """Read BFCL v4 categories and write them as one test split with a drop summary.
 
@@ -420,6 +553,14 @@ def import_bfcl(
         out: The split to write (JSON lines); the drop summary is written
             beside it as ``<stem>.drop_summary.json``.
         categories: Categories to import (default :data:`BFCL_DEFAULT_CATEGORIES`).
+        strict: Stop at the first question that would be skipped (a
+            :class:`DataError` naming file, line, question and reason) instead
+            of counting it.
+        check_multi_turn: The execution check of each multi-turn row the
+            static checks kept (builds BFCL's classes from the environment,
+            runs the ground truth); returns ``None`` or a
+            :class:`MultiTurnProblem` whose reason is one of
+            :data:`BFCL_EXECUTION_DROP_REASONS`. ``None`` skips it.
 
     Returns:
         The paths written, the rows and the summary.
@@ -427,20 +568,22 @@ def import_bfcl(
     Raises:
         ConfigError: A category that cannot be imported (named in the message).
         DataError: A missing folder or file, or a line the AST rules cannot
-            read, with the file and line.
+            read, with the file and line; with ``strict``, the first skipped question.
     """
     chosen = _checked_categories(categories)
+    if not isinstance(strict, bool):
+        raise ConfigError(f"strict must be true or false, got {strict!r}")
     folder = Path(data_dir)
     if not folder.is_dir():
         raise DataError("BFCL data folder not found", path=os.fspath(data_dir))
     rows: list[dict[str, Any]] = []
     read: dict[str, int] = {}
-    dropped: dict[str, dict[str, int]] = {}
+    drops = _Drops(strict)
+    docs = _FuncDocs(folder)
     files: dict[str, Any] = {}
     seen: dict[str, str] = {}
     for category in chosen:
-        counts = dict.fromkeys(BFCL_DROP_REASONS, 0)
-        kept, files[category] = _read_category(folder, category, counts)
+        kept, files[category] = _read_category(folder, category, drops, docs, check_multi_turn)
         for row in kept:
             other = seen.setdefault(row["example_id"], category)
             if other != category:
@@ -449,20 +592,26 @@ def import_bfcl(
                     path=os.fspath(folder),
                 )
         rows.extend(kept)
-        dropped[category] = counts
-        read[category] = len(kept) + sum(counts.values())
+        read[category] = len(kept) + sum(drops.counts[category].values())
     if not rows:
         raise DataError("no question was kept; nothing to write", path=os.fspath(folder))
-    summary = {
+    multi_turn = any(category in BFCL_MULTI_TURN_CATEGORIES for category in chosen)
+    summary: dict[str, Any] = {
         "schema_version": BFCL_DROP_SUMMARY_SCHEMA,
         "categories": list(chosen),
         "files": files,
-        "reasons": list(BFCL_DROP_REASONS),
+        "reasons": [*BFCL_DROP_REASONS, *(BFCL_MULTI_TURN_DROP_REASONS if multi_turn else ())],
         "read": read,
-        "dropped": dropped,
-        "kept": {category: read[category] - sum(dropped[category].values()) for category in chosen},
+        "dropped": drops.counts,
+        "kept": {
+            category: read[category] - sum(drops.counts[category].values()) for category in chosen
+        },
         "kept_total": len(rows),
     }
+    if docs.files:
+        summary["func_docs"] = dict(sorted(docs.files.items()))
+    if drops.named:
+        summary["dropped_questions"] = drops.named
     target = Path(out)
     summary_name = f"{target.stem}.drop_summary.json"
     with staged_folder(target.parent) as stage:

@@ -7,12 +7,16 @@ An evaluation dataset stores records of ``inputs``, ``expectations`` and
     ``query`` (or, for a conversation row, ``messages``: the history before
     the assistant turn to predict) and ``tools`` (what the model is asked), and ``prompt_text``
     for a formatted example (the rendered prompt is then what the model sees),
-    with the ``chat_template_kwargs`` it was rendered with, if any.
+    with the ``chat_template_kwargs`` it was rendered with, if any; for a
+    multi-turn row, ``multi_turn`` without its ``gold_turns`` (the user
+    turns, the tools added at a turn, the environment).
     No other input: an input the product did not render would change what
     the model is asked without the report knowing.
 ``expectations``
-    ``gold_call`` (one call) or ``gold_calls`` (a list). Other expectations
-    (another scorer's) are left alone.
+    ``gold_call`` (one call) or ``gold_calls`` (a list), and a multi-turn
+    row's ``gold_turns`` (the expected calls per turn: an answer, so never an
+    input a model could be shown). Other expectations (another scorer's) are
+    left alone.
 ``tags``
     ``example_id`` (default: the record's id), ``language`` (default
     ``en``), ``source_example_id`` (the root a translation translates),
@@ -46,7 +50,9 @@ __all__ = ["DATASET_RECORD_TAGS", "read_dataset_records", "dataset_records"]
 
 _INPUTS: Final = ("tools",)
 _REQUESTS: Final = ("query", "messages")
-_OPTIONAL_INPUTS: Final = (*_REQUESTS, "prompt_text", "chat_template_kwargs")
+_OPTIONAL_INPUTS: Final = (*_REQUESTS, "prompt_text", "chat_template_kwargs", "multi_turn")
+# The part of a row's multi_turn that is an answer: an expectation, not an input.
+_GOLD_TURNS: Final = "gold_turns"
 _GOLD_KEYS: Final = ("gold_calls", "gold_call")
 #: The record tags that map onto row fields; any other tag is a slice field
 #: when ``--slice-by`` names it, and ignored otherwise.
@@ -125,6 +131,13 @@ def _native_row(
     row: dict[str, Any] = {"schema_version": TEST_EXAMPLE_SCHEMA, "example_id": record_id}
     row.update(inputs)
     row[gold[0]] = expectations[gold[0]]
+    if "multi_turn" in row or _GOLD_TURNS in expectations:
+        if not isinstance(row.get("multi_turn"), Mapping) or _GOLD_TURNS not in expectations:
+            raise refuse(
+                "a multi-turn record needs inputs.multi_turn (an object) and "
+                f"expectations.{_GOLD_TURNS} together"
+            )
+        row["multi_turn"] = {**row["multi_turn"], _GOLD_TURNS: expectations[_GOLD_TURNS]}
     for key in (*DATASET_RECORD_TAGS, *slice_by):
         if key in tags:
             row[key] = tags[key]
@@ -206,6 +219,10 @@ def dataset_records(examples: Sequence[TestExample], *, source: str) -> list[dic
             if example.chat_template_kwargs:  # an object: an input, as tags hold strings
                 inputs["chat_template_kwargs"] = example.chat_template_kwargs
         tags.update(example.slice_values)
+        multi_turn = dict(example.multi_turn or {})
+        gold_turns = multi_turn.pop(_GOLD_TURNS, None)
+        if multi_turn:
+            inputs["multi_turn"] = multi_turn
         key = canonical_json(inputs)
         if key in seen:
             raise DataError(
@@ -215,10 +232,12 @@ def dataset_records(examples: Sequence[TestExample], *, source: str) -> list[dic
                 path=source,
             )
         seen[key] = example.example_id
-        expectations = (
+        expectations: dict[str, Any] = (
             {"gold_call": example.gold_calls[0]}
             if len(example.gold_calls) == 1
             else {"gold_calls": list(example.gold_calls)}
         )
+        if gold_turns is not None:
+            expectations[_GOLD_TURNS] = gold_turns
         records.append({"inputs": inputs, "expectations": expectations, "tags": tags})
     return records

@@ -6,26 +6,37 @@ Outputs collected by other tools arrive as JSONL, CSV or Parquet tables of
 package's parser reads it; the rows are checked like every other input
 (unknown fields, duplicate ids and empty files are refused, naming file and
 line).
+
+A multi-turn question (BFCL's ``multi_turn_*``) has no single output: its
+producer writes one *trajectory* row per question, ``{"example_id", "turns":
+[[step raw text, ...], ...]}``, the model's raw output at each step of each
+user turn, in order (:func:`read_trajectories`). A file holds one kind of row:
+each reader refuses a row of the other kind, naming both lines.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from sommelier_mlflow.data._jsonl import iter_jsonl_objects
-from sommelier_mlflow.data._row_checks import _Line
+from sommelier_mlflow.data._row_checks import _kind, _Line
+from sommelier_mlflow.data._schemas import TestExample, TestSplit
 from sommelier_mlflow.errors import DataError, DependencyError
 from sommelier_mlflow.toolcalls import ParseStatus, parse_tool_call
 
-__all__ = ["PrecomputedGeneration", "read_precomputed"]
+__all__ = ["PrecomputedGeneration", "read_precomputed", "Trajectory", "read_trajectories"]
 
 _PRECOMPUTED_REQUIRED: Final = frozenset({"example_id", "raw_text"})
 _PRECOMPUTED_OPTIONAL: Final = frozenset({"language", "prompt_sha256"})
+_TRAJECTORY_FIELDS: Final = frozenset({"example_id", "turns"})
+# What tells the two row kinds apart, and how messages name them.
+_RAW_TEXT_ROW: Final = "an output row ({example_id, raw_text})"
+_TRAJECTORY_ROW: Final = "a trajectory row ({example_id, turns})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +122,47 @@ def _parquet_rows(name: str) -> Iterator[tuple[int, dict[str, Any]]]:
         yield index, row
 
 
+@dataclass(frozen=True, slots=True)
+class Trajectory:
+    """A multi-turn question's outputs made elsewhere: the raw text of every step of every turn.
+
+    Attributes:
+        example_id: The multi-turn example it answers.
+        turns: Per user turn, the model's raw output at each step, in order
+            (a turn may hold no step).
+    """
+
+    example_id: str
+    turns: tuple[tuple[str, ...], ...]
+
+
+def _refuse_other_kind(src: _Line, kind: str, first_line: int | None, wanted: str) -> None:
+    """Refuse a row that is not of the kind this reader reads, naming the file's kind.
+
+    Args:
+        src: The row.
+        kind: What the row is (:data:`_RAW_TEXT_ROW` or :data:`_TRAJECTORY_ROW`).
+        first_line: The line of the file's first row of the reader's kind, if any yet.
+        wanted: What the reader reads.
+    """
+    if kind == wanted:
+        return
+    if first_line is not None:
+        raise src.error(
+            f"this is {kind} but line {first_line} is {wanted}; a file holds outputs of one "
+            "kind: write single-turn outputs and multi-turn trajectories to separate files"
+        )
+    if kind == _TRAJECTORY_ROW:
+        raise src.error(
+            f"this is {kind}: the outputs of a multi-turn question, step by step; they are "
+            "scored against a multi-turn split (read_trajectories), not as one output per example"
+        )
+    raise src.error(
+        f"this is {kind}, not {wanted}: a multi-turn question's outputs are a list of turns, "
+        "each a list of the model's raw output at each step"
+    )
+
+
 def _precomputed_rows(name: str) -> Iterator[tuple[int, dict[str, Any]]]:
     suffix = Path(name).suffix.lower()
     if suffix == ".csv":
@@ -141,14 +193,17 @@ def read_precomputed(path: str | os.PathLike[str]) -> list[PrecomputedGeneration
     lines: dict[str, int] = {}
     for line_no, row in _precomputed_rows(name):
         src = _Line(name, line_no, row)
+        kind = _TRAJECTORY_ROW if "turns" in row else _RAW_TEXT_ROW
+        first = lines[results[0].example_id] if results else None
+        _refuse_other_kind(src, kind, first, _RAW_TEXT_ROW)
         src.exact_fields(_PRECOMPUTED_REQUIRED, _PRECOMPUTED_OPTIONAL)
         example_id = src.string("example_id")
         raw_text = src.string("raw_text", non_empty=False)
         language = src.language(default=None) if "language" in row else None
         prompt_sha256 = src.string("prompt_sha256") if "prompt_sha256" in row else None
-        first = lines.get(example_id)
-        if first is not None:
-            raise src.error(f"duplicate example_id {example_id!r} (first at line {first})")
+        earlier = lines.get(example_id)
+        if earlier is not None:
+            raise src.error(f"duplicate example_id {example_id!r} (first at line {earlier})")
         lines[example_id] = line_no
         parsed = parse_tool_call(raw_text)
         results.append(
@@ -164,3 +219,89 @@ def read_precomputed(path: str | os.PathLike[str]) -> list[PrecomputedGeneration
     if not results:
         raise DataError("generations file is empty", path=name)
     return results
+
+
+def _checked_turns(src: _Line) -> tuple[tuple[str, ...], ...]:
+    turns = src.require("turns")
+    if not isinstance(turns, list) or not turns:
+        raise src.error(
+            f"field 'turns' must be a non-empty list of turns (each a list of step outputs), "
+            f"got {_kind(turns)}"
+        )
+    for index, turn in enumerate(turns):
+        if not isinstance(turn, list) or not all(isinstance(step, str) for step in turn):
+            raise src.error(
+                f"turns[{index}] must be a list of strings (the model's raw output at each step)"
+            )
+    return tuple(tuple(turn) for turn in turns)
+
+
+def _check_against_split(
+    src: _Line, trajectory: Trajectory, examples: Mapping[str, TestExample], split: str
+) -> None:
+    """The trajectory answers a multi-turn example of the split, turn for turn."""
+    example = examples.get(trajectory.example_id)
+    if example is None:
+        raise src.error(f"example_id {trajectory.example_id!r} is not in the test split {split}")
+    if example.multi_turn is None:
+        raise src.error(
+            f"example {trajectory.example_id!r} is not a multi-turn example; its output is "
+            "one {example_id, raw_text} row"
+        )
+    expected = len(example.multi_turn["user_turns"])
+    if len(trajectory.turns) != expected:
+        raise src.error(
+            f"example {trajectory.example_id!r} has {expected} user turns but the trajectory "
+            f"holds {len(trajectory.turns)}; give one list of step outputs per user turn"
+        )
+
+
+def read_trajectories(
+    path: str | os.PathLike[str], *, split: TestSplit | None = None
+) -> list[Trajectory]:
+    """Read multi-turn outputs made elsewhere: one ``{example_id, turns}`` JSON line per question.
+
+    ``turns`` holds, per user turn, the model's raw output at each step (a
+    list of strings, possibly empty). JSON lines only: a turn is a list, which
+    a CSV cell or a Parquet column of text cannot hold without another encoding.
+
+    Args:
+        path: The JSONL file.
+        split: The test split the trajectories answer; when given, each must
+            name a multi-turn example of it and hold one list per user turn.
+
+    Raises:
+        DataError: A malformed or mistyped row, a missing or unknown field, an
+            output row ({example_id, raw_text}) in the file, a duplicate
+            ``example_id``, an empty file, or (with ``split``) a row that does
+            not answer a multi-turn example turn for turn; naming file and line.
+    """
+    name = os.fspath(path)
+    if Path(name).suffix.lower() in (".csv", ".parquet", ".pq"):
+        raise DataError(
+            "multi-turn trajectories are read from JSON lines only ({example_id, turns} per "
+            "line); write them as .jsonl",
+            path=name,
+        )
+    lines: dict[str, int] = {}
+    trajectories: list[Trajectory] = []
+    examples = split.by_id() if split is not None else {}
+    for line_no, row in iter_jsonl_objects(name):
+        src = _Line(name, line_no, row)
+        kind = _TRAJECTORY_ROW if "turns" in row else _RAW_TEXT_ROW
+        first = lines[trajectories[0].example_id] if trajectories else None
+        _refuse_other_kind(src, kind, first, _TRAJECTORY_ROW)
+        src.exact_fields(_TRAJECTORY_FIELDS, frozenset())
+        trajectory = Trajectory(example_id=src.string("example_id"), turns=_checked_turns(src))
+        earlier = lines.get(trajectory.example_id)
+        if earlier is not None:
+            raise src.error(
+                f"duplicate example_id {trajectory.example_id!r} (first at line {earlier})"
+            )
+        lines[trajectory.example_id] = line_no
+        if split is not None:
+            _check_against_split(src, trajectory, examples, split.path)
+        trajectories.append(trajectory)
+    if not trajectories:
+        raise DataError("trajectories file is empty", path=name)
+    return trajectories

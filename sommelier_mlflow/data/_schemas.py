@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from sommelier_mlflow._json import field_dict
+from sommelier_mlflow.data._multi_turn import multi_turn_problem
 from sommelier_mlflow.data._provenance import ModelKind, check_model_kind
 from sommelier_mlflow.errors import InputError
 from sommelier_mlflow.toolcalls import PARSE_STATUSES, is_tool_call
@@ -29,6 +30,7 @@ __all__ = [
     "RESERVED_SLICE_NAMES",
     "validate_language",
     "TestExample",
+    "is_multi_turn",
     "GENERATION_FIELDS",
     "GenerationRecord",
     "DatasetRef",
@@ -101,6 +103,12 @@ class TestExample:
     clock was fixed to (``--template-date YYYY-MM-DD``; ``None`` unless the
     row says otherwise).
 
+    A multi-turn example (BFCL's ``multi_turn_*`` categories, imported by
+    ``import-bfcl``) carries ``multi_turn`` (``data/_multi_turn.py``: its user
+    turns, the tools added at a turn, the expected calls per turn and the
+    environment the calls run in); its ``messages`` are the first user turn
+    and it has no gold calls. ``multi_turn`` is ``None`` on every other row.
+
     A conversation example (``docs/conversations.md``) carries ``messages``
     instead of a query: the OpenAI-shaped history before the assistant turn to
     predict, with ``conversation_id`` and ``turn`` (the 1-based index of that
@@ -129,6 +137,7 @@ class TestExample:
     conversation_id: str | None
     turn: int | None
     template_date: str | None
+    multi_turn: Mapping[str, Any] | None
 
     def __init__(
         self,
@@ -149,6 +158,7 @@ class TestExample:
         conversation_id: str | None = None,
         turn: int | None = None,
         template_date: str | None = None,
+        multi_turn: Mapping[str, Any] | None = None,
     ) -> None:
         if gold_call is None and gold_calls is None:
             raise InputError(
@@ -191,6 +201,7 @@ class TestExample:
         assign(self, "conversation_id", conversation_id)
         assign(self, "turn", turn)
         assign(self, "template_date", template_date)
+        assign(self, "multi_turn", multi_turn)
         self._validate()
 
     def _validate(self) -> None:
@@ -230,6 +241,15 @@ class TestExample:
                     f"example {self.example_id!r}: slice field {field_name!r} must be a "
                     f"non-empty string, got {value!r}"
                 )
+        if self.multi_turn is not None:
+            problem = multi_turn_problem(
+                self.multi_turn,
+                messages=self.messages,
+                tools=self.tools,
+                gold_calls=len(self.gold_calls),
+            )
+            if problem is not None:
+                raise InputError(f"example {self.example_id!r}: {problem}")
 
     @property
     def gold_call(self) -> dict[str, Any]:
@@ -265,6 +285,8 @@ class TestExample:
             row["turn"] = self.turn
         row["tools"] = self.tools
         row["gold_calls"] = list(self.gold_calls)
+        if self.multi_turn is not None:
+            row["multi_turn"] = self.multi_turn
         row.update(self.slice_values)
         if self.prompt_text is not None:
             row["prompt_text"] = self.prompt_text
@@ -276,6 +298,11 @@ class TestExample:
             if self.template_date is not None:
                 row["template_date"] = self.template_date
         return row
+
+
+def is_multi_turn(example: TestExample) -> bool:
+    """Whether an example is a multi-turn question (scored by running its turns, not one call)."""
+    return example.multi_turn is not None
 
 
 def _last_user_text(messages: Sequence[Any]) -> str:

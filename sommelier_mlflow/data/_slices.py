@@ -73,6 +73,7 @@ _ROW_FIELDS: Final = frozenset(
         "template_date",
         "messages",
         "conversation_id",
+        "multi_turn",
         "split",
     }
 )

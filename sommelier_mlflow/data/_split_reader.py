@@ -17,7 +17,9 @@ Three test-split row kinds are read:
     A conversation row gives ``messages`` (the history before the assistant
     turn to predict) instead of ``query``, and may give ``conversation_id``
     and ``turn``; rows sharing a ``conversation_id`` must offer the same tools
-    (``docs/conversations.md``).
+    (``docs/conversations.md``). A multi-turn row (BFCL's ``multi_turn_*``)
+    adds ``multi_turn`` (checked as ``data/_multi_turn.py`` describes), with
+    the first user turn as ``messages`` and ``gold_calls`` ``[]``.
 
 ``sommelier.prepared_example.v2`` (original Sommelier pipeline, prepared)
     ``example_id``, ``source_id``, ``language``, ``source_example_id``,
@@ -101,6 +103,7 @@ _NATIVE_OPTIONAL: Final = frozenset(
         "prompt_format",
         "chat_template_kwargs",
         "template_date",
+        "multi_turn",
     }
 )
 _PREPARED_V2_FIELDS: Final = (
@@ -269,6 +272,7 @@ def _native_example(src: _Line, slice_by: tuple[str, ...] = ()) -> TestExample:
         prompt_format=prompt_format,
         chat_template_kwargs=chat_template_kwargs,
         template_date=template_date,
+        multi_turn=src.row.get("multi_turn"),
     )
 
 

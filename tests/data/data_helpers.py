@@ -7,6 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
+
+from sommelier_mlflow.errors import DataError
 
 WEATHER_TOOL: dict[str, Any] = {
     "name": "get_weather",
@@ -46,3 +49,13 @@ def encode(item: Any) -> bytes:
     if isinstance(item, str):
         return item.encode("utf-8")
     return orjson.dumps(item) + b"\n"
+
+
+def expect_error(path: Path, line: int | None, fragment: str, *, reader: Any) -> None:
+    """``reader(path)`` fails closed: exit 2, naming the file (and line) and saying ``fragment``."""
+    with pytest.raises(DataError) as info:
+        reader(path)
+    where = f"{path}:{line}: " if line is not None else f"{path}: "
+    assert str(info.value).startswith(where), str(info.value)
+    assert fragment in str(info.value), str(info.value)
+    assert info.value.exit_code == 2

@@ -166,7 +166,7 @@ def test_questions_become_split_rows_with_json_schema_tools_and_verbatim_answers
 @pytest.mark.parametrize(
     ("category", "named"),
     [
-        ("multi_turn_base", "multi_turn_base (needs execution"),
+        ("multi_turn_composite", "multi_turn_composite (not a BFCL v4 category)"),
         ("simple_java", "simple_java (uses Java's types)"),
         ("live_relevance", "live_relevance"),
         ("memory", "memory"),

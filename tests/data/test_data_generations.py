@@ -22,7 +22,7 @@ from sommelier_mlflow.data._jsonl import (
     jsonl_valid_prefix,
 )
 from sommelier_mlflow.errors import ConfigError, DataError, InvariantViolationError
-from tests.data.data_helpers import WriteLines
+from tests.data.data_helpers import WriteLines, expect_error
 
 DECODING = {"temperature": 0.0, "do_sample": False, "max_new_tokens": 64, "batch_size": 4}
 
@@ -41,15 +41,6 @@ def record(example_id: str = "ex-1", **overrides: Any) -> dict[str, Any]:
     ).to_json()
     row.update(overrides)
     return row
-
-
-def expect_error(path: Path, line: int | None, fragment: str, *, reader: Any) -> None:
-    with pytest.raises(DataError) as info:
-        reader(path)
-    where = f"{path}:{line}: " if line is not None else f"{path}: "
-    assert str(info.value).startswith(where), str(info.value)
-    assert fragment in str(info.value), str(info.value)
-    assert info.value.exit_code == 2
 
 
 # --------------------------------------------------------------------------- read_generations
