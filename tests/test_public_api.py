@@ -186,6 +186,7 @@ CURATED = {
         "EVALUATION_REPORT_SCHEMA",
         "FORMATTED_EXAMPLE_V2_SCHEMA",
         "GENERATION_FIELDS",
+        "GENERATION_OPTIONAL_FIELDS",
         "GENERATION_SCHEMA",
         "GenerationPrefix",
         "GenerationRecord",
