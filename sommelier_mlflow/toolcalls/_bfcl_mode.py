@@ -254,7 +254,7 @@ def _summary_lines(arm: ArmResults) -> list[str]:
         ]
     steps = arm.metrics.get("bfcl_step_budget_used")
     if steps is not None and steps.denominator:
-        turns = steps.denominator // step_limit()
+        turns = steps.denominator // (step_limit() + 1)  # the most steps a turn takes
         lines.append(
             f"mean steps per turn {steps.numerator / turns:.2f} ({steps.numerator} steps, "
             f"{turns} turns)"
@@ -340,7 +340,7 @@ def _overall_lines(report: ComparisonResults) -> list[str]:
     ]
     rows.append(
         [
-            f"**{BFCL_OVERALL}**",
+            "**overall**",
             *(f"**{float(figure.value):.4f}**" for figure in figures.values() if figure),
         ]
     )

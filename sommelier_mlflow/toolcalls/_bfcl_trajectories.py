@@ -8,18 +8,23 @@ brings at or before it), and hands the decoded calls to BFCL's rules
 (:func:`~sommelier_mlflow.toolcalls._bfcl_multi_turn.check_trajectory`), which
 run them, and the ground truth, against fresh instances of BFCL's classes in
 one sandbox worker. A step that fails to decode makes no call (BFCL skips such
-a step too) and fails the question's ``bfcl_decode_rate``; a turn whose steps
-ran out while the last step still called is judged as it stands.
+a step too) and fails the question's ``bfcl_decode_rate`` (a question decodes
+when every step does); a turn whose steps ran out while the last step still
+called is judged as it stands, and a trajectory that stops before the last
+turn (the loop's forced quit) fails the turns it never reached.
 
 The metrics, exact counts, ``(0, 0)`` on a single-turn row:
 
 - ``bfcl_multi_turn_accuracy``: the question passed, BFCL's rules plus the
   irrelevance rule (a turn whose ground truth is empty must make no call);
-- ``bfcl_turn_accuracy``: turns passed, out of the question's turns;
+- ``bfcl_turn_accuracy``: turns passed, out of the question's turns (a turn
+  the trajectory never reached fails);
 - ``bfcl_multi_turn_leaderboard_accuracy``: what BFCL 2026.3.23's leaderboard
   concludes (without the irrelevance rule), so the difference is counted;
-- ``bfcl_step_budget_used``: steps taken out of the step limit of every turn
-  (value x 20 is the mean steps per turn: a diagnostic, not a score).
+- ``bfcl_step_budget_used``: steps taken out of the most a turn can take
+  (BFCL's 20 calling steps and the one that ends the turn, 21; steps past it
+  are not counted), so value x 21 is the mean steps per turn over the
+  question's turns: a diagnostic, not a score.
 
 On a multi-turn row ``bfcl_ast_accuracy`` (the mode's per-question pass, and
 McNemar's outcome) and ``bfcl_leaderboard_accuracy`` take the question's two
@@ -34,6 +39,8 @@ from operator import attrgetter
 from typing import Any, Final
 
 from sommelier_mlflow.errors import InputError
+from sommelier_mlflow.toolcalls._bfcl_exec import BFCL_STEP_LIMIT, BfclSandbox
+from sommelier_mlflow.toolcalls._bfcl_multi_turn import MultiTurnVerdict, Step, check_trajectory
 from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
 from sommelier_mlflow.toolcalls._modes import (
     Parsed,
@@ -68,9 +75,7 @@ _PASS: Final = {True: (1, 1), False: (0, 1)}
 
 def step_limit() -> int:
     """BFCL's step limit per turn (``MAXIMUM_STEP_LIMIT``), from the execution core."""
-    from sommelier_mlflow.toolcalls._bfcl_exec import BFCL_STEP_LIMIT
-
-    return int(BFCL_STEP_LIMIT)
+    return BFCL_STEP_LIMIT
 
 
 class _Outcome:
@@ -84,58 +89,48 @@ class _Outcome:
 
 
 def decode_trajectory(
-    row: TrajectoryRow, read: Callable[[str, Tools], Parsed], step_limit: int
-) -> tuple[CallsParseResult, list[list[tuple[dict[str, Any], ...]]], int]:
+    row: TrajectoryRow, read: Callable[[str, Tools], Parsed]
+) -> tuple[CallsParseResult, list[list[Step]]]:
     """Decode every step of a row's trajectory with the tools offered at its turn.
+
+    The tools of turn ``i`` are the row's plus every ``added_tools`` entry up
+    to ``i``, as the execution loop offers them.
 
     Returns:
         The row's parse (``ok`` with every call in order, or the first failing
-        step's status), the decoded calls per turn and step, and the step count.
+        step's status) and, per turn and step, the decoded calls (``None``
+        for a step that did not decode), as the checker reads them.
 
     Raises:
-        InputError: No trajectory, a turn count other than the question's, or
-            a turn of more steps than the step limit (exit 2).
+        InputError: The row has no trajectory (exit 2).
     """
-    multi = row.multi_turn or {}
     turns = row.turns
-    user_turns = multi.get("user_turns", ())
     if turns is None:
         raise InputError(
             f"example {row.example_id!r} is a multi-turn question but its output is one text; "
             "score a trajectory: generate it with the execution loop or give "
             '{"example_id", "turns": [[step texts], ...]} rows to score --precomputed'
         )
-    if len(turns) != len(user_turns):
-        raise InputError(
-            f"example {row.example_id!r}: the trajectory has {len(turns)} turn(s) but the "
-            f"question has {len(user_turns)} user turns; give one list of step outputs per turn"
-        )
-    added: Mapping[str, Sequence[Mapping[str, Any]]] = multi.get("added_tools", {})
+    added: Mapping[str, Sequence[Mapping[str, Any]]] = (row.multi_turn or {}).get("added_tools", {})
     tools: list[Mapping[str, Any]] = list(row.tools)
     failed: str | None = None
     every: list[dict[str, Any]] = []
-    decoded: list[list[tuple[dict[str, Any], ...]]] = []
-    steps = 0
+    decoded: list[list[Step]] = []
     for index, texts in enumerate(turns):
         tools += added.get(str(index), ())
-        if len(texts) > step_limit:
-            raise InputError(
-                f"example {row.example_id!r}: turn {index} has {len(texts)} steps, more than "
-                f"BFCL's step limit ({step_limit}); the execution loop ends a turn there"
-            )
-        steps += len(texts)
-        turn: list[tuple[dict[str, Any], ...]] = []
+        turn: list[Step] = []
         for text in texts:
             parsed = read(text, tools)
-            calls = parsed.calls if isinstance(parsed, CallsParseResult) else None
             if parsed.status in _FAILED:
                 failed = failed or parsed.status
-            calls = tuple(calls or ())
+                turn.append(None)
+                continue
+            calls = tuple(parsed.calls or ()) if isinstance(parsed, CallsParseResult) else ()
             every.extend(calls)
             turn.append(calls)
         decoded.append(turn)
     parse = CallsParseResult(failed) if failed else CallsParseResult("ok", tuple(every))
-    return parse, decoded, steps
+    return parse, decoded
 
 
 class BfclTrajectoryComparison:
@@ -162,32 +157,30 @@ class BfclTrajectoryComparison:
         "verdict",
     )
 
-    def __init__(self, verdict: Any, decoded: bool, steps: int, step_limit: int) -> None:
-        turns: tuple[bool, ...] = tuple(verdict.turns_passed)
-        self.decoded_component = _PASS[decoded]
+    def __init__(self, verdict: MultiTurnVerdict, steps: Sequence[int], step_limit: int) -> None:
+        turns = verdict.turns_passed
+        most = step_limit + 1  # the loop's calling steps, then the step that ends the turn
+        self.decoded_component = _PASS[verdict.decoded_steps == verdict.steps]
         self.verdict = _Outcome(bool(verdict.passed), bool(verdict.leaderboard_passed))
         self.multi_turn_component = _PASS[bool(verdict.passed)]
         self.turn_component = (sum(turns), len(turns))
         self.multi_turn_leaderboard_component = _PASS[bool(verdict.leaderboard_passed)]
-        self.steps_component = (steps, step_limit * len(turns))
+        self.steps_component = (sum(min(count, most) for count in steps), most * len(turns))
         self.failure: str | None = verdict.failure
 
 
 @contextmanager
 def _open_sandbox() -> Iterator[TrajectoryJudge]:
     """One sandbox worker for one scoring call; the judge runs every row in it."""
-    from sommelier_mlflow.toolcalls._bfcl_exec import BfclSandbox
-    from sommelier_mlflow.toolcalls._bfcl_multi_turn import check_trajectory
-
     limit = step_limit()
 
     def judge(
         row: TrajectoryRow, read: Callable[[str, Tools], Parsed]
     ) -> tuple[Parsed, BfclTrajectoryComparison]:
-        parse, decoded, steps = decode_trajectory(row, read, limit)
+        parse, decoded = decode_trajectory(row, read)
         verdict = check_trajectory(sandbox, row, decoded)
-        comparison = BfclTrajectoryComparison(verdict, parse.status == "ok", steps, limit)
-        return parse, comparison
+        steps = [len(turn) for turn in decoded]
+        return parse, BfclTrajectoryComparison(verdict, steps, limit)
 
     with BfclSandbox() as sandbox:
         yield judge
@@ -215,8 +208,8 @@ BFCL_TRAJECTORIES: Final = TrajectoryScoring(
         ),
         ScoringMetric(
             "bfcl_step_budget_used",
-            "Steps taken out of BFCL's step limit for every turn (value x the limit is the "
-            "mean steps per turn; a diagnostic, not a score).",
+            "Steps taken out of the most a turn can take, BFCL's step limit plus the answer "
+            "(value x 21 is the mean steps per turn; a diagnostic, not a score).",
             attrgetter("steps_component"),
         ),
     ),

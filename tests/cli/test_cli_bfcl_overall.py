@@ -38,7 +38,9 @@ def compared(tmp_path_factory: pytest.TempPathFactory) -> Path:
         args += ["--model-kind", kind, "--model", "example/model", "--max-new-tokens", "256"]
         args += ["--batch-size", "1", "--out", str(root / kind), "--resamples", "300"]
         assert main([*args, *(["--adapter", "example-adapter"] if kind == "adapter" else [])]) == 0
-    assert main(compare_args(root / "base", root / "adapter", root / "cmp", "--resamples", "300"))
+    assert (
+        main(compare_args(root / "base", root / "adapter", root / "cmp", "--resamples", "300")) == 0
+    )
     return root
 
 
@@ -65,7 +67,7 @@ def test_each_arm_logs_bfcl_overall_as_a_value_and_prints_it(compared: Path) -> 
 
 
 def test_the_comparison_logs_the_difference_with_a_reproducible_interval(compared: Path) -> None:
-    report = read_comparison_report(compared / "cmp" / "comparison_report.json")
+    report = read_comparison_report(compared / "cmp" / "comparison" / "comparison_report.json")
     delta = weighted_overall_delta(report)
     assert delta is not None
     base = _expected_overall(compared / "base" / "evaluation_report.json")
@@ -78,27 +80,30 @@ def test_the_comparison_logs_the_difference_with_a_reproducible_interval(compare
     assert keys["delta/overall/bfcl_overall"] == pytest.approx(delta.estimate)
     assert keys["delta/overall/ci95/bfcl_overall.lower"] == delta.lower
     assert keys["delta/overall/ci95/bfcl_overall.upper"] == delta.upper
-    markdown = (compared / "cmp" / "comparison_report.md").read_text(encoding="utf-8")
+    markdown = (compared / "cmp" / "comparison" / "comparison_report.md").read_text(
+        encoding="utf-8"
+    )
     assert "## BFCL's overall" in markdown and "## bfcl_overall: adapter minus base" in markdown
     assert f"| {delta.estimate:+.4f} | [{delta.lower:+.4f}, {delta.upper:+.4f}] |" in markdown
-    assert f"**{float(base):.4f}**" in markdown and "agentic (40%" in markdown
+    assert f"| **overall** | **{float(base):.4f}** |" in markdown and "agentic (40%" in markdown
 
 
 def test_the_interval_resamples_questions_within_each_category(compared: Path) -> None:
     # A plain row-level stratified bootstrap of the same per-question outcomes,
     # drawn independently: its percentiles match the interval's closely.
-    report = read_comparison_report(compared / "cmp" / "comparison_report.json")
+    report = read_comparison_report(compared / "cmp" / "comparison" / "comparison_report.json")
     delta = weighted_overall_delta(report)
     assert delta is not None
-    rows = {kind: read_evaluation_report(compared / kind / "evaluation_report.json").examples
-            for kind in ("base", "adapter")}
+    arms = {
+        kind: read_evaluation_report(compared / kind / "evaluation_report.json")
+        for kind in ("base", "adapter")
+    }
+    column = arms["base"].metric_names.index("bfcl_ast_accuracy")
     rng = np.random.default_rng(7)
     draws = np.zeros(20_000)
     for category, weight in delta.base.weights.items():
-        members = [i for i, row in enumerate(rows["base"])
-                   if ("category", category) in row.slice_values]
-        passed = {kind: np.array([rows[kind][i].score.correct("bfcl_ast_accuracy")
-                                  for i in members], dtype=float) for kind in rows}
+        members = arms["base"].field_slice_rows[f"category:{category}"]
+        passed = {kind: arm.numerators[members, column] for kind, arm in arms.items()}
         picks = rng.integers(0, len(members), size=(draws.size, len(members)))
         draws += float(weight) * (passed["adapter"][picks] - passed["base"][picks]).mean(axis=1)
     lower, upper = np.quantile(draws, [0.025, 0.975])
