@@ -332,27 +332,27 @@ def _overall_lines(report: ComparisonResults) -> list[str]:
     base = figures["base", _AGGREGATED[0]]
     if base is None:
         return []
-    values = {key: _group_values(figure) for key, figure in figures.items() if figure}
-    groups = list(values["base", _AGGREGATED[0]])
-    rows = [
-        [group, *(f"{float(values[key][group]):.4f}" for key in figures if key in values)]
-        for group in groups
-    ]
-    rows.append(
-        [
-            "**overall**",
-            *(f"**{float(figure.value):.4f}**" for figure in figures.values() if figure),
-        ]
-    )
-    header = ["BFCL group", *(f"{kind}, {metric}" for kind, metric in figures)]
-    weights = ", ".join(f"`{name}` {float(weight):.4f}" for name, weight in base.weights.items())
+    shown = [figure for figure in figures.values() if figure is not None]
+    values = [_group_values(figure) for figure in shown]
+    rows: list[list[str]] = []
+    for group in values[0]:
+        for name, weight in base.weights.items():
+            if (bfcl_group_of(name) or name) == group:
+                cells = (_ratio(figure.counts[name]) for figure in shown)
+                rows.append([f"{name} (weight {float(weight):.4f})", *cells])
+        rows.append([f"**{group}**", *(f"**{float(value[group]):.4f}**" for value in values)])
+    rows.append(["**overall**", *(f"**{float(figure.value):.4f}**" for figure in shown)])
+    header = ["BFCL category / group", *(f"{kind}, {metric}" for kind, metric in figures)]
     left = "; ".join([BFCL_LEFT_OUT_GROUP, *(f"{n}: {why}" for n, why in base.left_out.items())])
     return [
         "## BFCL's overall",
         "",
-        f"BFCL's weights (non-live 10, live 10, irrelevance 10, multi-turn 30, agentic 40) "
-        f"renormalised to the groups present, each group averaged as BFCL does; per-category "
-        f"weights: {weights}. Left out: {left}.",
+        "BFCL's table: its group weights (non-live 10, live 10, irrelevance 10, multi-turn 30, "
+        "agentic 40) renormalised to the groups present, each group averaged as BFCL does "
+        "(non-live and irrelevance: each category once; live: by size); a category's weight is "
+        f"its share of `{BFCL_OVERALL}`. `bfcl_ast_accuracy` is this product's verdict per "
+        "question (multi-turn: with the irrelevance rule), `bfcl_leaderboard_accuracy` BFCL's "
+        f"own. Left out: {left}.",
         "",
         *markdown_table(header, rows),
         "",
