@@ -36,17 +36,14 @@ from typing import Any, Final
 
 from sommelier_mlflow.errors import DataError, InputError
 from sommelier_mlflow.toolcalls._bfcl import BfclGold, BfclVerdict, check_bfcl
+from sommelier_mlflow.toolcalls._bfcl_exec import BFCL_STEP_LIMIT
 from sommelier_mlflow.toolcalls._bfcl_overall import (
     BFCL_LEFT_OUT_GROUP,
     BFCL_OVERALL,
     bfcl_group_of,
     bfcl_overall_weights,
 )
-from sommelier_mlflow.toolcalls._bfcl_trajectories import (
-    BFCL_TRAJECTORIES,
-    NOT_MULTI_TURN,
-    step_limit,
-)
+from sommelier_mlflow.toolcalls._bfcl_trajectories import BFCL_TRAJECTORIES, NOT_MULTI_TURN
 from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
 from sommelier_mlflow.toolcalls._modes import (
     Parsed,
@@ -254,7 +251,7 @@ def _summary_lines(arm: ArmResults) -> list[str]:
         ]
     steps = arm.metrics.get("bfcl_step_budget_used")
     if steps is not None and steps.denominator:
-        turns = steps.denominator // (step_limit() + 1)  # the most steps a turn takes
+        turns = steps.denominator // (BFCL_STEP_LIMIT + 1)  # the most steps a turn takes
         lines.append(
             f"mean steps per turn {steps.numerator / turns:.2f} ({steps.numerator} steps, "
             f"{turns} turns)"

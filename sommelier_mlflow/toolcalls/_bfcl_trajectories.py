@@ -55,7 +55,6 @@ __all__ = [
     "BFCL_MULTI_TURN_METRIC_NAMES",
     "NOT_MULTI_TURN",
     "BfclTrajectoryComparison",
-    "step_limit",
     "decode_trajectory",
     "BFCL_TRAJECTORIES",
 ]
@@ -71,11 +70,6 @@ BFCL_MULTI_TURN_METRIC_NAMES: Final = (
 NOT_MULTI_TURN: Final = (0, 0)
 _FAILED: Final = frozenset({"invalid_json", "invalid_shape"})
 _PASS: Final = {True: (1, 1), False: (0, 1)}
-
-
-def step_limit() -> int:
-    """BFCL's step limit per turn (``MAXIMUM_STEP_LIMIT``), from the execution core."""
-    return BFCL_STEP_LIMIT
 
 
 class _Outcome:
@@ -143,7 +137,8 @@ class BfclTrajectoryComparison:
         multi_turn_component: The question passed (irrelevance rule included).
         turn_component: ``(turns passed, turns)``.
         multi_turn_leaderboard_component: BFCL's leaderboard verdict.
-        steps_component: ``(steps, step limit x turns)``.
+        steps_component: ``(steps, (step limit + 1) x turns)``, steps past
+            the most a turn can take not counted.
         failure: The first failing rule and turn, ``None`` when it passed.
     """
 
@@ -172,7 +167,7 @@ class BfclTrajectoryComparison:
 @contextmanager
 def _open_sandbox() -> Iterator[TrajectoryJudge]:
     """One sandbox worker for one scoring call; the judge runs every row in it."""
-    limit = step_limit()
+    limit = BFCL_STEP_LIMIT
 
     def judge(
         row: TrajectoryRow, read: Callable[[str, Tools], Parsed]

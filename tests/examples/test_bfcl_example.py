@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.examples.examples_helpers import score_and_compare_precomputed_arms
+from tests.support.bfcl_multi_turn import MULTI_TURN_CATEGORIES, require_bfcl
 from tests.support.bfcl_reference import bfcl_package_root
 from tests.support.mlflow_run import mlflow_run
 from tests.support.scripts import load_script
@@ -21,6 +22,12 @@ FILES = (
     "data/BFCL_v4_simple_python.json",
     "data/BFCL_v4_irrelevance.json",
     "data/possible_answer/BFCL_v4_parallel_multiple.json",
+    "trajectories_base.jsonl",
+    "trajectories_adapter.jsonl",
+    "data/BFCL_v4_multi_turn_miss_func.json",
+    "data/possible_answer/BFCL_v4_multi_turn_long_context.json",
+    "data/multi_turn_func_doc/gorilla_file_system.json",
+    "data/multi_turn_func_doc/posting_api.json",
 )
 
 
@@ -73,3 +80,55 @@ def test_the_example_imports_scores_and_compares_through_mlflow_run(tmp_path: Pa
     assert compared["delta/overall/bfcl_ast_accuracy"] == pytest.approx((29 - 19) / 30)
     assert "delta/category:parallel_multiple/ci95/bfcl_ast_accuracy.lower" in compared
     assert 0.0 < compared["mcnemar/overall/p_value"] <= 1.0
+
+
+@pytest.mark.slow
+def test_the_multi_turn_trajectories_are_scored_and_compared_through_mlflow_run(
+    tmp_path: Path,
+) -> None:
+    require_bfcl()
+    tokenizer = tmp_path / "tokenizer"
+    build_tokenizer(tokenizer, ["Move final_report.pdf into a new temp folder."])
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    split = tmp_path / "bfcl" / "multi_turn.jsonl"
+    categories = ",".join(MULTI_TURN_CATEGORIES)
+    mlflow_run(
+        uri,
+        tmp_path,
+        "import_bfcl",
+        data_dir=str(EXAMPLE / "data"),
+        categories=categories,
+        out=str(split),
+    )
+    formatted = tmp_path / "bfcl" / "multi_turn.formatted.jsonl"
+    mlflow_run(
+        uri,
+        tmp_path,
+        "format",
+        test_split=str(split),
+        tokenizer=str(tokenizer),
+        slice_by="category",
+        out=str(formatted),
+    )
+    runs = score_and_compare_precomputed_arms(
+        uri,
+        tmp_path,
+        test_split=formatted,
+        outputs_dir=EXAMPLE,
+        adapter="bfcl-example-adapter",
+        outputs="trajectories",
+        max_new_tokens="256",
+        scoring="bfcl",
+    )
+    base, adapter = runs.base.metrics, runs.adapter.metrics
+    assert base["overall/counts/bfcl_multi_turn_accuracy.numerator"] == 3
+    assert base["overall/counts/bfcl_multi_turn_leaderboard_accuracy.numerator"] == 4
+    assert base["overall/counts/bfcl_turn_accuracy.numerator"] == 30
+    assert base["overall/counts/bfcl_turn_accuracy.denominator"] == 36
+    assert adapter["overall/counts/bfcl_multi_turn_accuracy.numerator"] == 7
+    assert base["overall/bfcl_overall"] == pytest.approx(0.375)
+    assert adapter["overall/bfcl_overall"] == pytest.approx(0.875)
+    compared = runs.compared
+    assert compared["delta/overall/bfcl_overall"] == pytest.approx(0.5)
+    assert compared["delta/overall/ci95/bfcl_overall.lower"] > 0.0
+    assert compared["delta/overall/bfcl_multi_turn_accuracy"] == pytest.approx(0.5)
