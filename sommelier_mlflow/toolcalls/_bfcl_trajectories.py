@@ -49,6 +49,7 @@ from sommelier_mlflow.toolcalls._modes import (
     TrajectoryRow,
     TrajectoryScoring,
 )
+from sommelier_mlflow.toolcalls._parse import ParseStatus
 from sommelier_mlflow.toolcalls._registry import ScoringMetric
 
 __all__ = [
@@ -107,7 +108,7 @@ def decode_trajectory(
         )
     added: Mapping[str, Sequence[Mapping[str, Any]]] = (row.multi_turn or {}).get("added_tools", {})
     tools: list[Mapping[str, Any]] = list(row.tools)
-    failed: str | None = None
+    failed: ParseStatus | None = None
     every: list[dict[str, Any]] = []
     decoded: list[list[Step]] = []
     for index, texts in enumerate(turns):

@@ -255,3 +255,12 @@ def bfcl_example_split(root: Path, categories: Sequence[str] | None = None) -> P
     argv = ["format", "--test-split", str(root / "test.jsonl"), "--slice-by", "category"]
     assert main([*argv, "--tokenizer", str(root / "tokenizer"), "--out", str(split)]) == 0
     return split
+
+
+def bfcl_example_score_args(split: Path, kind: str, outputs: str, out: Path) -> list[str]:
+    """``score --scoring bfcl`` of the example's ``<outputs>_<kind>.jsonl`` on ``split``."""
+    args = ["score", "--test-split", str(split), "--scoring", "bfcl"]
+    args += ["--precomputed", str(BFCL_EXAMPLE / f"{outputs}_{kind}.jsonl")]
+    args += ["--model-kind", kind, "--model", "example/model", "--max-new-tokens", "256"]
+    args += ["--batch-size", "1", "--out", str(out), "--resamples", "300"]
+    return [*args, *(["--adapter", "example-adapter"] if kind == "adapter" else [])]

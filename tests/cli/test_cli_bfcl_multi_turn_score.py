@@ -17,7 +17,7 @@ import pytest
 from sommelier_mlflow.cli import main
 from sommelier_mlflow.evaluation import read_comparison_report, read_evaluation_report
 from sommelier_mlflow.integration import comparison_metric_keys, evaluation_metric_keys
-from tests.cli.cli_helpers import BFCL_EXAMPLE, bfcl_example_split, compare_args
+from tests.cli.cli_helpers import bfcl_example_score_args, bfcl_example_split, compare_args
 from tests.support.bfcl_multi_turn import MULTI_TURN_CATEGORIES, require_bfcl
 
 
@@ -28,12 +28,10 @@ def scored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("bfcl_multi_turn")
     split = bfcl_example_split(root, MULTI_TURN_CATEGORIES)
     for kind in ("base", "adapter"):
-        args = ["score", "--test-split", str(split), "--scoring", "bfcl"]
-        args += ["--precomputed", str(BFCL_EXAMPLE / f"trajectories_{kind}.jsonl")]
-        args += ["--model-kind", kind, "--model", "example/model", "--max-new-tokens", "256"]
-        args += ["--batch-size", "1", "--out", str(root / kind), "--resamples", "200"]
-        assert main([*args, *(["--adapter", "example-adapter"] if kind == "adapter" else [])]) == 0
-    assert main(compare_args(root / "base", root / "adapter", root / "cmp")) == 0
+        assert main(bfcl_example_score_args(split, kind, "trajectories", root / kind)) == 0
+    assert (
+        main(compare_args(root / "base", root / "adapter", root / "cmp", "--resamples", "300")) == 0
+    )
     return root
 
 

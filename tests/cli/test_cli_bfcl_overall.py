@@ -22,7 +22,7 @@ from sommelier_mlflow.evaluation import (
     weighted_overall_delta,
 )
 from sommelier_mlflow.integration import comparison_metric_keys, evaluation_metric_keys
-from tests.cli.cli_helpers import BFCL_EXAMPLE, bfcl_example_split, compare_args
+from tests.cli.cli_helpers import bfcl_example_score_args, bfcl_example_split, compare_args
 
 NON_LIVE = ("multiple", "parallel", "parallel_multiple", "simple_python")
 
@@ -33,11 +33,7 @@ def compared(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("bfcl_overall")
     split = bfcl_example_split(root)
     for kind in ("base", "adapter"):
-        args = ["score", "--test-split", str(split), "--scoring", "bfcl"]
-        args += ["--precomputed", str(BFCL_EXAMPLE / f"outputs_{kind}.jsonl")]
-        args += ["--model-kind", kind, "--model", "example/model", "--max-new-tokens", "256"]
-        args += ["--batch-size", "1", "--out", str(root / kind), "--resamples", "300"]
-        assert main([*args, *(["--adapter", "example-adapter"] if kind == "adapter" else [])]) == 0
+        assert main(bfcl_example_score_args(split, kind, "outputs", root / kind)) == 0
     assert (
         main(compare_args(root / "base", root / "adapter", root / "cmp", "--resamples", "300")) == 0
     )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.examples.examples_helpers import score_and_compare_precomputed_arms
+from tests.examples.examples_helpers import ComparedArms, score_and_compare_precomputed_arms
 from tests.support.bfcl_multi_turn import MULTI_TURN_CATEGORIES, require_bfcl
 from tests.support.bfcl_reference import bfcl_package_root
 from tests.support.mlflow_run import mlflow_run
@@ -38,35 +38,49 @@ def test_the_committed_example_is_what_the_script_writes_from_bfcls_data(tmp_pat
         assert (tmp_path / name).read_bytes() == (EXAMPLE / name).read_bytes(), name
 
 
-@pytest.mark.slow
-def test_the_example_imports_scores_and_compares_through_mlflow_run(tmp_path: Path) -> None:
+def _imported_and_formatted(uri: str, cwd: Path, stem: str, **import_params: str) -> Path:
+    """The example imported (``import_params``) and formatted by ``mlflow run``; the split."""
     # Any chat template renders the prompts: the outputs are precomputed.
-    tokenizer = tmp_path / "tokenizer"
+    tokenizer = cwd / "tokenizer"
     build_tokenizer(tokenizer, ["Find the area of a triangle.", "What is the weather in Paris?"])
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    split = tmp_path / "bfcl" / "test.jsonl"
-    mlflow_run(uri, tmp_path, "import_bfcl", data_dir=str(EXAMPLE / "data"), out=str(split))
-    assert (tmp_path / "bfcl" / "test.drop_summary.json").is_file()
-    formatted = tmp_path / "bfcl" / "test.formatted.jsonl"
+    split = cwd / "bfcl" / f"{stem}.jsonl"
+    mlflow_run(
+        uri, cwd, "import_bfcl", data_dir=str(EXAMPLE / "data"), out=str(split), **import_params
+    )
+    assert (cwd / "bfcl" / f"{stem}.drop_summary.json").is_file()
+    formatted = cwd / "bfcl" / f"{stem}.formatted.jsonl"
     mlflow_run(
         uri,
-        tmp_path,
+        cwd,
         "format",
         test_split=str(split),
         tokenizer=str(tokenizer),
         slice_by="category",
         out=str(formatted),
     )
-    runs = score_and_compare_precomputed_arms(
+    return formatted
+
+
+def _scored_and_compared(
+    uri: str, cwd: Path, formatted: Path, outputs: str = "outputs"
+) -> ComparedArms:
+    """Both arms' ``examples/bfcl/<outputs>_<arm>.jsonl`` scored in BFCL mode, then compared."""
+    return score_and_compare_precomputed_arms(
         uri,
-        tmp_path,
+        cwd,
         test_split=formatted,
         outputs_dir=EXAMPLE,
         adapter="bfcl-example-adapter",
+        outputs=outputs,
         max_new_tokens="256",
         scoring="bfcl",
     )
+
+
+@pytest.mark.slow
+def test_the_example_imports_scores_and_compares_through_mlflow_run(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    runs = _scored_and_compared(uri, tmp_path, _imported_and_formatted(uri, tmp_path, "test"))
     base, adapter = runs.base.metrics, runs.adapter.metrics
     assert base["overall/counts/bfcl_ast_accuracy.denominator"] == 30
     assert base["overall/counts/bfcl_ast_accuracy.numerator"] == 19
@@ -87,39 +101,10 @@ def test_the_multi_turn_trajectories_are_scored_and_compared_through_mlflow_run(
     tmp_path: Path,
 ) -> None:
     require_bfcl()
-    tokenizer = tmp_path / "tokenizer"
-    build_tokenizer(tokenizer, ["Move final_report.pdf into a new temp folder."])
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    split = tmp_path / "bfcl" / "multi_turn.jsonl"
     categories = ",".join(MULTI_TURN_CATEGORIES)
-    mlflow_run(
-        uri,
-        tmp_path,
-        "import_bfcl",
-        data_dir=str(EXAMPLE / "data"),
-        categories=categories,
-        out=str(split),
-    )
-    formatted = tmp_path / "bfcl" / "multi_turn.formatted.jsonl"
-    mlflow_run(
-        uri,
-        tmp_path,
-        "format",
-        test_split=str(split),
-        tokenizer=str(tokenizer),
-        slice_by="category",
-        out=str(formatted),
-    )
-    runs = score_and_compare_precomputed_arms(
-        uri,
-        tmp_path,
-        test_split=formatted,
-        outputs_dir=EXAMPLE,
-        adapter="bfcl-example-adapter",
-        outputs="trajectories",
-        max_new_tokens="256",
-        scoring="bfcl",
-    )
+    formatted = _imported_and_formatted(uri, tmp_path, "multi_turn", categories=categories)
+    runs = _scored_and_compared(uri, tmp_path, formatted, outputs="trajectories")
     base, adapter = runs.base.metrics, runs.adapter.metrics
     assert base["overall/counts/bfcl_multi_turn_accuracy.numerator"] == 3
     assert base["overall/counts/bfcl_multi_turn_leaderboard_accuracy.numerator"] == 4
