@@ -57,6 +57,8 @@ def test_each_arm_is_scored_per_question_and_per_turn_with_the_leaderboards_verd
     keys = evaluation_metric_keys(report, scoring="bfcl")
     assert keys["overall/bfcl_overall"] == pytest.approx(3 / 8)  # four categories, 1/4 each
     assert keys["category:multi_turn_miss_func/counts/bfcl_multi_turn_accuracy.numerator"] == 1
+    # A question's first user turn is no conversation turn: no turn:1 / after:user slice.
+    assert all(name.startswith("category:") for name in report.field_slices)
 
 
 def test_the_comparison_tests_questions_and_gives_bfcls_table_for_both_arms(
