@@ -49,7 +49,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from copy import deepcopy
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -334,9 +334,8 @@ class _Worker:
         else:
             self.send({"ok": None})
 
-    def do_discard(self, key: str) -> None:
+    def do_discard(self, key: str) -> None:  # no reply: nothing can fail, nobody waits
         self.environments.pop(key, None)
-        self.send({"ok": None})
 
     def do_execute(self, key: str, calls: Sequence[Any]) -> None:
         environment = self.environments[key]
@@ -527,15 +526,17 @@ class BfclSandbox:
         config = environment.get("initial_config", {})
         if not isinstance(config, Mapping):
             raise DataError(f"BFCL environment {key!r}: 'initial_config' must be an object")
-        log = _Log(classes, config, bool(environment.get("long_context", False)))
+        # Copies: a replay must not see what the caller changes afterwards.
+        log = _Log(classes, deepcopy(config), bool(environment.get("long_context", False)))
         self._logs.pop(key, None)
         try:
             self._open(key, log)
         except _WorkerGone:
+            said = self._worker_said()
             self._replace_worker()
             raise DataError(
                 f"BFCL environment {key!r}: building its instances took over "
-                f"{_OPEN_SECONDS:g} s or ended the worker"
+                f"{_OPEN_SECONDS:g} s or ended the worker" + (f"; it said: {said}" if said else "")
             ) from None
         self._logs[key] = log
 
@@ -578,10 +579,9 @@ class BfclSandbox:
     def discard(self, key: str) -> None:
         """Forget ``key``'s environment (nothing if none is open)."""
         if self._logs.pop(key, None) is not None and self._process is not None:
-            try:
-                self._request(("discard", key), self._hard_seconds)
-            except _WorkerGone:
-                self._replace_worker()
+            # A dead worker is found and replaced by the next request.
+            with suppress(_WorkerGone):
+                self._send(("discard", key))
 
     def close(self) -> None:
         """Stop the worker and forget every environment."""
@@ -646,6 +646,14 @@ class BfclSandbox:
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
+
+    def _worker_said(self) -> str:
+        """The end of what the worker wrote to stderr (why it could not start, say)."""
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0, os.SEEK_END)
+        self._stderr.seek(max(self._stderr.tell() - 2000, 0))
+        return self._stderr.read().decode(errors="replace").strip()
 
     def _kill(self) -> None:
         if self._process is not None:
@@ -715,7 +723,7 @@ class BfclSandbox:
                 return done, str(frame["result"])
             done.append(str(frame["result"]))
             if log is not None:
-                log.calls.append(call)
+                log.calls.append(deepcopy(call))
         return done, None
 
     def _request(self, request: tuple[Any, ...], seconds: float) -> dict[str, Any]:
@@ -723,6 +731,8 @@ class BfclSandbox:
         return self._receive(time.monotonic() + seconds)
 
     def _send(self, request: tuple[Any, ...]) -> None:
+        if self._process is not None and self._process.poll() is not None:
+            self._replace_worker()  # it died between requests (killed from outside, say)
         self._start()
         data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
         try:

@@ -186,12 +186,12 @@ def check_trajectory(
         )
     model_key = f"check/{example.example_id}/model"
     gold_key = f"check/{example.example_id}/gold"
-    sandbox.open(model_key, environment)
-    sandbox.open(gold_key, environment)
     gathered: Counter[str] = Counter()
     failures: list[list[tuple[str, str]]] = []  # per turn: (rule, detail) of each broken rule
     steps = decoded = 0
     try:
+        sandbox.open(model_key, environment)
+        sandbox.open(gold_key, environment)
         for index, gold_calls in enumerate(gold):
             if index >= len(model_turns):
                 failures.append([("force_terminated", "the trajectory stops before this turn")])
