@@ -119,10 +119,7 @@ _REFUSED: Final = {
 #: a multi-turn category counts ``BFCL_MULTI_TURN_DROP_REASONS`` instead).
 BFCL_DROP_REASONS: Final = ("not_one_user_turn", "no_function_offered")
 BFCL_DROP_SUMMARY_SCHEMA: Final = schema_version("bfcl_drop_summary")
-_NOT_ONE_USER_TURN: Final = MultiTurnProblem(
-    "not_one_user_turn", "not one user turn (after at most one system turn)"
-)
-_NO_FUNCTION_OFFERED: Final = MultiTurnProblem("no_function_offered", "offers no function")
+_NOT_ONE_USER_TURN: Final = "is not one user turn (optionally after one system turn)"
 
 # BFCL's type names, each with its JSON Schema type from the one table (None: any value).
 _JSON_SCHEMA_TYPE: Final[dict[str, str | None]] = {
@@ -363,22 +360,16 @@ class _Drops:
         )
         self.counts[category] = dict.fromkeys(reasons, 0)
 
-    def __call__(self, at: _At, category: str, qid: str, problem: MultiTurnProblem) -> None:
+    def __call__(self, at: _At, category: str, qid: str, reason: str, detail: str) -> None:
         if self.strict:
             raise at(
-                f"question {qid!r} is skipped: {problem.reason}: {problem.detail} (--strict "
-                "stops at the first skipped question; without it the question is counted and "
-                "named in the drop summary)"
+                f"question {qid!r} is skipped: {reason}: {detail} (--strict stops at the first "
+                "skipped question; without it the question is counted and named in the drop "
+                "summary)"
             )
-        self.counts[category][problem.reason] += 1
+        self.counts[category][reason] += 1
         self.named.append(
-            {
-                "category": category,
-                "id": qid,
-                "line": at.line,
-                "reason": problem.reason,
-                "detail": problem.detail,
-            }
+            {"category": category, "id": qid, "line": at.line, "reason": reason, "detail": detail}
         )
 
 
@@ -470,10 +461,10 @@ def _category_rows(
             gold = [_answer_key(item, types, tools) for item in answers]
         query = _user_turn(question.get("question"))
         if query is None:
-            drops(at, category, qid, _NOT_ONE_USER_TURN)
+            drops(at, category, qid, "not_one_user_turn", _NOT_ONE_USER_TURN)
             continue
         if not tools:  # only irrelevance questions may offer nothing; a split row needs tools
-            drops(at, category, qid, _NO_FUNCTION_OFFERED)
+            drops(at, category, qid, "no_function_offered", "offers no function")
             continue
         rows.append(
             {
@@ -532,7 +523,7 @@ def _multi_turn_rows(
                 )
             built = built if problem is None else problem
         if isinstance(built, MultiTurnProblem):
-            drops(at, category, qid, built)
+            drops(at, category, qid, built.reason, built.detail)
             continue
         rows.append(built)
     return rows, files

@@ -21,7 +21,8 @@ A question that cannot be played is skipped and counted with one reason
 (:data:`BFCL_MULTI_TURN_DROP_REASONS`), in the order the checks run:
 
 - ``unreadable_question``: turns that are not lists of user messages, an
-  empty first turn, an environment of the wrong shape;
+  empty turn where no held-back function arrives (or a message in one where
+  some do: BFCL's runner refuses both), an environment of the wrong shape;
 - ``unknown_class``: an involved class with no function doc in the mapping;
 - ``turn_count_mismatch``: the answer has another number of turns;
 - ``unknown_held_back_function``: ``missed_function`` names a function its
@@ -42,11 +43,12 @@ The text is parsed with :mod:`ast` and literals read with
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sommelier_mlflow.data._multi_turn import multi_turn_problem
+from sommelier_mlflow.data._multi_turn import multi_turn_problem, turn_index
 from sommelier_mlflow.data._schemas import TEST_EXAMPLE_SCHEMA
 
 __all__ = [
@@ -114,7 +116,9 @@ MultiTurnCheck = Callable[[Mapping[str, Any]], MultiTurnProblem | None]
 
 def _is_json_like(value: object) -> bool:
     """A literal a tool-call argument can be: JSON's values (a tuple reads as a list)."""
-    if value is None or isinstance(value, (str, bool, int, float)):
+    if isinstance(value, float):
+        return math.isfinite(value)  # 1e999 reads as infinity, which JSON cannot hold
+    if value is None or isinstance(value, (str, bool, int)):
         return True
     if isinstance(value, (list, tuple)):
         return all(_is_json_like(item) for item in value)
@@ -154,7 +158,7 @@ def _gold_call_problem(text: str, offered: Mapping[str, Mapping[str, Any]]) -> s
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return "has an argument that is not a literal"
         if not _is_json_like(literal):
-            return "has an argument that is not a JSON value (a set, bytes or a complex number)"
+            return "has an argument that is not a JSON value (a set, bytes, infinity, ...)"
     return None
 
 
@@ -179,7 +183,7 @@ def _held_back(
             return MultiTurnProblem(
                 "unreadable_question", f"missed_function[{key!r}] is not a list of names"
             )
-        if not (key.isascii() and key.isdigit() and str(int(key)) == key and 0 < int(key) < turns):
+        if not turn_index(key, turns):  # None, or 0: the first turn holds nothing back
             return MultiTurnProblem(
                 "unknown_held_back_function",
                 f"missed_function holds back {names} until turn {key!r}, which is not a later "
@@ -244,6 +248,15 @@ def multi_turn_row(
     held = _held_back(question, len(turns), functions, excluded)
     if isinstance(held, MultiTurnProblem):
         return held
+    for index, turn in enumerate(turns):
+        # BFCL's runner speaks for the user only where functions arrive, and only there.
+        if (turn == []) != (str(index) in held):
+            return MultiTurnProblem(
+                "unreadable_question",
+                f"turn {index} is {'empty' if turn == [] else 'not empty'} but "
+                f"{'adds no function' if turn == [] else 'is where held-back functions arrive'}; "
+                "only the turn where held-back functions arrive has no user message",
+            )
     later = {name for names in held.values() for name in names}
     tools = [tool for name, tool in functions.items() if name not in excluded and name not in later]
     added = {

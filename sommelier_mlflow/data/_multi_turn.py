@@ -37,12 +37,20 @@ from typing import Any, Final
 
 from sommelier_mlflow.data._tools import tools_problem
 
-__all__ = ["MULTI_TURN_FIELDS", "ENVIRONMENT_FIELDS", "multi_turn_problem"]
+__all__ = ["MULTI_TURN_FIELDS", "ENVIRONMENT_FIELDS", "turn_index", "multi_turn_problem"]
 
 #: The exact keys of a row's ``multi_turn`` object.
 MULTI_TURN_FIELDS: Final = frozenset({"user_turns", "added_tools", "gold_turns", "environment"})
 #: The exact keys of its ``environment``.
 ENVIRONMENT_FIELDS: Final = frozenset({"initial_config", "involved_classes", "long_context"})
+
+
+def turn_index(key: object, turns: int) -> int | None:
+    """The turn a key names (decimal text, no sign or leading zero, below ``turns``) or None."""
+    if not (isinstance(key, str) and key.isascii() and key.isdigit() and str(int(key)) == key):
+        return None
+    index = int(key)
+    return index if index < turns else None
 
 
 def _turn_problem(turn: object) -> str | None:
@@ -65,13 +73,7 @@ def _added_tools_problem(added: object, turns: int, tools: Sequence[Any]) -> str
         return "'multi_turn.added_tools' must be an object of turn index -> list of tools"
     offered = list(tools)
     for key, more in added.items():
-        if not (
-            isinstance(key, str)
-            and key.isascii()
-            and key.isdigit()
-            and str(int(key)) == key
-            and int(key) < turns
-        ):
+        if turn_index(key, turns) is None:
             return (
                 f"'multi_turn.added_tools' key {key!r} is not a turn index (decimal text, 0 to "
                 f"{turns - 1})"

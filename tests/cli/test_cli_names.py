@@ -52,6 +52,7 @@ PYTHON_ONLY = {
     "evaluate_base": "when a training callback evaluates",
     "output_dir": "where a training callback writes",
     "fail_on_error": "what a training callback does on an error",
+    "check_multi_turn": "a function (import-bfcl's execution check), not a value",
 }
 #: The public functions whose parameters name options: module file, function or class.
 PYTHON_SURFACES = [

@@ -161,6 +161,27 @@ def test_questions_become_split_rows_with_json_schema_tools_and_verbatim_answers
     assert summary["kept"] == {"simple_python": 2, "irrelevance": 1}
     assert summary["kept_total"] == 3
     assert set(summary["files"]["simple_python"]) == {"questions", "possible_answers"}
+    assert summary["dropped_questions"] == [
+        {
+            "category": "simple_python",
+            "id": "simple_python_2",
+            "line": 3,
+            "reason": "not_one_user_turn",
+            "detail": "is not one user turn (optionally after one system turn)",
+        }
+    ]
+
+
+def test_strict_stops_at_the_first_skipped_question_naming_file_line_and_reason(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "split.jsonl"
+    argv = ["import-bfcl", str(data_dir), "--categories", "simple_python", "--out", str(out)]
+    assert main([*argv, "--strict"]) == 2
+    error = capsys.readouterr().err
+    assert "BFCL_v4_simple_python.json:3" in error
+    assert "'simple_python_2' is skipped: not_one_user_turn" in error
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,8 @@ BFCL-shaped folders to show what is skipped, counted and named.
 from __future__ import annotations
 
 import json
+import runpy
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -18,9 +20,11 @@ import pytest
 from sommelier_mlflow.cli import main
 from sommelier_mlflow.data import (
     BFCL_MULTI_TURN_CATEGORIES,
+    BFCL_MULTI_TURN_FUNC_DOCS,
     DatasetRef,
     MultiTurnProblem,
     TestExample,
+    TestSplit,
     dataset_records,
     format_examples,
     import_bfcl,
@@ -52,14 +56,18 @@ def imported(bfcl_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def split(imported: Path) -> TestSplit:
+    return read_test_split(imported, slice_by=["category"])
+
+
 def test_the_four_categories_import_as_800_rows_carrying_turns_tools_answers_and_environment(
     bfcl_data: Path, imported: Path
 ) -> None:
     rows = _lines(imported)
-    assert len(rows) == 800
-    assert [sum(row["category"] == c for row in rows) for c in BFCL_MULTI_TURN_CATEGORIES] == [
-        200
-    ] * 4
+    assert Counter(row["category"] for row in rows) == dict.fromkeys(
+        BFCL_MULTI_TURN_CATEGORIES, 200
+    )
     summary = json.loads(imported.with_name("multi_turn.drop_summary.json").read_text())
     assert summary["kept"] == dict.fromkeys(BFCL_MULTI_TURN_CATEGORIES, 200)
     assert "dropped_questions" not in summary
@@ -74,6 +82,10 @@ def test_the_four_categories_import_as_800_rows_carrying_turns_tools_answers_and
         "vehicle_control.json",
     }
     by_id = {row["example_id"]: row for row in rows}
+    functions = {
+        name: {doc["name"] for doc in _lines(bfcl_data / "multi_turn_func_doc" / file)}
+        for name, file in BFCL_MULTI_TURN_FUNC_DOCS.items()
+    }
     for category in BFCL_MULTI_TURN_CATEGORIES:
         name = f"BFCL_v4_{category}.json"
         questions = _lines(bfcl_data / name)
@@ -90,14 +102,16 @@ def test_the_four_categories_import_as_800_rows_carrying_turns_tools_answers_and
                 "involved_classes": question["involved_classes"],
                 "long_context": category == "multi_turn_long_context",
             }
-            offered = {tool["name"] for tool in row["tools"]}
-            assert not offered & set(question.get("excluded_function", []))
+            # Offered: the classes' functions, minus the excluded, minus the held-back ones.
             held = question.get("missed_function", {})
             assert {
                 turn: [tool["name"] for tool in tools]
                 for turn, tools in turns["added_tools"].items()
             } == held
-            assert not offered & {name for names in held.values() for name in names}
+            every = {name for cls in question["involved_classes"] for name in functions[cls]}
+            assert {tool["name"] for tool in row["tools"]} == every - set(
+                question.get("excluded_function", [])
+            ) - {name for names in held.values() for name in names}
     # miss_func_0 holds `sort` back until turn 3 (an empty user turn) and never offers `cp`.
     row = by_id["multi_turn_miss_func_0"]
     names = {tool["name"] for tool in row["tools"]}
@@ -108,8 +122,15 @@ def test_the_four_categories_import_as_800_rows_carrying_turns_tools_answers_and
     assert row["multi_turn"]["gold_turns"][3] == ["sort('final_report.pdf')"]
 
 
-def test_the_split_reads_back_row_for_row_with_its_category_slice(imported: Path) -> None:
-    split = read_test_split(imported, slice_by=["category"])
+def test_the_class_to_doc_file_mapping_is_bfcls_own(bfcl_data: Path) -> None:
+    constants = runpy.run_path(str(bfcl_data.parent / "constants" / "executable_backend_config.py"))
+    theirs = constants["MULTI_TURN_FUNC_DOC_FILE_MAPPING"]
+    assert {name: theirs[name] for name in BFCL_MULTI_TURN_FUNC_DOCS} == BFCL_MULTI_TURN_FUNC_DOCS
+
+
+def test_the_split_reads_back_row_for_row_with_its_category_slice(
+    imported: Path, split: TestSplit
+) -> None:
     assert [example.to_json() for example in split.examples] == _lines(imported)
     assert all(is_multi_turn(example) for example in split.examples)
     assert {dict(e.slice_values)["category"] for e in split.examples} == set(
@@ -123,8 +144,7 @@ def test_the_split_reads_back_row_for_row_with_its_category_slice(imported: Path
     assert all(example == kept[example.example_id] for example in sample.examples)
 
 
-def test_every_multi_turn_row_round_trips_through_mlflow_dataset_records(imported: Path) -> None:
-    split = read_test_split(imported, slice_by=["category"])
+def test_every_multi_turn_row_round_trips_through_mlflow_dataset_records(split: TestSplit) -> None:
     records = dataset_records(split.examples, source=split.path)
     first = records[0]
     # The expected calls are an answer: an expectation, never an input a model is shown.
@@ -139,9 +159,8 @@ def test_every_multi_turn_row_round_trips_through_mlflow_dataset_records(importe
 
 
 def test_formatting_renders_the_first_turn_as_a_conversation_row_and_keeps_the_turns(
-    imported: Path, tmp_path: Path
+    split: TestSplit, tmp_path: Path
 ) -> None:
-    split = read_test_split(imported, slice_by=["category"])
     chosen = [split.examples[0], split.examples[250]]  # a base and a miss_func question
     tokenizer = specimen_tokenizer(tmp_path / "tok", "qwen25")
     formatted = format_examples(chosen, tokenizer)
@@ -210,6 +229,7 @@ SECOND_TOOL = {"name": "get_time", "parameters": {"type": "object", "properties"
         ({"gold_calls": [{"name": "get_weather", "arguments": {}}]}, "'gold_calls' must be []"),
         ({"multi_turn": _multi_turn(added_tools={"2": [SECOND_TOOL]})}, "not a turn index"),
         ({"multi_turn": _multi_turn(added_tools={"01": [SECOND_TOOL]})}, "not a turn index"),
+        ({"multi_turn": _multi_turn(added_tools={"-1": [SECOND_TOOL]})}, "not a turn index"),
         ({"multi_turn": _multi_turn(added_tools={"1": []})}, "non-empty list of tools"),
         (
             {"multi_turn": _multi_turn(added_tools={"1": [WEATHER_TOOL]})},
@@ -349,7 +369,13 @@ BAD: list[tuple[dict[str, Any], list[Any], str, str]] = [
         _question("multi_turn_base_7", [[], SECOND]),
         [[], []],
         "unreadable_question",
-        "'messages' must be the first user turn",
+        "turn 0 is empty but adds no function",
+    ),
+    (
+        _question("multi_turn_base_9", [FIRST, SECOND], missed_function={"1": ["sort"]}),
+        [[], ["sort('report.txt')"]],
+        "unreadable_question",
+        "turn 1 is not empty but is where held-back functions arrive",
     ),
 ]
 
@@ -382,8 +408,8 @@ def test_questions_that_cannot_be_played_are_counted_and_named_in_the_drop_summa
     dropped = summary["dropped"]["multi_turn_base"]
     assert dropped["unparsable_ground_truth"] == 3
     assert (dropped["unknown_class"], dropped["turn_count_mismatch"]) == (1, 1)
-    assert (dropped["unknown_held_back_function"], dropped["unreadable_question"]) == (1, 1)
-    assert summary["read"] == {"multi_turn_base": 8}
+    assert (dropped["unknown_held_back_function"], dropped["unreadable_question"]) == (1, 2)
+    assert summary["read"] == {"multi_turn_base": 9}
     assert summary["kept"] == {"multi_turn_base": 1}
     named = summary["dropped_questions"]
     assert [(item["id"], item["line"], item["reason"]) for item in named] == [
@@ -392,6 +418,39 @@ def test_questions_that_cannot_be_played_are_counted_and_named_in_the_drop_summa
     for item, (_, _, _, detail) in zip(named, BAD, strict=True):
         assert detail in item["detail"]
     read_test_split(result.split_path, slice_by=["category"])  # an ordinary split
+
+
+@pytest.mark.parametrize(
+    ("call", "detail"),
+    [
+        ("cd(*names)", "unpacks a sequence (*)"),
+        ("cd(**names)", "unpacks a mapping (**)"),
+        ("cd(folder='a', folder='b')", "passes 'folder' twice"),
+        ("cd('a', 'b')", "passes 2 positional arguments; 'cd' has 1"),
+        ("os.cd(folder='a')", "is not one call of a function by its name"),
+        ("cd(folder='a'); ls()", "is not Python call syntax"),
+        ("chmod(mode='x')", "calls 'chmod', which none of the involved classes has"),
+        ("cd(folder={1, 2})", "is not a JSON value"),
+        ("cd(folder=1e999)", "is not a JSON value"),
+    ],
+)
+def test_a_ground_truth_call_is_read_without_evaluating_it_and_refused_when_it_is_no_plain_call(
+    small_data: Path, tmp_path: Path, call: str, detail: str
+) -> None:
+    name = "BFCL_v4_multi_turn_base.json"
+    question = _question("multi_turn_base_1", [FIRST, SECOND])
+    _write(small_data / name, [GOOD, question])
+    _write(
+        small_data / "possible_answer" / name,
+        [
+            {"id": GOOD["id"], "ground_truth": list(GOOD_ANSWER)},
+            {"id": question["id"], "ground_truth": [["ls()"], [call]]},
+        ],
+    )
+    result = import_bfcl(small_data, tmp_path / "mt.jsonl", categories=["multi_turn_base"])
+    (dropped,) = result.summary["dropped_questions"]
+    assert dropped["reason"] == "unparsable_ground_truth"
+    assert dropped["detail"].startswith(f"turn 1: {call!r} ") and detail in dropped["detail"]
 
 
 def test_strict_stops_at_the_first_skipped_question_with_exit_2(
@@ -405,7 +464,7 @@ def test_strict_stops_at_the_first_skipped_question_with_exit_2(
     assert "'multi_turn_base_1' is skipped: unparsable_ground_truth" in error
     assert not out.exists()
     assert main(argv) == 0
-    assert "multi_turn_base: 1 kept, 7 skipped" in capsys.readouterr().out
+    assert "multi_turn_base: 1 kept, 8 skipped" in capsys.readouterr().out
 
 
 def test_answers_that_do_not_line_up_with_the_questions_stop_the_import(

@@ -6,11 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from sommelier_mlflow.data import TestSplit, read_test_split, write_test_split
+from sommelier_mlflow.data import (
+    BFCL_MULTI_TURN_CATEGORIES,
+    TestSplit,
+    import_bfcl,
+    read_test_split,
+    write_test_split,
+)
 from sommelier_mlflow.errors import ConfigError, DependencyError
 from sommelier_mlflow.integration import push_dataset_split, read_dataset_split
 from tests.cli.cli_helpers import examples
 from tests.integration.integration_helpers import Store
+from tests.support.bfcl_reference import bfcl_package_root
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +96,20 @@ def test_a_name_shaped_like_an_id_is_refused_at_push_saying_why(
     assert "--name" not in str(missing.value) and "no MLflow evaluation dataset with id" in str(
         missing.value
     )
+
+
+def test_multi_turn_rows_keep_their_turns_and_answers_through_a_store(
+    store: Store, tmp_path: Path
+) -> None:
+    data = bfcl_package_root() / "bfcl_eval" / "data"
+    imported = import_bfcl(data, tmp_path / "mt.jsonl", categories=BFCL_MULTI_TURN_CATEGORIES)
+    whole = read_test_split(imported.split_path, slice_by=["category"])
+    # One question per category, long_context's large initial_config among them.
+    chosen = [whole.examples[index] for index in (0, 200, 400, 600)]
+    split = read_test_split(
+        write_test_split(tmp_path / "four.jsonl", chosen), slice_by=["category"]
+    )
+    push_dataset_split(split, "multi-turn")
+    back = read_dataset_split("mlflow-dataset:multi-turn", slice_by=["category"])
+    assert list(back.examples) == sorted(chosen, key=lambda e: e.example_id)
+    assert all(example.multi_turn is not None for example in back.examples)
