@@ -373,8 +373,7 @@ class GenerationRecord:
             )
         ):
             raise InputError(
-                "turns must be a tuple of turns, each a tuple of step texts, got "
-                f"{self.turns!r}"
+                f"turns must be a tuple of turns, each a tuple of step texts, got {self.turns!r}"
             )
 
     def to_json(self) -> dict[str, Any]:

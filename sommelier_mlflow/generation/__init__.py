@@ -36,6 +36,13 @@ from sommelier_mlflow.generation._manifest import (
     RecordedIdentity,
     find_recorded_identity,
 )
+from sommelier_mlflow.generation._multi_turn import (
+    MULTI_TURN_JOURNAL_NAME,
+    MULTI_TURN_LOOP,
+    TRAJECTORIES_NAME,
+    MultiTurnLoop,
+    loop_decoding,
+)
 from sommelier_mlflow.generation._protocol import (
     BackendRequest,
     Completion,
@@ -49,13 +56,6 @@ from sommelier_mlflow.generation._protocol import (
     SupportsRunRecord,
     TextGenerator,
     close_backend,
-)
-from sommelier_mlflow.generation._multi_turn import (
-    MULTI_TURN_JOURNAL_NAME,
-    MULTI_TURN_LOOP,
-    TRAJECTORIES_NAME,
-    MultiTurnLoop,
-    loop_decoding,
 )
 from sommelier_mlflow.generation._registry import (
     BackendFactory,

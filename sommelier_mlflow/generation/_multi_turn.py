@@ -33,13 +33,14 @@ concurrently. Greedy decoding of a batch depends on its composition, so the
 rounds are a pure function of the questions and the outputs: a resumed run
 meets the very same batches.
 
-Every round is appended to ``multi_turn_journal.jsonl`` (each step's raw
-output, decoded calls, results and how the step ended) and made durable
-before the next round. A run restarted after ``kill -9`` replays the journal:
-it decodes each journaled output again and re-executes its calls in fresh
-environments; the line it would write must equal the stored line byte for
-byte (a different result means the environment is not deterministic, and the
-run refuses), a round cut short by the kill is dropped and generated again,
+Every round is appended to ``multi_turn_journal.jsonl`` (each step's prompt
+digest, raw output, decoded calls, results and how the step ended) and made
+durable before the next round. A run restarted after ``kill -9`` replays the
+journal: it renders each step's prompt again, decodes each journaled output
+again and re-executes its calls in fresh environments; the line it would
+write must equal the stored line byte for byte (a different result means the
+environment is not deterministic, and the run refuses), a round cut short by
+the kill is dropped and generated again,
 and the files end byte-identical to an uninterrupted run's.
 """
 
@@ -67,6 +68,7 @@ from sommelier_mlflow.data import (
     GenerationRecord,
     ModelKind,
     TestExample,
+    is_multi_turn,
     schema_version,
 )
 from sommelier_mlflow.errors import (
@@ -84,12 +86,14 @@ from sommelier_mlflow.generation._batching import (
 )
 from sommelier_mlflow.generation._context import check_context
 from sommelier_mlflow.generation._protocol import Completion, TextGenerator
-from sommelier_mlflow.toolcalls import output_format, scoring_mode
-from sommelier_mlflow.toolcalls._bfcl_exec import (
+from sommelier_mlflow.toolcalls import (
     BFCL_ADDED_TOOLS_PROMPT,
     BFCL_INSTALL_COMMAND,
+    BFCL_MODE,
     BFCL_STEP_LIMIT,
     BfclSandbox,
+    output_format,
+    scoring_mode,
 )
 
 __all__ = [
@@ -100,7 +104,6 @@ __all__ = [
     "MultiTurnLoop",
     "execution_identity",
     "loop_decoding",
-    "is_multi_turn_example",
     "transcript",
     "trajectory_line",
     "run_conversations",
@@ -115,17 +118,10 @@ MULTI_TURN_JOURNAL_NAME: Final = "multi_turn_journal.jsonl"
 MULTI_TURN_JOURNAL_SCHEMA: Final = schema_version("multi_turn_step")
 #: ``{"example_id", "turns"}`` per question: what ``score --precomputed`` reads back.
 TRAJECTORIES_NAME: Final = "trajectories.jsonl"
-# The scoring mode whose strict parser reads a step's calls in the ``json`` format.
-_CALLS_MODE: Final = "bfcl"
 _FRESH_DIR: Final = "use a fresh output directory (or delete the existing one) to start over"
 
 #: Renders step examples (``messages`` = the conversation so far) into formatted ones.
 Render = Callable[[Sequence[TestExample]], Sequence[TestExample]]
-
-
-def is_multi_turn_example(example: TestExample) -> bool:
-    """Whether ``example`` is a multi-turn question the loop plays (it has ``multi_turn``)."""
-    return getattr(example, "multi_turn", None) is not None
 
 
 def _bfcl_version() -> str:
@@ -196,6 +192,8 @@ class _Conversation:
     calling_steps: int = 0
     #: Why the conversation stopped, ``None`` while it runs.
     ended: str | None = None
+    #: The digest of the prompt its next step answers (journaled with the step).
+    prompt_sha256: str = ""
 
     @property
     def example_id(self) -> str:
@@ -231,7 +229,7 @@ def _start(item: Prompted) -> _Conversation:
 
 def _decoded_calls(text: str, tools: Sequence[Any], decoder_name: str) -> list[dict[str, Any]]:
     """The calls one step made, read by the run's output format; none when it failed to decode."""
-    parsed = scoring_mode(_CALLS_MODE).parse(text, output_format(decoder_name), tools)
+    parsed = scoring_mode(BFCL_MODE).parse(text, output_format(decoder_name), tools)
     calls = getattr(parsed, "calls", None)
     if parsed.status != "ok" or not calls:
         return []
@@ -301,6 +299,7 @@ def _entry(
         "example_id": conversation.example_id,
         "turn": turn,
         "step": step,
+        "prompt_sha256": conversation.prompt_sha256,
         "raw_text": text,
         "calls": calls,
         "results": results,
@@ -338,7 +337,9 @@ def _read_journal(path: Path) -> list[_StoredRound]:
             ) from exc
         if not isinstance(entry, dict) or entry.get("schema_version") != MULTI_TURN_JOURNAL_SCHEMA:
             raise DataError(
-                f"not a {MULTI_TURN_JOURNAL_SCHEMA} entry; {_FRESH_DIR}", path=str(path), line=number
+                f"not a {MULTI_TURN_JOURNAL_SCHEMA} entry; {_FRESH_DIR}",
+                path=str(path),
+                line=number,
             )
         number_of_round = entry.get("round")
         if not rounds or number_of_round != len(rounds) - 1:
@@ -447,8 +448,8 @@ def _replay_step(
         )
     raise InvariantViolationError(
         f"the journaled step of {conversation.example_id!r} (turn {again['turn']}, step "
-        f"{again['step']}) is not what this run makes of its output (decoder or environment "
-        f"changed); {_FRESH_DIR}"
+        f"{again['step']}) is not what this run makes of it (its prompt, its decoding or its "
+        f"results differ); {_FRESH_DIR}"
     )
 
 
@@ -501,6 +502,8 @@ def _play_round(
 ) -> None:
     """Every running conversation takes one step (or ends, past the context)."""
     prompted = _prompts(running, loop, round_number == 0)
+    for conversation, item in zip(running, prompted, strict=True):
+        conversation.prompt_sha256 = item.prompt_sha256
     overlong = {
         example_id
         for example_id, _ in check_context(
@@ -637,6 +640,6 @@ def loop_decoding(
     Raises:
         DependencyError: A multi-turn question, and bfcl-eval is not installed (exit 3).
     """
-    if not any(is_multi_turn_example(example) for example in examples):
+    if not any(is_multi_turn(example) for example in examples):
         return decoding
     return replace(decoding, execution=execution_identity(output_format_name))

@@ -44,6 +44,7 @@ from sommelier_mlflow.data import (
     ModelKind,
     TestExample,
     check_model_kind,
+    is_multi_turn,
     read_generation_prefix,
 )
 from sommelier_mlflow.errors import (
@@ -61,9 +62,9 @@ from sommelier_mlflow.generation._batching import (
 from sommelier_mlflow.generation._context import check_context
 from sommelier_mlflow.generation._manifest import MANIFEST_NAME, MANIFEST_SCHEMA
 from sommelier_mlflow.generation._multi_turn import (
+    MULTI_TURN_JOURNAL_NAME,
     MultiTurnLoop,
     execution_identity,
-    is_multi_turn_example,
     multi_turn_record,
     run_conversations,
     write_trajectories,
@@ -448,7 +449,8 @@ def run_generation(
                 f"{', '.join(languages)}); the directory belongs to another run; {_FRESH_DIR}"
             )
     manifest = _manifest(prompted, generator, model_kind, decoding)
-    has_manifest = _check_manifest(manifest_path, manifest, has_records=bool(existing_files))
+    played = (root / MULTI_TURN_JOURNAL_NAME).is_file()  # multi-turn steps are records too
+    has_manifest = _check_manifest(manifest_path, manifest, bool(existing_files) or played)
 
     records: dict[str, GenerationRecord] = {}
     truncations: list[tuple[Path, int]] = []
@@ -459,7 +461,7 @@ def run_generation(
             truncations.append((path, complete_end))
 
     # Everything on disk checked out; only now touch it.
-    single = [i for i, item in enumerate(prompted) if not is_multi_turn_example(item.example)]
+    single = [i for i, item in enumerate(prompted) if not is_multi_turn(item.example)]
     plan = [
         [single[j] for j in batch]
         for batch in batch_plan([prompted[i] for i in single], generator, decoding.batch_size)
@@ -495,7 +497,7 @@ def _check_loop(
     prompted: Sequence[Prompted], decoding: Decoding, multi_turn: MultiTurnLoop | None
 ) -> None:
     """Refuse multi-turn rows without the loop, or under a decoding that does not name it."""
-    first = next((item for item in prompted if is_multi_turn_example(item.example)), None)
+    first = next((item for item in prompted if is_multi_turn(item.example)), None)
     if first is None:
         return
     if multi_turn is None:
@@ -529,7 +531,7 @@ def _play_multi_turn(
     finished run), nothing is played: ``trajectories.jsonl`` is written again
     from those records, the same bytes the loop wrote.
     """
-    items = [item for item in prompted if is_multi_turn_example(item.example)]
+    items = [item for item in prompted if is_multi_turn(item.example)]
     given = multi_turn.trajectories
     if given is not None:  # outputs made elsewhere: nothing to play
         missing = [
