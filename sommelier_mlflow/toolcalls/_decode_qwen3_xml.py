@@ -160,9 +160,7 @@ def read_blocks(
     return ok_calls(tuple(calls))
 
 
-def decode_qwen3_xml(
-    text: str, tools: Tools = ()
-) -> CallsParseResult:
+def decode_qwen3_xml(text: str, tools: Tools = ()) -> CallsParseResult:
     """Decode one completion in the ``qwen3_xml`` format (see the module docstring).
 
     Args:

@@ -49,7 +49,6 @@ __all__ = ["ToolCallConfig", "ToolCallMetric"]
 RowValue = dict[str, int | float]
 
 
-
 class ToolCallConfig(MetricConfig):
     """Runtime parameters of a tool-call catalog metric: how each text is read.
 
