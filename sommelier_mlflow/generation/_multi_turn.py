@@ -222,7 +222,7 @@ class _Conversation:
 
 def _start(item: Prompted) -> _Conversation:
     spec = item.example.multi_turn
-    assert spec is not None  # partitioned by is_multi_turn_example
+    assert spec is not None  # the runner hands over multi-turn questions only
     return _Conversation(item, spec, list(item.example.tools), list(item.example.messages or ()))
 
 
