@@ -203,7 +203,7 @@ class _Conversation:
         return replace(
             self.item.example,
             query="",
-            messages=list(self.history),
+            messages=tuple(self.history),
             tools=list(self.tools),
             prompt_text=None,
             prompt_sha256=None,
