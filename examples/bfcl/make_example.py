@@ -11,6 +11,17 @@ parallel call, calls a tool on irrelevance questions and sometimes writes
 broken JSON; the adapter does so less often. Choices come from one seeded
 ``random.Random``, so the same seed gives the same bytes.
 
+It also copies the first questions of BFCL's four multi-turn categories (with
+their ground truth and the function docs of the classes they involve) and
+writes ``trajectories_base.jsonl`` and ``trajectories_adapter.jsonl``: per
+question, per user turn, the arm's output at each step (one JSON call per
+step, then a sentence that ends the turn). They follow the ground truth
+except for the mistakes :data:`MISTAKES` names per arm: a wrong argument in
+the last turn, a call where the ground truth makes none (which BFCL's
+leaderboard does not check), a step of broken JSON before the right one.
+``import-bfcl --category multi_turn_base,...`` reads the multi-turn questions;
+``score --scoring bfcl --precomputed trajectories_<arm>.jsonl`` runs them.
+
 Usage::
 
     python examples/bfcl/make_example.py BFCL_DATA_DIR --out examples/bfcl [--per-category N]
@@ -26,8 +37,29 @@ from pathlib import Path
 from typing import Any
 
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance")
+MULTI_TURN_CATEGORIES = (
+    "multi_turn_base",
+    "multi_turn_miss_func",
+    "multi_turn_miss_param",
+    "multi_turn_long_context",
+)
 DEFAULT_SEED = 20261202
 DEFAULT_PER_CATEGORY = 6
+MULTI_TURN_PER_CATEGORY = 2
+#: Each arm's deliberate mistakes, by question; every other question follows the ground truth.
+MISTAKES = {
+    "base": {
+        "multi_turn_base_0": "broken_step",
+        "multi_turn_base_1": "wrong_argument",
+        "multi_turn_miss_func_0": "call_where_none_expected",
+        "multi_turn_miss_param_0": "call_where_none_expected",
+        "multi_turn_miss_param_1": "wrong_argument",
+        "multi_turn_long_context_1": "wrong_argument",
+    },
+    "adapter": {"multi_turn_base_1": "wrong_argument"},
+}
+ANSWER = "Done: that is what you asked for."
+ASK = "I cannot do that with what I have; could you tell me more?"
 NOTICE = """\
 The files under this folder are excerpts of the Berkeley Function Calling
 Leaderboard (BFCL) v4 data, as shipped in the bfcl-eval 2026.3.23 package
@@ -96,6 +128,63 @@ def _output(rng: random.Random, question: dict[str, Any], answers: list[Any], sk
     return json.dumps(calls)
 
 
+def _step_texts(calls: list[dict[str, Any]], mistake: str | None, last: bool) -> list[str]:
+    """One turn's outputs: a call per step, then the sentence that ends the turn."""
+    if not calls:
+        return [ASK]
+    steps = [json.dumps([call]) for call in calls]
+    if mistake == "wrong_argument" and last:
+        call = calls[-1]
+        steps[-1] = json.dumps(_wrong_value([call]))
+    if mistake == "broken_step" and last:
+        steps.insert(0, '[{"name": "' + calls[0]["name"] + '", "arguments": {')
+    return [*steps, ANSWER]
+
+
+def _trajectory(question: dict[str, Any], gold: list[list[str]], mistake: str | None) -> Any:
+    """An arm's outputs on one multi-turn question: the ground truth, but for ``mistake``."""
+    from sommelier_mlflow.toolcalls import parse_gold_call
+
+    environment = {"involved_classes": question["involved_classes"]}
+    turns = [[parse_gold_call(text, environment) for text in turn] for turn in gold]
+    texts = [
+        _step_texts(calls, mistake, index == len(turns) - 1) for index, calls in enumerate(turns)
+    ]
+    empty = next((index for index, calls in enumerate(turns) if not calls), None)
+    if mistake == "call_where_none_expected" and empty is not None:
+        # Eager: it acts before the user has said what is missing, and again when told.
+        later = next(calls for calls in turns[empty:] if calls)
+        texts[empty] = [json.dumps([later[0]]), ANSWER]
+    return texts
+
+
+def _multi_turn(args: argparse.Namespace, data: Path) -> dict[str, list[dict[str, Any]]]:
+    """Copy the multi-turn questions and their function docs; each arm's trajectories."""
+    from sommelier_mlflow.data import BFCL_MULTI_TURN_FUNC_DOCS
+
+    trajectories: dict[str, list[dict[str, Any]]] = {"base": [], "adapter": []}
+    docs: set[str] = set()
+    for category in MULTI_TURN_CATEGORIES:
+        name = f"BFCL_v4_{category}.json"
+        questions = _first_lines(args.bfcl_data / name, MULTI_TURN_PER_CATEGORY)
+        answers = _first_lines(args.bfcl_data / "possible_answer" / name, len(questions))
+        (data / name).write_text("\n".join(questions) + "\n", encoding="utf-8")
+        (data / "possible_answer" / name).write_text("\n".join(answers) + "\n", encoding="utf-8")
+        for line, answer in zip(questions, answers, strict=True):
+            question = json.loads(line)
+            docs.update(BFCL_MULTI_TURN_FUNC_DOCS[cls] for cls in question["involved_classes"])
+            gold = json.loads(answer)["ground_truth"]
+            for kind, rows in trajectories.items():
+                mistake = MISTAKES[kind].get(question["id"])
+                turns = _trajectory(question, gold, mistake)
+                rows.append({"example_id": question["id"], "turns": turns})
+    (data / "multi_turn_func_doc").mkdir(exist_ok=True)
+    for doc in sorted(docs):
+        text = (args.bfcl_data / "multi_turn_func_doc" / doc).read_text(encoding="utf-8")
+        (data / "multi_turn_func_doc" / doc).write_text(text, encoding="utf-8")
+    return trajectories
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("bfcl_data", type=Path, help="BFCL v4's data folder (bfcl_eval/data)")
@@ -125,6 +214,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     for kind, rows in outputs.items():
         text = "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
         (args.out / f"outputs_{kind}.jsonl").write_text(text, encoding="utf-8")
+    for kind, trajectories in _multi_turn(args, data).items():
+        text = "".join(json.dumps(row, sort_keys=True) + "\n" for row in trajectories)
+        (args.out / f"trajectories_{kind}.jsonl").write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,8 +29,10 @@ from sommelier_mlflow.data import (
     TestSplit,
     check_prompt_formats,
     format_examples,
+    is_multi_turn,
     read_generations,
     read_precomputed,
+    read_trajectories,
     sample_examples,
     write_test_split,
 )
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
         GenerationRecord,
         ModelIdentity,
         ModelKind,
+        PrecomputedGeneration,
         TestExample,
     )
     from sommelier_mlflow.evaluation import ScoredRun
@@ -118,6 +121,9 @@ class LoadedArm:
     sample: Mapping[str, Any] | None = None
     #: What ``--skip-overlong`` left out (``None``: skipping was not allowed).
     skipped: SkippedOverlong | None = None
+    #: How its prompts were rendered: the execution loop renders every later
+    #: step of a multi-turn question the same way (``None``: prompts were given).
+    prompt: PromptOptions | None = None
 
     def close(self) -> None:
         """Close the arm's backend (if it has a ``close()``)."""
@@ -224,9 +230,7 @@ def generate_arm(
     """
     arm = load_arm(source, declared, plan, scoring)
     try:
-        _generate(
-            arm.split, arm.generator, arm.kind, plan.decoding, Path(out_dir), scoring.progress
-        )
+        _generate(arm, _arm_decoding(arm, plan.decoding, scoring), Path(out_dir), scoring)
     except BaseException:
         arm.close()
         raise
@@ -262,7 +266,7 @@ def load_arm(
         close_backend(generator)
         raise
     split = replace(source, examples=tuple(kept))
-    return LoadedArm(kind, generator, split, sample.record, skipped)
+    return LoadedArm(kind, generator, split, sample.record, skipped, plan.prompt)
 
 
 def _fitting(
@@ -349,21 +353,38 @@ def _formatted(
     return list(examples)
 
 
+def _arm_decoding(arm: LoadedArm, decoding: Decoding, scoring: ScoringOptions) -> Decoding:
+    """The arm's decoding, naming the execution loop when its split has multi-turn questions."""
+    from sommelier_mlflow.generation import loop_decoding
+
+    return loop_decoding(decoding, arm.split.examples, scoring.output_format)
+
+
 def _generate_and_score(
     arm: LoadedArm,
     decoding: Decoding,
     target: Path,
     scoring: ScoringOptions,
     final_dir: Path | None = None,
+    trajectories: Mapping[str, Sequence[Sequence[str]]] | None = None,
 ) -> ArmOutput:
-    from sommelier_mlflow.generation import MANIFEST_NAME, TIMING_NAME, SupportsRunRecord
+    from sommelier_mlflow.generation import (
+        MANIFEST_NAME,
+        MULTI_TURN_JOURNAL_NAME,
+        TIMING_NAME,
+        TRAJECTORIES_NAME,
+        SupportsRunRecord,
+    )
 
     split, generator, kind = arm.split, arm.generator, arm.kind
-    paths, throughput = _generate(split, generator, kind, decoding, target, scoring.progress)
+    decoding = _arm_decoding(arm, decoding, scoring)
+    paths, throughput = _generate(arm, decoding, target, scoring, trajectories)
     generations = [record for path in paths.values() for record in read_generations(path)]
     manifest = target / MANIFEST_NAME
     usage = target / USAGE_NAME
     timing = target / TIMING_NAME  # per-batch seconds: the traces' durations
+    # Multi-turn questions: every step as played, and the texts to re-score them from.
+    played = (target / MULTI_TURN_JOURNAL_NAME, target / TRAJECTORIES_NAME)
     source = _ArmSource(
         kind,
         generator.model_identity(),
@@ -372,7 +393,7 @@ def _generate_and_score(
         arm.sample,
         arm.skipped,
     )
-    logged_beside = (manifest, timing, usage)
+    logged_beside = (manifest, timing, usage, *played)
     written = [*paths.values(), *(path for path in logged_beside if path.is_file())]
     output = _finish_arm(target, split, generations, source, scoring, written, final_dir)
     if not isinstance(generator, SupportsRunRecord):
@@ -381,16 +402,32 @@ def _generate_and_score(
 
 
 def _generate(
-    split: TestSplit,
-    generator: GenerationBackend,
-    kind: ModelKind,
+    arm: LoadedArm,
     decoding: Decoding,
     target: Path,
-    progress: bool,
+    scoring: ScoringOptions,
+    trajectories: Mapping[str, Sequence[Sequence[str]]] | None = None,
 ) -> tuple[dict[str, Path], dict[str, float]]:
-    """Generate (or resume) the arm into ``target``; its slice files and its throughput."""
-    from sommelier_mlflow.generation import SupportsRunRecord, run_generation
+    """Generate (or resume) the arm into ``target``; its slice files and its throughput.
 
+    Multi-turn questions are played by the execution loop, each later step
+    rendered as the arm's prompts were and its calls decoded in the arm's
+    output format; ``trajectories`` (outputs made elsewhere) replace playing.
+    """
+    from sommelier_mlflow.generation import MultiTurnLoop, SupportsRunRecord, run_generation
+
+    split, generator, kind = arm.split, arm.generator, arm.kind
+    backend, prompt = decoding.backend or "hf", arm.prompt
+
+    def render(examples: Sequence[TestExample]) -> list[TestExample]:
+        if prompt is None:  # outputs made elsewhere come as trajectories, never played
+            raise InputError(
+                f"{split.path}: multi-turn questions are played with the model's tokenizer, and "
+                "this arm has none; give their outputs as trajectory rows ({example_id, turns})"
+            )
+        return _formatted(examples, generator.tokenizer, backend, split.path, prompt)
+
+    loop = MultiTurnLoop(render, scoring.output_format, trajectories)
     recorder = generator if isinstance(generator, SupportsRunRecord) else None
     if recorder is not None:
         recorder.record_usage_to(target / USAGE_NAME)
@@ -401,8 +438,9 @@ def _generate(
         decoding=decoding,
         model_kind=kind,
         out_dir=target,
-        progress=progress,
+        progress=scoring.progress,
         on_batch=meter.add,
+        multi_turn=loop,
     )
     if recorder is not None:
         _compact_usage(target / USAGE_NAME, split.examples)
@@ -576,7 +614,7 @@ def replay_precomputed(
     out_dir: str | os.PathLike[str],
     scoring: ScoringOptions,
 ) -> ArmOutput:
-    """Score completions produced elsewhere (``example_id`` + ``raw_text`` rows).
+    """Score completions produced elsewhere (``example_id`` + ``raw_text`` rows, or trajectories).
 
     They go through the same runner as live generation (a replay backend keyed
     by ``example_id``: two examples may share a prompt and still have rows with
@@ -588,6 +626,11 @@ def replay_precomputed(
     decoded (``hf``, ``server``...), which the gate then compares like a
     measured one. The declared adapter may be the name it was served under.
 
+    A file of trajectory rows (``{"example_id", "turns"}``, the
+    ``trajectories.jsonl`` a played arm writes) answers the split's multi-turn
+    questions: their records carry the step texts as ``turns``, exactly as
+    the execution loop writes them, with the loop's identity in the decoding.
+
     Raises:
         InputError: A row names an example the split does not have, or an
             example has no completion.
@@ -597,10 +640,54 @@ def replay_precomputed(
     from sommelier_mlflow.generation import create_backend
 
     kind = declared.checked_kind()
+    trajectories: dict[str, tuple[tuple[str, ...], ...]] | None = None
+    if _holds_trajectories(precomputed):
+        rows = read_trajectories(precomputed, split=split)
+        trajectories = {row.example_id: row.turns for row in rows}
+        outputs = _precomputed_outputs(split, (), precomputed, answered=set(trajectories))
+    else:
+        outputs = _precomputed_outputs(split, read_precomputed(precomputed), precomputed)
+        if any(is_multi_turn(example) for example in split.examples):
+            trajectories = {}  # the runner names the first question without one
+    replay = {"outputs": outputs, "name": Path(precomputed).name, "keyed_by": "example_id"}
+    generator = create_backend("replay", replace(declared.required_request(), options=replay))
+    # Replaying is cheap, so it runs in a staging folder: a refused replay
+    # leaves the output folder exactly as it was.
+    with LoadedArm(kind, generator, split) as loaded, staged_folder(out_dir) as stage:
+        arm = _generate_and_score(loaded, decoding, stage, scoring, Path(out_dir), trajectories)
+    return arm
+
+
+def _holds_trajectories(precomputed: str | os.PathLike[str]) -> bool:
+    """Whether a precomputed file's first row is a trajectory (``turns``), not an output."""
+    path = Path(precomputed)
+    if path.suffix.lower() in (".csv", ".parquet", ".pq") or not path.is_file():
+        return False
+    with path.open("rb") as handle:
+        for line in handle:
+            if line.strip():
+                try:
+                    row = loads(line)
+                except JSONDecodeError:
+                    return False  # the output reader reports it, naming the line
+                return isinstance(row, dict) and "turns" in row
+    return False
+
+
+def _precomputed_outputs(
+    split: TestSplit,
+    rows: Iterable[PrecomputedGeneration],
+    precomputed: str | os.PathLike[str],
+    answered: set[str] | None = None,
+) -> dict[str, str]:
+    """Each single-turn example's output text, every row checked against its example.
+
+    ``answered`` are the multi-turn questions a trajectory file answers.
+    """
     by_id = split.by_id()
     outputs: dict[str, str] = {}
-    given: set[str] = set()
-    for row in read_precomputed(precomputed):
+    given: set[str] = set(answered or ())
+    for row in rows:
         given.add(row.example_id)
         example = by_id.get(row.example_id)
         if example is None:
@@ -624,12 +711,8 @@ def replay_precomputed(
         raise InputError(
             f"{precomputed}: no row for example_id {missing[0]!r}"
             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
-            + "; supply one {example_id, raw_text} row for every example of the split"
+            + "; supply one {example_id, raw_text} row for every example of the split (a "
+            "file of {example_id, turns} rows for a split of multi-turn questions; a split "
+            "mixing both is re-scored from its generations/ folder)"
         )
-    replay = {"outputs": outputs, "name": Path(precomputed).name, "keyed_by": "example_id"}
-    generator = create_backend("replay", replace(declared.required_request(), options=replay))
-    # Replaying is cheap, so it runs in a staging folder: a refused replay
-    # leaves the output folder exactly as it was.
-    with LoadedArm(kind, generator, split) as loaded, staged_folder(out_dir) as stage:
-        arm = _generate_and_score(loaded, decoding, stage, scoring, Path(out_dir))
-    return arm
+    return outputs

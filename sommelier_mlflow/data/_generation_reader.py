@@ -17,7 +17,12 @@ from sommelier_mlflow._json import JSONDecodeError, canonical_json, loads
 from sommelier_mlflow.data._jsonl import iter_jsonl_objects, open_data_file
 from sommelier_mlflow.data._provenance import Decoding, check_model_kind
 from sommelier_mlflow.data._row_checks import _HEX64, _Line, _schema_of
-from sommelier_mlflow.data._schemas import GENERATION_FIELDS, GENERATION_SCHEMA, GenerationRecord
+from sommelier_mlflow.data._schemas import (
+    GENERATION_FIELDS,
+    GENERATION_OPTIONAL_FIELDS,
+    GENERATION_SCHEMA,
+    GenerationRecord,
+)
 from sommelier_mlflow.errors import ConfigError, DataError, InputError
 from sommelier_mlflow.toolcalls import PARSE_STATUSES, is_tool_call
 
@@ -26,7 +31,7 @@ __all__ = ["read_generations", "GenerationPrefix", "read_generation_prefix"]
 
 def _generation(src: _Line) -> GenerationRecord:
     _schema_of(src, (GENERATION_SCHEMA,))
-    src.exact_fields(GENERATION_FIELDS, frozenset())
+    src.exact_fields(GENERATION_FIELDS, GENERATION_OPTIONAL_FIELDS)
     try:
         model_kind = check_model_kind(src.row["model_kind"])
     except InputError as exc:
@@ -57,9 +62,22 @@ def _generation(src: _Line) -> GenerationRecord:
             parse_status=status,
             parsed_call=parsed,
             decoding=decoding,
+            turns=_turns(src),
         )
     except InputError as exc:
         raise src.error(str(exc)) from exc
+
+
+def _turns(src: _Line) -> tuple[tuple[str, ...], ...] | None:
+    """A multi-turn record's ``turns``: a list of turns, each a list of step texts."""
+    if "turns" not in src.row:
+        return None
+    turns = src.row["turns"]
+    if not isinstance(turns, list) or not all(
+        isinstance(turn, list) and all(isinstance(text, str) for text in turn) for turn in turns
+    ):
+        raise src.error("field 'turns' must be a list of turns, each a list of step texts")
+    return tuple(tuple(turn) for turn in turns)
 
 
 def read_generations(path: str | os.PathLike[str]) -> list[GenerationRecord]:
@@ -147,7 +165,9 @@ def read_generation_prefix(path: str | os.PathLike[str]) -> GenerationPrefix:
             row = loads(line)
         except JSONDecodeError as exc:
             raise DataError(f"not a JSON line ({exc})", path=name, line=number) from exc
-        if not isinstance(row, dict) or set(row) != GENERATION_FIELDS:
+        if not isinstance(row, dict) or not (
+            GENERATION_FIELDS <= row.keys() <= GENERATION_FIELDS | GENERATION_OPTIONAL_FIELDS
+        ):
             found = sorted(row) if isinstance(row, dict) else type(row).__name__
             raise DataError(f"not a generation record (fields {found})", path=name, line=number)
         src = _Line(name, number, row)

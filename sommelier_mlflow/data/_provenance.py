@@ -51,6 +51,13 @@ class Decoding:
     reason: two engines decoding "greedily" need not produce the same tokens.
     It is optional so that generations and reports written before backends
     had names still read and rewrite unchanged; it is recorded only when set.
+
+    ``execution`` is set when completions were produced by an execution loop
+    (BFCL's multi-turn questions): the loop's name, its step limit, the output
+    format that decoded each step's calls and the version of the package whose
+    classes ran them. Each of those changes what the model sees after its
+    first step, so two arms are comparable only under the same loop; it too
+    is recorded only when set.
     """
 
     max_new_tokens: int
@@ -58,6 +65,7 @@ class Decoding:
     temperature: float = 0.0
     do_sample: bool = False
     backend: str | None = None
+    execution: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if type(self.temperature) is not float or self.temperature != 0.0:
@@ -76,6 +84,15 @@ class Decoding:
             raise ConfigError(
                 f"decoding.backend must be a backend name such as 'hf', got {self.backend!r}"
             )
+        if self.execution is not None and (
+            not isinstance(self.execution, Mapping)
+            or not self.execution
+            or not all(isinstance(key, str) for key in self.execution)
+        ):
+            raise ConfigError(
+                "decoding.execution must be an object describing the execution loop "
+                f"(name, step limit, ...), got {self.execution!r}"
+            )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Decoding:
@@ -83,18 +100,21 @@ class Decoding:
         if not isinstance(data, Mapping):
             raise ConfigError(f"decoding must be an object, got {data!r}")
         expected = {"temperature", "do_sample", "max_new_tokens", "batch_size"}
-        if set(data) - {"backend"} != expected:
+        optional = {"backend", "execution"}
+        if set(data) - optional != expected:
             missing = sorted(expected - set(data))
-            extra = sorted(set(data) - expected - {"backend"})
+            extra = sorted(set(data) - expected - optional)
             raise ConfigError(f"decoding fields wrong: missing {missing}, unexpected {extra}")
-        if "backend" in data and data["backend"] is None:
-            raise ConfigError("decoding.backend is recorded only when known; drop the null")
+        for name in sorted(optional & set(data)):
+            if data[name] is None:
+                raise ConfigError(f"decoding.{name} is recorded only when known; drop the null")
         return cls(
             max_new_tokens=data["max_new_tokens"],
             batch_size=data["batch_size"],
             temperature=data["temperature"],
             do_sample=data["do_sample"],
             backend=data.get("backend"),
+            execution=data.get("execution"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -107,6 +127,8 @@ class Decoding:
         }
         if self.backend is not None:
             decoding["backend"] = self.backend
+        if self.execution is not None:
+            decoding["execution"] = dict(self.execution)
         return decoding
 
 

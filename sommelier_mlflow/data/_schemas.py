@@ -32,6 +32,7 @@ __all__ = [
     "TestExample",
     "is_multi_turn",
     "GENERATION_FIELDS",
+    "GENERATION_OPTIONAL_FIELDS",
     "GenerationRecord",
     "DatasetRef",
     "TestSplit",
@@ -329,6 +330,9 @@ GENERATION_FIELDS: Final = frozenset(
         "decoding",
     }
 )
+#: Keys a generation record has only when set: ``turns``, on a multi-turn
+#: question's record (older files, and every single-turn record, keep their bytes).
+GENERATION_OPTIONAL_FIELDS: Final = frozenset({"turns"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +341,12 @@ class GenerationRecord:
 
     The parse is stored for convenience and audit; scoring re-derives it from
     ``raw_text`` with the current parser so a stale parse cannot leak in.
+
+    A multi-turn question (BFCL's ``multi_turn_*``) is answered by many
+    completions: ``turns`` holds the model's raw output of every step of every
+    user turn, in order (what scoring replays through the environment), and
+    ``raw_text`` is those texts joined by newlines, a readable transcript.
+    ``turns`` is ``None`` on every other record.
     """
 
     example_id: str
@@ -347,6 +357,7 @@ class GenerationRecord:
     parse_status: str
     parsed_call: dict[str, Any] | None
     decoding: dict[str, Any] = field(default_factory=dict)
+    turns: tuple[tuple[str, ...], ...] | None = None
 
     def __post_init__(self) -> None:
         check_model_kind(self.model_kind)
@@ -354,10 +365,23 @@ class GenerationRecord:
             raise InputError(f"unknown parse_status {self.parse_status!r}")
         if not isinstance(self.raw_text, str):
             raise InputError(f"raw_text must be a string, got {type(self.raw_text).__name__}")
+        if self.turns is not None and not (
+            isinstance(self.turns, tuple)
+            and all(
+                isinstance(turn, tuple) and all(isinstance(text, str) for text in turn)
+                for turn in self.turns
+            )
+        ):
+            raise InputError(
+                f"turns must be a tuple of turns, each a tuple of step texts, got {self.turns!r}"
+            )
 
     def to_json(self) -> dict[str, Any]:
         """The on-disk JSONL row (``sommelier_mlflow.generation.v1``)."""
-        return {"schema_version": GENERATION_SCHEMA, **field_dict(self)}
+        row = {"schema_version": GENERATION_SCHEMA, **field_dict(self, skip={"turns"})}
+        if self.turns is not None:  # single-turn records keep their bytes
+            row["turns"] = [list(turn) for turn in self.turns]
+        return row
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,6 +106,11 @@ from sommelier_mlflow.evaluation._stats import (
     paired_bootstrap,
     paired_bootstrap_draws,
 )
+from sommelier_mlflow.evaluation._weighted import (
+    WeightedDelta,
+    weighted_overall_delta,
+    weighted_overall_of,
+)
 
 __all__ = [
     "AdapterArm",
@@ -154,6 +159,7 @@ __all__ = [
     "SliceComparison",
     "SliceResult",
     "Verdict",
+    "WeightedDelta",
     "bootstrap_p_value",
     "build_leaderboard",
     "check_claims",
@@ -185,6 +191,8 @@ __all__ = [
     "score_run",
     "select_p_value",
     "validate_evaluation_report",
+    "weighted_overall_delta",
+    "weighted_overall_of",
     "write_comparison_report",
     "write_evaluation_report",
     "write_leaderboard",

@@ -225,6 +225,10 @@ def _gate(base: EvaluationReport, adapter: EvaluationReport) -> None:
     left_backend, right_backend = left_decoding.get("backend"), right_decoding.get("backend")
     if not _same(left_backend, right_backend):
         _refuse("decoding.backend", base, adapter, left_backend, right_backend)
+    # Multi-turn outputs depend on the loop that fed results back (step limit, decoder).
+    left_loop, right_loop = left_decoding.get("execution"), right_decoding.get("execution")
+    if not _same(left_loop, right_loop):
+        _refuse("decoding.execution", base, adapter, left_loop, right_loop)
     _gate_selection(base, adapter)
     if sorted(base.slices) != sorted(adapter.slices):
         _refuse("slices", base, adapter, sorted(base.slices), sorted(adapter.slices))

@@ -260,6 +260,16 @@ def _audit_stored_parse(record: GenerationRecord, result: ExampleResult, same: b
         )
 
 
+def _conversation_slices(example: TestExample) -> tuple[tuple[str, str], ...]:
+    """The ``turn`` and ``after`` values of a conversation row; none for a multi-turn question.
+
+    A multi-turn question's ``messages`` are its first user turn, not a
+    history before one predicted reply: it is scored over all its turns
+    (``bfcl_turn_accuracy``), so ``turn:1`` would only repeat the whole split.
+    """
+    return () if example.multi_turn is not None else conversation_slice_values(example.messages)
+
+
 def _answered(example: TestExample, record: GenerationRecord) -> AnsweredExample:
     """What scoring needs of one example and its (already verified) generation."""
     return AnsweredExample(
@@ -270,11 +280,11 @@ def _answered(example: TestExample, record: GenerationRecord) -> AnsweredExample
         raw_text=record.raw_text,
         prompt_sha256=record.prompt_sha256,  # verified equal to the example's digest
         gold_calls=example.gold_calls,
-        slice_values=tuple(
-            sorted(example.slice_values + conversation_slice_values(example.messages))
-        ),
+        slice_values=tuple(sorted(example.slice_values + _conversation_slices(example))),
         tools=example.tools,
         conversation_id=example.conversation_id,
+        multi_turn=example.multi_turn,
+        turns=record.turns,
     )
 
 

@@ -29,6 +29,7 @@ from sommelier_mlflow.evaluation._stats import (
     QUANTILE_METHOD,
     PairedBootstrapResult,
 )
+from sommelier_mlflow.evaluation._weighted import weighted_markdown_lines
 from sommelier_mlflow.toolcalls import (
     DEFAULT_MODE,
     MetricValue,
@@ -392,6 +393,7 @@ def render_comparison_markdown(report: ComparisonReport) -> str:
     mode = find_scoring_mode(report.identity.scoring)
     if mode is not None and mode.markdown_lines is not None:
         lines += mode.markdown_lines(report)  # the mode's own summing-up (BFCL's aggregation)
+    lines += weighted_markdown_lines(report)  # the mode's weighted overall, with its interval
 
     lines += [
         "## Language gaps - primary: matched pairs (target minus root, paired bootstrap)",

@@ -114,6 +114,10 @@ class AnsweredExample:
         conversation_id: The conversation the example is a turn of; turns of
             one conversation are resampled and tested together. ``None`` for
             a single-turn example (a split without conversations).
+        multi_turn: A multi-turn question's ``multi_turn`` field (user turns,
+            added tools, gold turns, environment); ``None`` on any other row.
+        turns: A multi-turn question's trajectory: per user turn, the model's
+            raw output at each step (``raw_text`` is then their transcript).
     """
 
     example_id: str
@@ -126,6 +130,8 @@ class AnsweredExample:
     slice_values: tuple[tuple[str, str], ...] = ()
     tools: Sequence[Mapping[str, Any]] = ()
     conversation_id: str | None = None
+    multi_turn: Mapping[str, Any] | None = None
+    turns: tuple[tuple[str, ...], ...] | None = None
 
     @property
     def expected_calls(self) -> tuple[Mapping[str, Any], ...]:

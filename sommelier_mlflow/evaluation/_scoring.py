@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -60,6 +61,8 @@ from sommelier_mlflow.toolcalls import (
     ScoringMetric,
     ScoringMode,
     Tools,
+    TrajectoryJudge,
+    TrajectoryScoring,
     calls_in_reasoning,
     format_diagnosis,
     output_format_hint_order,
@@ -87,18 +90,31 @@ def preview_ids(ids: Sequence[str]) -> str:
 
 
 def _parse_and_match(
-    completions: Sequence[AnsweredExample], mode: ScoringMode[Any], fmt: OutputFormat, bar: Any
+    completions: Sequence[AnsweredExample],
+    mode: ScoringMode[Any],
+    fmt: OutputFormat,
+    bar: Any,
+    judge: TrajectoryJudge | None,
 ) -> tuple[list[Parsed], list[Any]]:
     """Parse each completion once the mode's way and match it against its gold.
 
     Each distinct gold is built once and shared (the match reuses its
-    canonical forms). Parsing is the per-example cost of scoring, so ``bar``
-    (a progress bar, possibly disabled) advances here, once per completion.
+    canonical forms). A multi-turn row goes to ``judge`` instead, which reads
+    each step of its trajectory and runs it (see :class:`TrajectoryScoring`).
+    Parsing is the per-example cost of scoring, so ``bar`` (a progress bar,
+    possibly disabled) advances here, once per completion.
     """
     parses: list[Parsed] = []
     matches: list[Any] = []
     golds: dict[str, Any] = {}
+    read = _reader(mode, fmt)
     for completion in completions:
+        if judge is not None and completion.multi_turn is not None:
+            parsed, match = judge(completion, read)
+            parses.append(parsed)
+            matches.append(match)
+            bar.update(1)
+            continue
         calls = completion.expected_calls
         problem = mode.gold_problem(len(calls))
         if problem is not None:
@@ -113,6 +129,25 @@ def _parse_and_match(
         matches.append(mode.match(parsed, gold))
         bar.update(1)
     return parses, matches
+
+
+def _trajectory_scoring(
+    rows: Sequence[AnsweredExample], mode: ScoringMode[Any]
+) -> TrajectoryScoring | None:
+    """The mode's trajectory scoring when the rows hold a multi-turn question, else ``None``.
+
+    Raises:
+        InputError: A multi-turn row in a mode that cannot run trajectories.
+    """
+    multi = [row.example_id for row in rows if row.multi_turn is not None]
+    if not multi:
+        return None
+    if mode.trajectories is None:
+        raise InputError(
+            f"{len(multi)} example(s) are multi-turn questions ({preview_ids(multi)}), which "
+            f"scoring mode {mode.name!r} cannot score; score them with --scoring bfcl"
+        )
+    return mode.trajectories
 
 
 def _result_row(
@@ -355,12 +390,19 @@ def score_completions(
         check_slice_fields(slice_by, scoring=scoring),
         any(TURN_SLICE_FIELD in dict(row.slice_values) for row in rows),
     )
+    trajectories = _trajectory_scoring(rows, mode)
     chosen = mode.metrics() if metrics is None else tuple(metrics)
+    if trajectories is not None and metrics is None:
+        chosen += trajectories.metrics
     names = tuple(metric.name for metric in chosen)
-    with progress_bar(
-        len(rows), "score", enabled=progress and len(rows) > SCORING_PROGRESS_MIN
-    ) as bar:
-        parses, matches = _parse_and_match(rows, mode, fmt, bar)
+    # One sandbox per scoring call, opened only for a split with multi-turn rows.
+    with (
+        nullcontext(None) if trajectories is None else trajectories.open() as judge,
+        progress_bar(
+            len(rows), "score", enabled=progress and len(rows) > SCORING_PROGRESS_MIN
+        ) as bar,
+    ):
+        parses, matches = _parse_and_match(rows, mode, fmt, bar, judge)
     hint, mismatch = _format_diagnosis(rows, parses, mode, fmt)
     in_reasoning = (
         0

@@ -36,6 +36,13 @@ from sommelier_mlflow.generation._manifest import (
     RecordedIdentity,
     find_recorded_identity,
 )
+from sommelier_mlflow.generation._multi_turn import (
+    MULTI_TURN_JOURNAL_NAME,
+    MULTI_TURN_LOOP,
+    TRAJECTORIES_NAME,
+    MultiTurnLoop,
+    loop_decoding,
+)
 from sommelier_mlflow.generation._protocol import (
     BackendRequest,
     Completion,
@@ -83,6 +90,9 @@ __all__ = [
     "HFGenerator",
     "MANIFEST_NAME",
     "MANIFEST_SCHEMA",
+    "MULTI_TURN_JOURNAL_NAME",
+    "MULTI_TURN_LOOP",
+    "MultiTurnLoop",
     "NoOptions",
     "RecordedIdentity",
     "ReplayGenerator",
@@ -99,6 +109,7 @@ __all__ = [
     "SupportsPromptLengths",
     "SupportsRunRecord",
     "TIMING_NAME",
+    "TRAJECTORIES_NAME",
     "TextGenerator",
     "VllmGenerator",
     "VllmOptions",
@@ -115,6 +126,7 @@ __all__ = [
     "greedy_generation_config",
     "keep_engines",
     "load_tokenizer",
+    "loop_decoding",
     "open_engines",
     "physical_cores",
     "read_example_seconds",

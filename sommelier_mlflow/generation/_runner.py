@@ -11,6 +11,12 @@ Layout written under ``out_dir``::
     generation_manifest.json     what the run is (guards resumption)
     generations/<language>.jsonl one GenerationRecord per line, test-split order
     generation_timing.jsonl      seconds per generated batch (trace durations; no digest)
+    multi_turn_journal.jsonl     every step of the multi-turn questions (``_multi_turn.py``)
+    trajectories.jsonl           their step texts per turn, as ``score --precomputed`` reads them
+
+Multi-turn questions (rows with ``multi_turn``) are not one completion each:
+the execution loop plays them, after the single-turn rows are generated, and
+their records join the same slice files.
 """
 
 from __future__ import annotations
@@ -18,7 +24,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -39,6 +44,7 @@ from sommelier_mlflow.data import (
     ModelKind,
     TestExample,
     check_model_kind,
+    is_multi_turn,
     read_generation_prefix,
 )
 from sommelier_mlflow.errors import (
@@ -47,18 +53,29 @@ from sommelier_mlflow.errors import (
     InputError,
     InvariantViolationError,
 )
+from sommelier_mlflow.generation._batching import (
+    Prompted,
+    batch_plan,
+    generate_batch,
+    make_record,
+)
 from sommelier_mlflow.generation._context import check_context
 from sommelier_mlflow.generation._manifest import MANIFEST_NAME, MANIFEST_SCHEMA
+from sommelier_mlflow.generation._multi_turn import (
+    MULTI_TURN_JOURNAL_NAME,
+    MultiTurnLoop,
+    execution_identity,
+    multi_turn_record,
+    run_conversations,
+    write_trajectories,
+)
 from sommelier_mlflow.generation._protocol import (
     Completion,
-    SupportsCompletionDetails,
-    SupportsExampleKeys,
     SupportsFingerprint,
-    SupportsPromptLengths,
     TextGenerator,
 )
 from sommelier_mlflow.generation._timing import TimingLog
-from sommelier_mlflow.toolcalls import PARSER_VERSION, parse_tool_call
+from sommelier_mlflow.toolcalls import PARSER_VERSION
 
 __all__ = ["GENERATIONS_DIR", "run_generation"]
 
@@ -67,16 +84,7 @@ GENERATIONS_DIR: Final = "generations"
 _FRESH_DIR: Final = "use a fresh output directory (or delete the existing one) to start over"
 
 
-@dataclass(frozen=True, slots=True)
-class _Prompted:
-    """An example whose prompt presence and digest have been checked."""
-
-    example: TestExample
-    prompt: str
-    prompt_sha256: str
-
-
-def _check_examples(examples: Sequence[TestExample]) -> list[_Prompted]:
+def _check_examples(examples: Sequence[TestExample]) -> list[Prompted]:
     if not examples:
         raise InputError("no examples to generate for; the test split is empty")
     seen: set[str] = set()
@@ -97,66 +105,12 @@ def _check_examples(examples: Sequence[TestExample]) -> list[_Prompted]:
                 f"example {example.example_id!r}: prompt_sha256 does not match its prompt_text; "
                 "the formatted split was altered, re-format it"
             )
-        checked.append(_Prompted(example, example.prompt_text, example.prompt_sha256))
+        checked.append(Prompted(example, example.prompt_text, example.prompt_sha256))
     return checked
 
 
-def _batch_plan(
-    prompted: Sequence[_Prompted], generator: TextGenerator, batch_size: int
-) -> list[list[int]]:
-    """Group example indices into batches of similar prompt length, longest first.
-
-    Longest first makes an out-of-memory batch fail at the start rather than
-    an hour in; ties keep split order so the plan is a pure function of the
-    examples and the generator's length measure.
-    """
-    prompts = [item.prompt for item in prompted]
-    if isinstance(generator, SupportsPromptLengths):
-        lengths = generator.prompt_lengths(prompts)
-        if len(lengths) != len(prompts) or not all(type(n) is int for n in lengths):
-            raise InvariantViolationError(
-                f"{generator!r}.prompt_lengths returned {len(lengths)} values for "
-                f"{len(prompts)} prompts (expected one int each)"
-            )
-    else:
-        lengths = [len(prompt) for prompt in prompts]
-    order = sorted(range(len(prompts)), key=lambda i: (-lengths[i], i))
-    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
-
-
-def _valid_text(text: str) -> str:
-    """``text`` with each lone UTF-16 surrogate replaced by U+FFFD.
-
-    A server's JSON may escape one half of a surrogate pair alone; Python
-    decodes that into a string no UTF-8 file can hold, so writing the
-    generation would fail and lose the run. The completion is kept with the
-    replacement character instead, and parsed and scored as stored: the
-    ``raw_text`` in ``generations/`` is always exactly what was scored.
-    """
-    if text.isascii():
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-
-
-def _make_record(
-    item: _Prompted, raw_text: str, model_kind: ModelKind, decoding: Decoding
-) -> GenerationRecord:
-    raw_text = _valid_text(raw_text)
-    parsed = parse_tool_call(raw_text)
-    return GenerationRecord(
-        example_id=item.example.example_id,
-        model_kind=model_kind,
-        language=item.example.language,
-        prompt_sha256=item.prompt_sha256,
-        raw_text=raw_text,
-        parse_status=parsed.status,
-        parsed_call=parsed.call,
-        decoding=decoding.to_dict(),
-    )
-
-
 def _manifest(
-    prompted: Sequence[_Prompted],
+    prompted: Sequence[Prompted],
     generator: TextGenerator,
     model_kind: ModelKind,
     decoding: Decoding,
@@ -218,7 +172,7 @@ def _check_manifest(path: Path, expected: dict[str, Any], has_records: bool) -> 
 def _read_slice(
     path: Path,
     language: str,
-    by_id: Mapping[str, _Prompted],
+    by_id: Mapping[str, Prompted],
     model_kind: ModelKind,
     decoding: Decoding,
 ) -> tuple[dict[str, GenerationRecord], int, int]:
@@ -270,7 +224,7 @@ def _read_slice(
                 f"{path}:{number}: record was generated with decoding {stored.decoding}, this "
                 f"run uses {decoding.to_dict()}; {_FRESH_DIR}"
             )
-        record = _make_record(item, stored.raw_text, model_kind, decoding)
+        record = make_record(item, stored.raw_text, model_kind, decoding, stored.turns)
         if dumps_line(record.to_json()) != line:
             raise InvariantViolationError(
                 f"{path}:{number}: record for {example_id!r} differs from what this run writes "
@@ -315,38 +269,6 @@ class _SliceWriters:
             raise failure
 
 
-def _generate_batch(
-    generator: TextGenerator, items: list[_Prompted], max_new_tokens: int
-) -> list[Completion]:
-    """One batch through the backend, with details when it offers them, checked."""
-    outputs: Any
-    prompts = [item.prompt for item in items]
-    if isinstance(generator, SupportsExampleKeys):
-        ids = [item.example.example_id for item in items]
-        outputs = generator.generate_for(ids, prompts, max_new_tokens=max_new_tokens)
-        expected = "str"
-        valid = isinstance(outputs, list) and all(isinstance(text, str) for text in outputs)
-    elif isinstance(generator, SupportsCompletionDetails):
-        outputs = generator.generate_details(prompts, max_new_tokens=max_new_tokens)
-        expected = "Completion"
-        valid = isinstance(outputs, list) and all(
-            isinstance(item, Completion) and isinstance(item.text, str) for item in outputs
-        )
-    else:
-        outputs = generator.generate(prompts, max_new_tokens=max_new_tokens)
-        expected = "str"
-        valid = isinstance(outputs, list) and all(isinstance(text, str) for text in outputs)
-    if not valid or len(outputs) != len(prompts):
-        raise InvariantViolationError(
-            f"{generator!r} returned {type(outputs).__name__} of "
-            f"{len(outputs) if isinstance(outputs, list) else '?'} items for "
-            f"{len(prompts)} prompts; a generator must return one {expected} per prompt"
-        )
-    if expected == "str":
-        return [Completion(text) for text in outputs]
-    return list(outputs)
-
-
 def _prepare_directory(
     gen_dir: Path,
     new_manifest: tuple[Path, dict[str, Any]] | None,
@@ -374,7 +296,7 @@ def _prepare_directory(
 
 def _generate_missing(
     writers: _SliceWriters,
-    prompted: Sequence[_Prompted],
+    prompted: Sequence[Prompted],
     plan: Sequence[Sequence[int]],
     records: dict[str, GenerationRecord],
     generator: TextGenerator,
@@ -398,7 +320,7 @@ def _generate_missing(
             if not missing:
                 continue
             started = time.perf_counter()
-            completions = _generate_batch(
+            completions = generate_batch(
                 generator, [prompted[i] for i in batch], decoding.max_new_tokens
             )
             seconds = time.perf_counter() - started
@@ -409,7 +331,7 @@ def _generate_missing(
                 if index not in missing:
                     continue
                 item = prompted[index]
-                record = _make_record(item, completions[position].text, model_kind, decoding)
+                record = make_record(item, completions[position].text, model_kind, decoding)
                 writers.append(item.example.language, dumps_line(record.to_json()))
                 records[item.example.example_id] = record
             writers.sync()
@@ -421,7 +343,7 @@ def _generate_missing(
 
 def _rewrite_in_split_order(
     gen_dir: Path,
-    prompted: Sequence[_Prompted],
+    prompted: Sequence[Prompted],
     records: Mapping[str, GenerationRecord],
     languages: Sequence[str],
 ) -> dict[str, Path]:
@@ -453,6 +375,7 @@ def run_generation(
     out_dir: str | os.PathLike[str],
     progress: bool = True,
     on_batch: Callable[[Sequence[Completion], float], None] | None = None,
+    multi_turn: MultiTurnLoop | None = None,
 ) -> dict[str, Path]:
     """Generate one greedy completion per example into per-language JSONL files.
 
@@ -475,6 +398,14 @@ def run_generation(
             of the batch, with the backend's details where it gives them, see
             :class:`SupportsCompletionDetails`) and the seconds the backend
             took; batches resumed from disk are not generated and not reported.
+        multi_turn: How multi-turn questions (rows with ``multi_turn``) are
+            played: the execution loop (``_multi_turn.py``) renders each step
+            with it and decodes each step's calls in its output format; their
+            records carry ``turns``, and ``multi_turn_journal.jsonl`` and
+            ``trajectories.jsonl`` are written beside the generations. The
+            other rows of the same split are generated as above. Required when
+            the split has such rows, with ``decoding.execution`` set by
+            :func:`loop_decoding`.
 
     Returns:
         Path of each slice file, keyed by language (sorted).
@@ -483,7 +414,9 @@ def run_generation(
         InputError: Empty split, duplicate ids or an unformatted example.
         ConfigError: Bad decoding/model kind, ``out_dir`` holds another run, or a
             prompt plus ``max_new_tokens`` exceeds the backend's context
-            (:class:`SupportsContextLength`); nothing is written then.
+            (:class:`SupportsContextLength`); nothing is written then. Multi-turn
+            rows without ``multi_turn`` or under a decoding that does not name
+            the loop; a journal of another run.
         DataError: A malformed existing slice file or manifest.
         InvariantViolationError: A prompt digest mismatch, or a generator that
             returned the wrong number of completions.
@@ -499,6 +432,7 @@ def run_generation(
             f"generator {generator!r} has no generate(prompts, *, max_new_tokens) method"
         )
     prompted = _check_examples(examples)
+    _check_loop(prompted, decoding, multi_turn)
     # A prompt past the model's context is refused before anything is touched.
     check_context(examples, generator, decoding.max_new_tokens).raise_if_overlong(len(prompted))
     by_id = {item.example.example_id: item for item in prompted}
@@ -515,7 +449,8 @@ def run_generation(
                 f"{', '.join(languages)}); the directory belongs to another run; {_FRESH_DIR}"
             )
     manifest = _manifest(prompted, generator, model_kind, decoding)
-    has_manifest = _check_manifest(manifest_path, manifest, has_records=bool(existing_files))
+    played = (root / MULTI_TURN_JOURNAL_NAME).is_file()  # multi-turn steps are records too
+    has_manifest = _check_manifest(manifest_path, manifest, bool(existing_files) or played)
 
     records: dict[str, GenerationRecord] = {}
     truncations: list[tuple[Path, int]] = []
@@ -526,13 +461,18 @@ def run_generation(
             truncations.append((path, complete_end))
 
     # Everything on disk checked out; only now touch it.
-    plan = _batch_plan(prompted, generator, decoding.batch_size)
+    single = [i for i, item in enumerate(prompted) if not is_multi_turn(item.example)]
+    plan = [
+        [single[j] for j in batch]
+        for batch in batch_plan([prompted[i] for i in single], generator, decoding.batch_size)
+    ]
     _prepare_directory(
         gen_dir, None if has_manifest else (manifest_path, manifest), truncations, languages
     )
 
+    done = sum(prompted[i].example.example_id in records for i in single)
     with progress_bar(
-        len(prompted), f"generate {model_kind}", enabled=progress, initial=len(records)
+        len(single), f"generate {model_kind}", enabled=progress and bool(single), initial=done
     ) as bar:
         _generate_missing(
             _SliceWriters(gen_dir),
@@ -546,4 +486,81 @@ def run_generation(
             bar,
             TimingLog(root),
         )
+    if multi_turn is not None and len(single) < len(prompted):
+        _play_multi_turn(
+            prompted, records, generator, decoding, model_kind, multi_turn, root, progress, on_batch
+        )
     return _rewrite_in_split_order(gen_dir, prompted, records, languages)
+
+
+def _check_loop(
+    prompted: Sequence[Prompted], decoding: Decoding, multi_turn: MultiTurnLoop | None
+) -> None:
+    """Refuse multi-turn rows without the loop, or under a decoding that does not name it."""
+    first = next((item for item in prompted if is_multi_turn(item.example)), None)
+    if first is None:
+        return
+    if multi_turn is None:
+        raise ConfigError(
+            f"example {first.example.example_id!r} is a multi-turn question, which is played "
+            "by the execution loop: pass multi_turn=MultiTurnLoop(render=..., output_format=...)"
+        )
+    expected = execution_identity(multi_turn.output_format)
+    if decoding.execution is None or canonical_json(decoding.execution) != canonical_json(expected):
+        raise ConfigError(
+            f"the split has multi-turn questions, so the decoding must record the loop that "
+            f"plays them: decoding.execution must be {canonical_json(expected)}, got "
+            f"{decoding.execution!r} (build it with loop_decoding(...))"
+        )
+
+
+def _play_multi_turn(
+    prompted: Sequence[Prompted],
+    records: dict[str, GenerationRecord],
+    generator: TextGenerator,
+    decoding: Decoding,
+    model_kind: ModelKind,
+    multi_turn: MultiTurnLoop,
+    root: Path,
+    progress: bool,
+    on_batch: Callable[[Sequence[Completion], float], None] | None,
+) -> None:
+    """Play the multi-turn questions (resuming from the journal) into ``records``.
+
+    When every one of them is already in the slice files (a rerun of a
+    finished run), nothing is played: ``trajectories.jsonl`` is written again
+    from those records, the same bytes the loop wrote.
+    """
+    items = [item for item in prompted if is_multi_turn(item.example)]
+    given = multi_turn.trajectories
+    if given is not None:  # outputs made elsewhere: nothing to play
+        missing = [
+            item.example.example_id for item in items if item.example.example_id not in given
+        ]
+        if missing:
+            raise InputError(
+                f"no trajectory for multi-turn example {missing[0]!r}"
+                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+            )
+        records.update(
+            (
+                item.example.example_id,
+                multi_turn_record(item, given[item.example.example_id], model_kind, decoding),
+            )
+            for item in items
+        )
+    if all(item.example.example_id in records for item in items):
+        write_trajectories(root, [records[item.example.example_id] for item in items])
+        return
+    records.update(
+        run_conversations(
+            items,
+            generator,
+            decoding=decoding,
+            model_kind=model_kind,
+            loop=multi_turn,
+            out_dir=root,
+            progress=progress,
+            on_batch=on_batch,
+        )
+    )

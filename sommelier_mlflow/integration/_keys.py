@@ -30,6 +30,8 @@ from sommelier_mlflow.evaluation import (
     PairedBootstrapResult,
     PairedSlice,
     SliceResult,
+    weighted_overall_delta,
+    weighted_overall_of,
 )
 from sommelier_mlflow.toolcalls import MetricValue
 
@@ -118,7 +120,7 @@ def _intervals(
         keys[f"{section}/{label}/{name}.upper"] = _clean(interval.upper)
 
 
-def evaluation_metric_keys(report: SlicedScores) -> dict[str, float]:
+def evaluation_metric_keys(report: SlicedScores, *, scoring: str | None = None) -> dict[str, float]:
     """Flatten one arm's report (or the evaluator's scores) into metric keys.
 
     Keys: ``overall/<metric>``, ``overall/counts/<metric>.numerator|.denominator``,
@@ -127,7 +129,9 @@ def evaluation_metric_keys(report: SlicedScores) -> dict[str, float]:
     see ``sommelier_mlflow.data.encode_slice_value``), and for each translated
     language ``gap/<language>/<metric>``, ``gap/<language>/ci95/<metric>.lower|.upper``
     and ``gap/<language>/pairs``. Counts are logged as floats, which is exact
-    below 2**53.
+    below 2**53. With ``scoring`` naming a mode that has a weighted overall
+    figure (BFCL's ``bfcl_overall``), ``overall/<figure>`` holds its value: a
+    weighted mean of slices, not a count, so it has no ``counts`` keys.
     """
     names = report.metric_names
     keys: dict[str, float] = {}
@@ -140,6 +144,10 @@ def evaluation_metric_keys(report: SlicedScores) -> dict[str, float]:
         paired = report.paired_slices[language]
         _intervals(keys, f"gap/{language}", paired.bootstrap, names)
         keys[f"gap/{language}/pairs"] = float(len(paired.pairs))
+    spec = None if scoring is None else weighted_overall_of(scoring)
+    figure = None if spec is None else spec.figure(report.field_slices)
+    if spec is not None and figure is not None:
+        keys[f"{OVERALL}/{spec.name}"] = float(figure.value)
     return keys
 
 
@@ -158,7 +166,9 @@ def comparison_metric_keys(report: ComparisonReport) -> dict[str, float]:
     field slice (under its encoded section, as in :func:`evaluation_metric_keys`);
     ``gap/<model_kind>/<language>/<metric>`` (+ ``ci95`` bounds) for the
     matched-pair gaps of both models; ``marginal_gap/<model_kind>/<language>/<metric>``
-    for the descriptive full-slice gaps.
+    for the descriptive full-slice gaps; and for a mode with a weighted
+    overall figure, ``delta/overall/<figure>`` with its ``ci95`` bounds
+    (resampled within each slice value: see ``evaluation/_weighted.py``).
     """
     names = report.metric_names
     keys: dict[str, float] = {}
@@ -174,4 +184,10 @@ def comparison_metric_keys(report: ComparisonReport) -> dict[str, float]:
         for language, gap in sorted(report.marginal[kind].items()):
             for name in names:
                 keys[f"marginal_gap/{kind}/{language}/{name}"] = gap.value(name)
+    weighted = weighted_overall_delta(report)
+    if weighted is not None:
+        label = interval_label(weighted.confidence)
+        keys[f"delta/{OVERALL}/{weighted.name}"] = _clean(weighted.estimate)
+        keys[f"delta/{OVERALL}/{label}/{weighted.name}.lower"] = _clean(weighted.lower)
+        keys[f"delta/{OVERALL}/{label}/{weighted.name}.upper"] = _clean(weighted.upper)
     return keys

@@ -106,7 +106,7 @@ def log_evaluation_run(
         ConfigError: An extra metric key collides with a report key.
     """
     tracker = resolve_client(client)
-    keys = evaluation_metric_keys(report)
+    keys = evaluation_metric_keys(report, scoring=report.identity.scoring)
     clashes = sorted(set(keys) & set(metrics or {}))
     if clashes:
         raise ConfigError(f"extra metric keys collide with report keys: {', '.join(clashes)}")

@@ -37,11 +37,29 @@ from typing import Any, Final
 from sommelier_mlflow._deprecation import deprecated_aliases
 from sommelier_mlflow.errors import DataError, InputError
 from sommelier_mlflow.toolcalls._bfcl import BfclGold, BfclVerdict, check_bfcl
+from sommelier_mlflow.toolcalls._bfcl_exec import BFCL_STEP_LIMIT
+from sommelier_mlflow.toolcalls._bfcl_overall import (
+    BFCL_LEFT_OUT_GROUP,
+    BFCL_OVERALL,
+    bfcl_group_of,
+    bfcl_overall_weights,
+)
+from sommelier_mlflow.toolcalls._bfcl_trajectories import BFCL_TRAJECTORIES, NOT_MULTI_TURN
 from sommelier_mlflow.toolcalls._calls_parse import CallsParseResult
-from sommelier_mlflow.toolcalls._modes import Parsed, calls_mode, register_builtin_mode
+from sommelier_mlflow.toolcalls._modes import (
+    Parsed,
+    WeightedFigure,
+    WeightedOverall,
+    calls_mode,
+    register_builtin_mode,
+)
 from sommelier_mlflow.toolcalls._normalise import gold_calls_of
 from sommelier_mlflow.toolcalls._registry import ScoringMetric
-from sommelier_mlflow.toolcalls._summary import ArmResults, ComparisonResults, markdown_table
+from sommelier_mlflow.toolcalls._summary import (
+    ArmResults,
+    ComparisonResults,
+    markdown_table,
+)
 
 __all__ = [
     "BFCL_MODE",
@@ -52,6 +70,7 @@ __all__ = [
     "is_irrelevance_category",
     "bfcl_aggregate",
     "category_counts",
+    "BFCL_WEIGHTED_OVERALL",
 ]
 
 BFCL_MODE: Final = "bfcl"
@@ -73,6 +92,12 @@ class BfclMatch:
     """
 
     __slots__ = ("decoded", "decoded_component", "verdict")
+
+    # A single-turn question adds nothing to the multi-turn metrics of a mixed split.
+    multi_turn_component = NOT_MULTI_TURN
+    turn_component = NOT_MULTI_TURN
+    multi_turn_leaderboard_component = NOT_MULTI_TURN
+    steps_component = NOT_MULTI_TURN
 
     def __init__(self, parsed: Parsed, gold: BfclGold) -> None:
         self.decoded = decoded = parsed.status not in _FAILED
@@ -183,8 +208,26 @@ def category_counts(field_slices: Mapping[str, Any], metric: str) -> dict[str, t
     return out
 
 
+#: BFCL's overall over the categories present (see ``_bfcl_overall``): a weighted
+#: figure of the per-question pass outcome, logged as a value with its interval.
+BFCL_WEIGHTED_OVERALL: Final = WeightedOverall(
+    name=BFCL_OVERALL,
+    metric="bfcl_ast_accuracy",
+    field=BFCL_CATEGORY_FIELD,
+    weights=bfcl_overall_weights,
+    note=(
+        "BFCL's group weights (non-live 10, live 10, irrelevance 10, multi-turn 30) "
+        "renormalised to the groups present; " + BFCL_LEFT_OUT_GROUP
+    ),
+)
+
 # The leaderboard's own way of summing up, beside this product's per-example counts.
 _AGGREGATED: Final = ("bfcl_ast_accuracy", "bfcl_leaderboard_accuracy")
+
+
+def _single_turn(counts: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+    """The single-turn categories of ``counts`` (multi-turn ones have BFCL's own group)."""
+    return {name: value for name, value in counts.items() if bfcl_group_of(name) != "multi_turn"}
 
 
 def _summary_lines(arm: ArmResults) -> list[str]:
@@ -193,9 +236,27 @@ def _summary_lines(arm: ArmResults) -> list[str]:
     note = None if mismatch is None else f"{mismatch.not_meaningful} (see WARNING)"
     lines: list[str] = []
     for metric in _AGGREGATED:
-        counts = category_counts(arm.field_slices, metric)
+        counts = _single_turn(category_counts(arm.field_slices, metric))
         if counts:
             lines += bfcl_aggregate(counts).lines(metric, irrelevance_note=note)
+    figure = BFCL_WEIGHTED_OVERALL.figure(arm.field_slices)
+    if figure is not None:
+        board = BFCL_WEIGHTED_OVERALL.figure(arm.field_slices, "bfcl_leaderboard_accuracy")
+        weights = ", ".join(f"{name} {float(w):.4f}" for name, w in figure.weights.items())
+        lines.append(
+            f"{BFCL_OVERALL} {float(figure.value):.4f} (leaderboard verdicts: "
+            f"{float(board.value) if board else 0.0:.4f}); weights: {weights}"
+        )
+        lines += [f"  left out: {BFCL_LEFT_OUT_GROUP}"] + [
+            f"  left out: {name} ({why})" for name, why in figure.left_out.items()
+        ]
+    steps = arm.metrics.get("bfcl_step_budget_used")
+    if steps is not None and steps.denominator:
+        turns = steps.denominator // (BFCL_STEP_LIMIT + 1)  # the most steps a turn takes
+        lines.append(
+            f"mean steps per turn {steps.numerator / turns:.2f} ({steps.numerator} steps, "
+            f"{turns} turns)"
+        )
     return lines
 
 
@@ -206,9 +267,13 @@ def _ratio(counts: tuple[int, int]) -> str:
 def _markdown_lines(report: ComparisonResults) -> list[str]:
     """BFCL's own aggregation of both arms, from the ``category:`` slices' exact counts."""
     prefix = f"{BFCL_CATEGORY_FIELD}:"
-    categories = [name for name in report.slices if name.startswith(prefix)]
+    categories = [
+        name
+        for name in report.slices
+        if name.startswith(prefix) and bfcl_group_of(name[len(prefix) :]) != "multi_turn"
+    ]
     if not categories:
-        return []
+        return _overall_lines(report)
     lines = [
         "## BFCL's own aggregation",
         "",
@@ -242,7 +307,54 @@ def _markdown_lines(report: ComparisonResults) -> list[str]:
             rows.append([f"{name} (own line)", *cells])
         header = ["BFCL category", "base", "adapter"]
         lines += [f"### {metric}", "", *markdown_table(header, rows), ""]
-    return lines
+    return lines + _overall_lines(report)
+
+
+def _group_values(figure: WeightedFigure) -> dict[str, Fraction]:
+    """Each BFCL group's score: its categories' weighted mean, by BFCL's rule inside it."""
+    totals: dict[str, tuple[Fraction, Fraction]] = {}
+    for name, weight in figure.weights.items():
+        group = bfcl_group_of(name) or name
+        value, mass = totals.get(group, (Fraction(0), Fraction(0)))
+        totals[group] = (value + weight * Fraction(*figure.counts[name]), mass + weight)
+    return {group: value / mass for group, (value, mass) in totals.items()}
+
+
+def _overall_lines(report: ComparisonResults) -> list[str]:
+    """BFCL's own table for both arms: each group's score and the overall, both verdicts."""
+    figures = {
+        (kind, metric): BFCL_WEIGHTED_OVERALL.compared(report, kind, metric)
+        for kind in ("base", "adapter")
+        for metric in _AGGREGATED
+    }
+    base = figures["base", _AGGREGATED[0]]
+    if base is None:
+        return []
+    shown = [figure for figure in figures.values() if figure is not None]
+    values = [_group_values(figure) for figure in shown]
+    rows: list[list[str]] = []
+    for group in values[0]:
+        for name, weight in base.weights.items():
+            if (bfcl_group_of(name) or name) == group:
+                cells = (_ratio(figure.counts[name]) for figure in shown)
+                rows.append([f"{name} (weight {float(weight):.4f})", *cells])
+        rows.append([f"**{group}**", *(f"**{float(value[group]):.4f}**" for value in values)])
+    rows.append(["**overall**", *(f"**{float(figure.value):.4f}**" for figure in shown)])
+    header = ["BFCL category / group", *(f"{kind}, {metric}" for kind, metric in figures)]
+    left = "; ".join([BFCL_LEFT_OUT_GROUP, *(f"{n}: {why}" for n, why in base.left_out.items())])
+    return [
+        "## BFCL's overall",
+        "",
+        "BFCL's table: its group weights (non-live 10, live 10, irrelevance 10, multi-turn 30, "
+        "agentic 40) renormalised to the groups present, each group averaged as BFCL does "
+        "(non-live and irrelevance: each category once; live: by size); a category's weight is "
+        f"its share of `{BFCL_OVERALL}`. `bfcl_ast_accuracy` is this product's verdict per "
+        "question (multi-turn: with the irrelevance rule), `bfcl_leaderboard_accuracy` BFCL's "
+        f"own. Left out: {left}.",
+        "",
+        *markdown_table(header, rows),
+        "",
+    ]
 
 
 def _no_call_slice(slice_name: str) -> bool:
@@ -262,6 +374,8 @@ register_builtin_mode(
         summary_lines=_summary_lines,
         markdown_lines=_markdown_lines,
         no_call_slice=_no_call_slice,
+        trajectories=BFCL_TRAJECTORIES,
+        weighted_overall=BFCL_WEIGHTED_OVERALL,
     ),
     (
         ScoringMetric(

@@ -34,9 +34,7 @@ _CLOSE: Final = "<end_function_call>"
 _QUOTE: Final = "<escape>"
 
 
-def decode_functiongemma(
-    text: str, tools: Tools = ()
-) -> CallsParseResult:
+def decode_functiongemma(text: str, tools: Tools = ()) -> CallsParseResult:
     """Decode one completion in the ``functiongemma`` format (see the module docstring).
 
     Args:

@@ -33,8 +33,10 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, TypeVar
+from fractions import Fraction
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from sommelier_mlflow._deprecation import warn_renamed
 from sommelier_mlflow._plugins import OUTPUT_FORMATS_GROUP, SCORING_MODES_GROUP, Registry
@@ -52,7 +54,12 @@ from sommelier_mlflow.toolcalls._registry import (
     register_scoring_metric,
     scoring_metrics,
 )
-from sommelier_mlflow.toolcalls._summary import ArmResults, ComparisonResults
+from sommelier_mlflow.toolcalls._summary import (
+    ArmResults,
+    ComparisonResults,
+    Counts,
+    SliceMetrics,
+)
 
 __all__ = [
     "Parsed",
@@ -60,6 +67,11 @@ __all__ = [
     "Tools",
     "Decoder",
     "OutputFormat",
+    "TrajectoryRow",
+    "TrajectoryJudge",
+    "TrajectoryScoring",
+    "WeightedFigure",
+    "WeightedOverall",
     "ScoringMode",
     "register_scoring_mode",
     "register_builtin_mode",
@@ -184,6 +196,147 @@ class OutputFormat:
             )
 
 
+class TrajectoryRow(Protocol):
+    """What a mode's trajectory judge reads of one multi-turn row and its outputs.
+
+    ``evaluation``'s ``AnsweredExample`` is one; the protocol keeps this layer
+    free of it.
+    """
+
+    @property
+    def example_id(self) -> str:
+        """The row's id."""
+        ...
+
+    @property
+    def tools(self) -> Sequence[Mapping[str, Any]]:
+        """The tools offered from the first turn on."""
+        ...
+
+    @property
+    def multi_turn(self) -> Mapping[str, Any] | None:
+        """The row's ``multi_turn`` field (user turns, added tools, gold turns, environment)."""
+        ...
+
+    @property
+    def turns(self) -> tuple[tuple[str, ...], ...] | None:
+        """Per user turn, the model's raw output at each step, in order."""
+        ...
+
+
+#: Judges one multi-turn row: the row, and how to read one step's raw text with
+#: the tools offered at its turn; returns ``(parse of the row, comparison)``.
+TrajectoryJudge = Callable[[TrajectoryRow, Callable[[str, Tools], Parsed]], tuple[Parsed, Any]]
+
+
+@dataclass(frozen=True)
+class TrajectoryScoring:
+    """How a mode scores multi-turn rows, whose outputs are trajectories run against tools.
+
+    Attributes:
+        metrics: Metrics scored after the mode's own, only when a split has
+            multi-turn rows (a split without any keeps its report unchanged);
+            every comparison of the mode, single-turn ones included, must
+            answer them (``(0, 0)`` where a metric does not apply).
+        open: Opens what judging needs for one scoring call (BFCL: a sandbox
+            worker process), as a context manager yielding the judge; it is
+            called only when a split has multi-turn rows.
+    """
+
+    metrics: tuple[ScoringMetric[Any], ...]
+    open: Callable[[], AbstractContextManager[TrajectoryJudge]]
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedFigure:
+    """One arm's weighted overall figure, exactly.
+
+    Attributes:
+        value: ``sum(weight * passed / total)`` over the weighted slice values.
+        weights: The weight of each slice value counted (they sum to 1).
+        counts: ``(passed, total)`` of every slice value present.
+        left_out: The slice values present but not weighted, with why.
+    """
+
+    value: Fraction
+    weights: Mapping[str, Fraction]
+    counts: Mapping[str, tuple[int, int]]
+    left_out: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class WeightedOverall:
+    """A mode's overall figure: a weighted mean of one metric over the values of one slice field.
+
+    The weights are a function of which values are present and their sizes,
+    so the figure is not a count; it is reported as a value, and its paired
+    difference gets an interval that resamples within each slice.
+
+    Attributes:
+        name: The figure's name (an MLflow key segment).
+        metric: The binary metric averaged per slice (also McNemar's outcome).
+        field: The slice field whose values are weighted (``category``).
+        weights: ``{value: size}`` of the values present to
+            ``({value: weight}, {value: why it is left out})``; the weights
+            sum to 1 over the values kept.
+        note: One sentence on what the weights are and what is left out.
+    """
+
+    name: str
+    metric: str
+    field: str
+    weights: Callable[[Mapping[str, int]], tuple[Mapping[str, Fraction], Mapping[str, str]]]
+    note: str
+
+    def counts(
+        self, field_slices: Mapping[str, SliceMetrics], metric: str | None = None
+    ) -> dict[str, tuple[int, int]]:
+        """``{value: (numerator, denominator)}`` of ``metric`` (default: the figure's) per slice."""
+        prefix = f"{self.field}:"
+        out: dict[str, tuple[int, int]] = {}
+        for name, entry in field_slices.items():
+            value = entry.metrics.get(metric or self.metric)
+            if name.startswith(prefix) and value is not None and value.denominator > 0:
+                out[name[len(prefix) :]] = (value.numerator, value.denominator)
+        return out
+
+    def figure(
+        self, field_slices: Mapping[str, SliceMetrics], metric: str | None = None
+    ) -> WeightedFigure | None:
+        """The figure of one arm from its ``field`` slices (``None`` when no value is weighted).
+
+        Args:
+            field_slices: The arm's ``F:V`` slices.
+            metric: Average another binary metric with the same weights
+                (BFCL's leaderboard verdicts); default :attr:`metric`.
+        """
+        counts = self.counts(field_slices, metric)
+        weights, left_out = self.weights({value: total for value, (_, total) in counts.items()})
+        if not weights:
+            return None
+        value = sum(
+            (weight * Fraction(*counts[name]) for name, weight in weights.items()), Fraction(0)
+        )
+        return WeightedFigure(value, weights, counts, left_out)
+
+    def compared(
+        self, comparison: ComparisonResults, kind: str, metric: str | None = None
+    ) -> WeightedFigure | None:
+        """The figure of one arm (``base`` or ``adapter``) of a comparison."""
+        view = {
+            name: _ArmSlice(entry.base if kind == "base" else entry.adapter)
+            for name, entry in comparison.slices.items()
+        }
+        return self.figure(view, metric)
+
+
+@dataclass(frozen=True, slots=True)
+class _ArmSlice:
+    """One arm's metrics on one slice of a comparison, as an arm's own slice holds them."""
+
+    metrics: Mapping[str, Counts]
+
+
 @dataclass(frozen=True)
 class ScoringMode(Generic[GoldT]):
     """One registered scoring mode (see the module docstring).
@@ -219,6 +372,10 @@ class ScoringMode(Generic[GoldT]):
             ``name`` (BFCL's ``irrelevance`` categories): an arm whose format
             found almost no call syntax passes it without judging anything,
             so summaries mark it not meaningful. ``None``: no such slice.
+        trajectories: How the mode scores multi-turn rows (BFCL's executed
+            questions); ``None``: a split with such rows is refused.
+        weighted_overall: The mode's weighted overall figure, logged and
+            compared beside the metrics (BFCL's overall); ``None``: none.
     """
 
     name: str
@@ -238,6 +395,8 @@ class ScoringMode(Generic[GoldT]):
     summary_lines: Callable[[ArmResults], list[str]] | None = None
     markdown_lines: Callable[[ComparisonResults], list[str]] | None = None
     no_call_slice: Callable[[str], bool] | None = None
+    trajectories: TrajectoryScoring | None = None
+    weighted_overall: WeightedOverall | None = None
 
     @property
     def compare(self) -> Callable[[Parsed, GoldT], Any]:
@@ -424,6 +583,8 @@ def calls_mode(
     summary_lines: Callable[[ArmResults], list[str]] | None = None,
     markdown_lines: Callable[[ComparisonResults], list[str]] | None = None,
     no_call_slice: Callable[[str], bool] | None = None,
+    trajectories: TrajectoryScoring | None = None,
+    weighted_overall: WeightedOverall | None = None,
 ) -> ScoringMode[GoldT]:
     """A scoring mode that reads outputs with the calls parser, as ``calls`` and ``bfcl`` do.
 
@@ -446,6 +607,8 @@ def calls_mode(
         summary_lines=summary_lines,
         markdown_lines=markdown_lines,
         no_call_slice=no_call_slice,
+        trajectories=trajectories,
+        weighted_overall=weighted_overall,
     )
 
 

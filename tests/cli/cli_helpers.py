@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -234,3 +234,33 @@ def assert_never_logged(
         assert_not_in_files(
             Path(client.download_artifacts(run.info.run_id, "", str(target))), secret
         )
+
+
+BFCL_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "bfcl"
+
+
+def bfcl_example_split(root: Path, categories: Sequence[str] | None = None) -> Path:
+    """The bundled BFCL example imported (``categories``, default BFCL's) and formatted.
+
+    Any chat template renders the prompts, since the example's outputs are
+    precomputed; the formatted split keeps the ``category`` slice field.
+    """
+    from sommelier_mlflow.cli import main
+    from sommelier_mlflow.data import import_bfcl
+    from tests.support.tiny_models import build_tokenizer
+
+    import_bfcl(BFCL_EXAMPLE / "data", root / "test.jsonl", categories=categories)
+    build_tokenizer(root / "tokenizer", ["Find the area of a triangle."])
+    split = root / "test.formatted.jsonl"
+    argv = ["format", "--test-split", str(root / "test.jsonl"), "--slice-by", "category"]
+    assert main([*argv, "--tokenizer", str(root / "tokenizer"), "--out", str(split)]) == 0
+    return split
+
+
+def bfcl_example_score_args(split: Path, kind: str, outputs: str, out: Path) -> list[str]:
+    """``score --scoring bfcl`` of the example's ``<outputs>_<kind>.jsonl`` on ``split``."""
+    args = ["score", "--test-split", str(split), "--scoring", "bfcl"]
+    args += ["--precomputed", str(BFCL_EXAMPLE / f"{outputs}_{kind}.jsonl")]
+    args += ["--model-kind", kind, "--model", "example/model", "--max-new-tokens", "256"]
+    args += ["--batch-size", "1", "--out", str(out), "--resamples", "300"]
+    return [*args, *(["--adapter", "example-adapter"] if kind == "adapter" else [])]

@@ -28,7 +28,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         pytest.skip("mounting a tmpfs needs root (CI runs as root)")
     done = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
@@ -72,8 +74,12 @@ def test_generation_on_a_full_disk_names_the_file(small_disk: Path) -> None:
     _fill(small_disk)
     with pytest.raises(OSError) as caught:
         run_generation(
-            list(examples()), Long(), out_dir=small_disk / "gen",
-            decoding=Decoding(max_new_tokens=8, batch_size=2), model_kind="base", progress=False,
+            list(examples()),
+            Long(),
+            out_dir=small_disk / "gen",
+            decoding=Decoding(max_new_tokens=8, batch_size=2),
+            model_kind="base",
+            progress=False,
         )
     assert caught.value.filename is not None
     assert str(small_disk) in str(caught.value.filename)

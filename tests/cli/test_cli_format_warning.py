@@ -21,20 +21,21 @@ import pytest
 
 from sommelier_mlflow.cli import main
 from sommelier_mlflow.cli._show import format_arm_summary
-from sommelier_mlflow.data import ModelIdentity, import_bfcl, read_test_split
+from sommelier_mlflow.data import ModelIdentity, read_test_split
 from sommelier_mlflow.evaluation import read_evaluation_report
 from sommelier_mlflow.generation import BackendOptions, BackendRequest, register_backend
 from tests.cli.cli_helpers import (
     ADAPTER_OUTPUTS,
+    BFCL_EXAMPLE,
+    bfcl_example_split,
     compare_args,
     evaluate_args,
     examples,
     score_args,
     write_fixture,
 )
-from tests.support.tiny_models import build_tokenizer
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "bfcl"
+EXAMPLE = BFCL_EXAMPLE
 WARNING = "WARNING: --output-format hermes found its call syntax in 0 of"
 
 
@@ -76,11 +77,7 @@ class AnswersByPrompt:
 def bfcl(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The bundled BFCL example imported and formatted, with its arms' outputs by prompt."""
     root = tmp_path_factory.mktemp("bfcl")
-    import_bfcl(EXAMPLE / "data", root / "test.jsonl")
-    build_tokenizer(root / "tokenizer", ["Find the area of a triangle."])
-    split = root / "test.formatted.jsonl"
-    argv = ["format", "--test-split", str(root / "test.jsonl"), "--slice-by", "category"]
-    assert main([*argv, "--tokenizer", str(root / "tokenizer"), "--out", str(split)]) == 0
+    split = bfcl_example_split(root)
     # The adapter's outputs: bare JSON lists of calls, and "[]" on irrelevance.
     prompts = {
         ex.example_id: ex.prompt_text

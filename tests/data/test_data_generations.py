@@ -305,6 +305,41 @@ def test_decoding_records_a_backend_only_when_named() -> None:
         Decoding.from_dict({**plain.to_dict(), "engine": "hf"})
 
 
+def test_decoding_records_the_execution_loop_only_when_set() -> None:
+    plain = Decoding(max_new_tokens=4, batch_size=2)
+    assert "execution" not in plain.to_dict()  # single-turn runs keep their bytes
+    loop = {"loop": "bfcl_multi_turn", "step_limit": 20, "output_format": "json"}
+    played = Decoding(max_new_tokens=4, batch_size=2, execution=loop)
+    assert played.to_dict()["execution"] == loop
+    assert Decoding.from_dict(played.to_dict()) == played != plain
+    with pytest.raises(ConfigError, match="execution"):
+        Decoding.from_dict({**plain.to_dict(), "execution": None})
+    with pytest.raises(ConfigError, match="execution"):
+        Decoding(max_new_tokens=4, batch_size=2, execution={})
+
+
+def test_a_multi_turn_record_keeps_its_turns_and_others_keep_their_bytes(
+    write_lines: WriteLines,
+) -> None:
+    turns = [['[{"name": "ls", "arguments": {}}]', "Done."], []]
+    rows = [
+        record("a"),
+        record(
+            "b",
+            raw_text='[{"name": "ls", "arguments": {}}]\nDone.',
+            parse_status="invalid_json",
+            parsed_call=None,
+            turns=turns,
+        ),
+    ]
+    records = read_generations(write_lines(rows))
+    assert records[0].turns is None and "turns" not in records[0].to_json()
+    assert records[1].turns == (tuple(turns[0]), ())
+    assert [r.to_json() for r in records] == rows
+    assert read_generation_prefix(write_lines(rows)).records == tuple(records)
+    expect_error(write_lines([record("c", turns=["Done."])]), 1, "'turns'", reader=read_generations)
+
+
 # --------------------------------------------------------------------------- precomputed tables
 
 

@@ -95,10 +95,12 @@ def test_with_the_split_each_trajectory_answers_a_multi_turn_example_turn_for_tu
     assert read(write_lines([trajectory("q-1")])) == [
         Trajectory("q-1", (("cd(folder='documents')", "done"), ()))
     ]
+    # Fewer turns: a run cut short (BFCL's forced quit), which the checker fails.
+    assert read(write_lines([trajectory("q-1", [["a"]])])) == [Trajectory("q-1", (("a",),))]
     expect_error(
-        write_lines([trajectory("q-1", [["a"]])]),
+        write_lines([trajectory("q-1", [["a"], [], ["b"]])]),
         1,
-        "'q-1' has 2 user turns but the trajectory holds 1",
+        "'q-1' has 2 user turns but the trajectory holds 3",
         reader=read,
     )
     expect_error(

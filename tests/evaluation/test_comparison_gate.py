@@ -205,6 +205,16 @@ CASES = {
         "decoding.backend",
         lambda kit, base: (base, _adapter_report(kit, decoding=_decoding(kit, backend="server"))),
     ),
+    "decoding.execution": (  # a multi-turn arm played under another loop
+        "decoding.execution",
+        lambda kit, base: (
+            base,
+            _adapter_report(
+                kit,
+                decoding=_decoding(kit, execution={"loop": "bfcl_multi_turn", "step_limit": 20}),
+            ),
+        ),
+    ),
     "sample": (
         "sample",
         lambda kit, base: (base, _identity(_adapter_report(kit), sample=SAMPLE)),

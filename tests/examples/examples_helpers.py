@@ -36,9 +36,10 @@ def score_and_compare_precomputed_arms(
     test_split: Path,
     outputs_dir: Path,
     adapter: str,
+    outputs: str = "outputs",
     **score_params: str,
 ) -> ComparedArms:
-    """Score ``outputs_dir/outputs_{base,adapter}.jsonl`` on ``test_split`` and compare them.
+    """Score ``outputs_dir/<outputs>_{base,adapter}.jsonl`` on ``test_split`` and compare them.
 
     Three real ``mlflow run`` processes against the tracking store at ``uri``:
     ``score`` once per arm (the precomputed model, batch size 1, 200 resamples,
@@ -53,7 +54,7 @@ def score_and_compare_precomputed_arms(
             cwd,
             "score",
             test_split=str(test_split),
-            precomputed=str(outputs_dir / f"outputs_{kind}.jsonl"),
+            precomputed=str(outputs_dir / f"{outputs}_{kind}.jsonl"),
             model_kind=kind,
             model="example/precomputed-model",
             batch_size="1",

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -178,3 +182,36 @@ def count_model_loads(monkeypatch: Any) -> list[str]:
 
     monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", classmethod(counted))
     return loaded
+
+
+def kill_9_when(
+    command: Sequence[str],
+    ready: Callable[[], bool],
+    log: Path,
+    *,
+    env: Mapping[str, str],
+    cwd: Path | None = None,
+    timeout: float = 120,
+) -> None:
+    """Run ``command``, send it SIGKILL as soon as ``ready()`` holds, and wait until it is gone.
+
+    The test fails (with the child's output, kept in ``log``) if the child
+    ends by itself first or nothing is ready within ``timeout`` seconds.
+    """
+    with log.open("wb") as output:
+        child = subprocess.Popen(
+            list(command), cwd=cwd, env=dict(env), stdout=output, stderr=subprocess.STDOUT
+        )
+        try:
+            deadline = time.monotonic() + timeout
+            while not ready():
+                assert child.poll() is None, log.read_text("utf-8")
+                assert time.monotonic() < deadline, "the child made no progress in time"
+                time.sleep(0.02)
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=30)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert child.returncode == -signal.SIGKILL

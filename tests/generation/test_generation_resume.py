@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from sommelier_mlflow._json import loads
 from sommelier_mlflow.data import Decoding, TestExample
 from sommelier_mlflow.generation import HFGenerator, run_generation
-from tests.generation.generation_helpers import RecordingGenerator, TinyModels, snapshot
+from tests.generation.generation_helpers import (
+    RecordingGenerator,
+    TinyModels,
+    kill_9_when,
+    snapshot,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 DECODING = Decoding(max_new_tokens=6, batch_size=4)
@@ -62,27 +65,12 @@ def test_kill_9_mid_run_then_rerun_gives_byte_identical_files(
         "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "generation")]),
         "HF_HUB_OFFLINE": "1",
     }
-    log = (tmp_path / "child.log").open("wb")
-    child = subprocess.Popen(
+    kill_9_when(  # no directory yet counts as no line
         [sys.executable, str(script), str(tiny.model_dir), str(killed)],
+        lambda: _lines(killed) > 0,
+        tmp_path / "child.log",
         env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
     )
-    try:
-        deadline = time.monotonic() + 120
-        while _lines(killed) == 0:  # no directory yet also counts as zero
-            assert child.poll() is None, (tmp_path / "child.log").read_text("utf-8")
-            assert time.monotonic() < deadline, "child produced no output in time"
-            time.sleep(0.02)
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        log.close()
-    assert child.returncode == -signal.SIGKILL
     partial = _lines(killed)
     assert 1 <= partial < len(examples)
 

@@ -1,0 +1,221 @@
+"""The BFCL multi-turn execution loop: its own cost per step, batching, and the checker.
+
+Run: ``python benchmarks/bench_bfcl_multi_turn.py [--questions 24] [--batch-size 8]
+[--max-new-tokens 16] [--checker-questions 800]``. Needs ``bfcl-eval`` installed
+(``pip install --no-deps bfcl-eval==2026.3.23 mpmath``); no network.
+
+Workload: BFCL v4's multi-turn questions imported by ``import_bfcl`` from the
+installed package (``multi_turn_base``, ``_miss_func``, ``_miss_param``,
+``_long_context``, 200 each), the demo's tiny model (its committed weights and
+tokenizer; ``max_position_embeddings`` raised from 1,024 so BFCL's prompts of
+4,000 to 20,000 demo-tokenizer tokens fit), the ``hf`` backend on CPU, greedy,
+the ``sommelier`` prompt format, the ``json`` output format.
+
+Measured:
+
+1. The loop's own cost per step against the generation of that step. The run
+   is timed as a whole; the backend's ``generate`` calls and the renderer
+   (the chat template over the conversation so far) are timed by wrapping
+   them; the rest (decoding each output, running its calls in the sandbox,
+   building the next history, writing and fsyncing the journal, the context
+   check) is the loop's. Per step = divided by the steps taken.
+2. Wall time per step with the running conversations batched
+   (``--batch-size``, default 8: each round's prompts in the runner's batches
+   of similar length) against one conversation at a time (``batch_size`` 1),
+   on the same questions. Target: batched at least 3x faster per step.
+3. The checker (``check_trajectory``) per question on BFCL's ground-truth
+   trajectories (one call per step), over ``--checker-questions`` questions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sommelier_mlflow._json import loads  # noqa: E402
+from sommelier_mlflow.data import (  # noqa: E402
+    BFCL_MULTI_TURN_CATEGORIES,
+    Decoding,
+    TestExample,
+    format_examples,
+    import_bfcl,
+    read_test_split,
+)
+from sommelier_mlflow.generation import (  # noqa: E402
+    MULTI_TURN_JOURNAL_NAME,
+    HFGenerator,
+    MultiTurnLoop,
+    loop_decoding,
+    run_generation,
+)
+from sommelier_mlflow.toolcalls import BfclSandbox  # noqa: E402
+from sommelier_mlflow.toolcalls._bfcl_multi_turn import (  # noqa: E402
+    check_trajectory,
+    gold_turn_calls,
+)
+
+DEMO_MODEL = ROOT / "examples" / "demo" / "model" / "base_model"
+
+
+def bfcl_data() -> Path:
+    import bfcl_eval
+
+    return Path(bfcl_eval.__file__).parent / "data"
+
+
+def questions(folder: Path) -> list[TestExample]:
+    """Every multi-turn question BFCL has, imported as a user imports them."""
+    split = folder / "multi_turn.jsonl"
+    import_bfcl(bfcl_data(), split, categories=list(BFCL_MULTI_TURN_CATEGORIES))
+    return list(read_test_split(split, slice_by=("category",)).examples)
+
+
+def spread(examples: Sequence[TestExample], count: int) -> list[TestExample]:
+    """``count`` questions taken evenly across the categories, in split order."""
+    by_category: dict[str, list[TestExample]] = {}
+    for example in examples:
+        by_category.setdefault(dict(example.slice_values)["category"], []).append(example)
+    picked: list[TestExample] = []
+    index = 0
+    while len(picked) < count:
+        for rows in by_category.values():
+            if index < len(rows) and len(picked) < count:
+                picked.append(rows[index])
+        index += 1
+    return picked
+
+
+def long_context_demo_model(folder: Path) -> Path:
+    shutil.copytree(DEMO_MODEL, folder)
+    config = json.loads((folder / "config.json").read_text("utf-8"))
+    config["max_position_embeddings"] = 65536
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return folder
+
+
+class Timed:
+    """The backend, with the seconds its ``generate`` calls took added up."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+        self.calls = 0
+
+    def generate(self, prompts: Any, *, max_new_tokens: int) -> list[str]:
+        started = time.perf_counter()
+        out: list[str] = self.inner.generate(prompts, max_new_tokens=max_new_tokens)
+        self.seconds += time.perf_counter() - started
+        self.calls += 1
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("generate_details", "generate_for"):  # every batch through generate
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def play(
+    examples: Sequence[TestExample], generator: Any, batch_size: int, max_new_tokens: int, out: Path
+) -> dict[str, float]:
+    """One run of the loop; its wall time, generate and render seconds, and steps."""
+    tokenizer = generator.tokenizer
+    ready = format_examples(examples, tokenizer)
+    rendering = {"seconds": 0.0}
+
+    def render(step: Sequence[TestExample]) -> list[TestExample]:
+        started = time.perf_counter()
+        rendered = format_examples(step, tokenizer)
+        rendering["seconds"] += time.perf_counter() - started
+        return rendered
+
+    timed = Timed(generator)
+    decoding = loop_decoding(Decoding(max_new_tokens, batch_size), ready, "json")
+    started = time.perf_counter()
+    run_generation(
+        ready,
+        timed,
+        decoding=decoding,
+        model_kind="base",
+        out_dir=out,
+        progress=False,
+        multi_turn=MultiTurnLoop(render, "json"),
+    )
+    wall = time.perf_counter() - started
+    steps = sum(
+        loads(line)["raw_text"] is not None
+        for line in (out / MULTI_TURN_JOURNAL_NAME).read_bytes().splitlines()
+    )
+    return {
+        "wall": wall,
+        "generate": timed.seconds,
+        "render": rendering["seconds"],
+        "steps": float(steps),
+        "generate_calls": float(timed.calls),
+    }
+
+
+def checker_seconds(examples: Sequence[TestExample]) -> tuple[float, int]:
+    """CPU-clock seconds of ``check_trajectory`` over the ground truth, and how many passed."""
+    passed = 0
+    with BfclSandbox() as sandbox:
+        trajectories = [
+            [[[call] for call in turn] for turn in gold_turn_calls(example)] for example in examples
+        ]
+        started = time.perf_counter()
+        for example, trajectory in zip(examples, trajectories, strict=True):
+            passed += check_trajectory(sandbox, example, trajectory).passed
+        return time.perf_counter() - started, passed
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=24)
+    parser.add_argument("--max-new-tokens", type=int, default=16)
+    parser.add_argument("--checker-questions", type=int, default=800)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    print(f"load: {os.getloadavg()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        every = questions(folder)
+        examined = spread(every, args.checker_questions)
+        seconds, passed = checker_seconds(examined)
+        print(
+            f"checker: {seconds / len(examined) * 1000:.1f} ms per question over "
+            f"{len(examined)} ground-truth trajectories ({passed} passed)"
+        )
+        picked = spread(every, args.questions)
+        model = long_context_demo_model(folder / "model")
+        generator = HFGenerator(model, num_threads=args.threads)
+        results = {}
+        for label, batch in (("batched", args.batch_size), ("one at a time", 1)):
+            results[label] = play(picked, generator, batch, args.max_new_tokens, folder / label)
+        for label, r in results.items():
+            steps = r["steps"]
+            loop = r["wall"] - r["generate"] - r["render"]
+            print(
+                f"{label:>14}: {steps:.0f} steps, {r['generate_calls']:.0f} generate calls, "
+                f"wall {r['wall'] / steps * 1000:.0f} ms/step = generate "
+                f"{r['generate'] / steps * 1000:.0f} + render {r['render'] / steps * 1000:.1f} "
+                f"+ loop {loop / steps * 1000:.1f} (decode, execute, journal)"
+            )
+        batched, single = results["batched"], results["one at a time"]
+        ratio = (single["wall"] / single["steps"]) / (batched["wall"] / batched["steps"])
+        print(f"per step, batched is {ratio:.2f}x faster than one conversation at a time")
+    print(f"load: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
