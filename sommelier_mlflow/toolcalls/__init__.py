@@ -76,7 +76,7 @@ from sommelier_mlflow.toolcalls._bfcl_overall import (
 from sommelier_mlflow.toolcalls._bfcl_trajectories import (
     BFCL_MULTI_TURN_METRIC_NAMES,
     BFCL_TRAJECTORIES,
-    BfclTrajectoryComparison,
+    BfclTrajectoryMatch,
 )
 from sommelier_mlflow.toolcalls._calls_parse import (
     CALLS_PARSER_VERSION,
@@ -203,7 +203,7 @@ __all__ = [
     "BfclGold",
     "BfclMatch",
     "BfclSandbox",
-    "BfclTrajectoryComparison",
+    "BfclTrajectoryMatch",
     "BfclVerdict",
     "CALLS_METRIC_NAMES",
     "CALLS_MODE",

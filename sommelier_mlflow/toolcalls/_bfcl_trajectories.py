@@ -55,7 +55,7 @@ from sommelier_mlflow.toolcalls._registry import ScoringMetric
 __all__ = [
     "BFCL_MULTI_TURN_METRIC_NAMES",
     "NOT_MULTI_TURN",
-    "BfclTrajectoryComparison",
+    "BfclTrajectoryMatch",
     "decode_trajectory",
     "BFCL_TRAJECTORIES",
 ]
@@ -128,7 +128,7 @@ def decode_trajectory(
     return parse, decoded
 
 
-class BfclTrajectoryComparison:
+class BfclTrajectoryMatch:
     """One multi-turn question judged: every component its metrics read.
 
     Attributes:
@@ -172,11 +172,11 @@ def _open_sandbox() -> Iterator[TrajectoryJudge]:
 
     def judge(
         row: TrajectoryRow, read: Callable[[str, Tools], Parsed]
-    ) -> tuple[Parsed, BfclTrajectoryComparison]:
+    ) -> tuple[Parsed, BfclTrajectoryMatch]:
         parse, decoded = decode_trajectory(row, read)
         verdict = check_trajectory(sandbox, row, decoded)
         steps = [len(turn) for turn in decoded]
-        return parse, BfclTrajectoryComparison(verdict, steps, limit)
+        return parse, BfclTrajectoryMatch(verdict, steps, limit)
 
     with BfclSandbox() as sandbox:
         yield judge
