@@ -24,7 +24,8 @@ Measured:
    of similar length) against one conversation at a time (``batch_size`` 1),
    on the same questions. Target: batched at least 3x faster per step.
 3. The checker (``check_trajectory``) per question on BFCL's ground-truth
-   trajectories (one call per step), over ``--checker-questions`` questions.
+   trajectories (one call per step, all of a turn in one step where it has more
+   calls than BFCL's step limit), over ``--checker-questions`` questions.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from sommelier_mlflow.generation import (  # noqa: E402
     loop_decoding,
     run_generation,
 )
-from sommelier_mlflow.toolcalls import BfclSandbox  # noqa: E402
+from sommelier_mlflow.toolcalls import BFCL_STEP_LIMIT, BfclSandbox  # noqa: E402
 from sommelier_mlflow.toolcalls._bfcl_multi_turn import (  # noqa: E402
     check_trajectory,
     gold_turn_calls,
@@ -169,8 +170,12 @@ def checker_seconds(examples: Sequence[TestExample]) -> tuple[float, int]:
     """CPU-clock seconds of ``check_trajectory`` over the ground truth, and how many passed."""
     passed = 0
     with BfclSandbox() as sandbox:
-        trajectories = [
-            [[[call] for call in turn] for turn in gold_turn_calls(example)] for example in examples
+        trajectories = [  # one call per step; a turn longer than the step limit in one step
+            [
+                [[call] for call in turn] if len(turn) <= BFCL_STEP_LIMIT else [list(turn)]
+                for turn in gold_turn_calls(example)
+            ]
+            for example in examples
         ]
         started = time.perf_counter()
         for example, trajectory in zip(examples, trajectories, strict=True):

@@ -187,6 +187,10 @@ def test_the_demo_model_plays_bfcl_questions_through_mlflow_run(tmp_path: Path) 
         timeout=900,
     )
     client = MlflowClient(uri)
+    # Scored as played: each question judged by BFCL's multi-turn rules.
+    metrics = client.get_run(run_id).data.metrics
+    assert metrics["overall/counts/bfcl_multi_turn_accuracy.denominator"] == 3
+    assert metrics["overall/counts/bfcl_turn_accuracy.denominator"] == 2 + 3 + 3
     logged = {item.path for item in client.list_artifacts(run_id, "sommelier")}
     assert f"sommelier/{TRAJECTORIES_NAME}" in logged
     assert f"sommelier/{MULTI_TURN_JOURNAL_NAME}" in logged
