@@ -269,9 +269,12 @@ def test_the_base_worker_dies_with_a_killed_main_and_a_rerun_ends_byte_identical
     while any(_running(child) for child in children) and time.monotonic() < stop:
         time.sleep(0.05)
     assert not [child for child in children if _running(child)], "orphaned worker"
-    # At most a batch or two in flight when main died reached the files after the kill.
+    # The worker stopped where main died, far from the end of its arm: an orphan would
+    # have finished the arm's 80 rows in the seconds waited above. (How many batches of 3
+    # still land between the kill and the worker's exit depends on the machine's load:
+    # CI saw three, so it is not pinned.)
     left = _lines(killed / "base")
-    assert at_kill <= left <= at_kill + 2 * 3 < 2 * roots  # --batch-size 3
+    assert at_kill <= left < 2 * roots, (at_kill, left)
 
     assert main(argv) == 0  # the rerun resumes both arms
     assert not multiprocessing.active_children()

@@ -235,12 +235,12 @@ def test_bad_input_ends_in_a_status(name: str) -> None:
 def test_decoding_is_linear_in_the_output(name: str) -> None:
     decode, one = CALL_FORMATS[name]
     # many calls, one unclosed block after a long run of calls, and deep nesting
-    growth_ratios(lambda n: decode(one * n), (100, 1_000, 10_000), bound=30, repeats=2)
+    growth_ratios(lambda n: decode(one * n), (100, 1_000, 10_000), bound=30, repeats=3)
     half = one[: len(one) // 2]  # thousands of calls, then one left unclosed
-    growth_ratios(lambda n: decode(one * n + half), (100, 1_000, 10_000), bound=30, repeats=2)
+    growth_ratios(lambda n: decode(one * n + half), (100, 1_000, 10_000), bound=30, repeats=3)
     if name in ("gemma4", "functiongemma"):  # the formats that read nesting themselves
         opener = one[: one.index("{") + 1] + "a:"
-        growth_ratios(lambda n: decode(opener + "[" * n), (20_000, 200_000), bound=30, repeats=2)
+        growth_ratios(lambda n: decode(opener + "[" * n), (20_000, 200_000), bound=30, repeats=3)
 
 
 def test_no_new_decoder_evaluates_text(tmp_path: Path) -> None:
