@@ -42,8 +42,6 @@ The text is parsed with :mod:`ast` and literals read with
 
 from __future__ import annotations
 
-import ast
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -51,7 +49,12 @@ from typing import Any, Final
 from sommelier_mlflow.data._multi_turn import multi_turn_problem, turn_index
 from sommelier_mlflow.data._schemas import TEST_EXAMPLE_SCHEMA
 from sommelier_mlflow.errors import DataError
-from sommelier_mlflow.toolcalls import BFCL_ERROR_PREFIX, BfclSandbox, parse_gold_call
+from sommelier_mlflow.toolcalls import (
+    BFCL_ERROR_PREFIX,
+    BfclSandbox,
+    gold_call_parts,
+    parse_gold_call,
+)
 
 __all__ = [
     "BFCL_MULTI_TURN_CATEGORIES",
@@ -152,51 +155,20 @@ def execution_check(sandbox: BfclSandbox) -> MultiTurnCheck:
     return check
 
 
-def _is_json_like(value: object) -> bool:
-    """A literal a tool-call argument can be: JSON's values (a tuple reads as a list)."""
-    if isinstance(value, float):
-        return math.isfinite(value)  # 1e999 reads as infinity, which JSON cannot hold
-    if value is None or isinstance(value, (str, bool, int)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_is_json_like(item) for item in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _is_json_like(v) for k, v in value.items())
-    return False
-
-
 def _gold_call_problem(text: str, offered: Mapping[str, Mapping[str, Any]]) -> str | None:
     """What keeps ``text`` from being one call of an offered function with literal arguments."""
-    try:
-        node = ast.parse(text.strip(), mode="eval").body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return "is not Python call syntax"
-    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
-        return "is not one call of a function by its name"
-    name = node.func.id
+    parts = gold_call_parts(text)
+    if isinstance(parts, str):
+        return parts
+    name, positional, keywords = parts
     if name not in offered:
         return f"calls {name!r}, which none of the involved classes has"
     properties = offered[name].get("parameters", {}).get("properties", {})
-    if len(node.args) > len(properties):
-        return f"passes {len(node.args)} positional arguments; {name!r} has {len(properties)}"
-    seen: set[str] = set()
-    for keyword in node.keywords:
-        if keyword.arg is None:
-            return "unpacks a mapping (**); arguments must be written out"
-        if keyword.arg not in properties:
-            return f"passes {keyword.arg!r}, which is not a parameter of {name!r}"
-        if keyword.arg in seen:
-            return f"passes {keyword.arg!r} twice"
-        seen.add(keyword.arg)
-    for value in [*node.args, *(keyword.value for keyword in node.keywords)]:
-        if isinstance(value, ast.Starred):
-            return "unpacks a sequence (*); arguments must be written out"
-        try:
-            literal = ast.literal_eval(value)
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            return "has an argument that is not a literal"
-        if not _is_json_like(literal):
-            return "has an argument that is not a JSON value (a set, bytes, infinity, ...)"
+    if len(positional) > len(properties):
+        return f"passes {len(positional)} positional arguments; {name!r} has {len(properties)}"
+    unknown = next((keyword for keyword in keywords if keyword not in properties), None)
+    if unknown is not None:
+        return f"passes {unknown!r}, which is not a parameter of {name!r}"
     return None
 
 

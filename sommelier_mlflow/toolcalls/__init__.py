@@ -46,6 +46,7 @@ from sommelier_mlflow.toolcalls._bfcl_exec import (
     BFCL_RESULT_CHARS,
     BFCL_STEP_LIMIT,
     BfclSandbox,
+    gold_call_parts,
     parse_gold_call,
 )
 from sommelier_mlflow.toolcalls._bfcl_mode import (
@@ -260,6 +261,7 @@ __all__ = [
     "format_diagnosis",
     "format_hint",
     "gold_call_of",
+    "gold_call_parts",
     "gold_calls_of",
     "gold_turn_calls",
     "is_irrelevance_category",

@@ -39,6 +39,7 @@ import ast
 import importlib
 import inspect
 import json
+import math
 import os
 import pickle
 import select
@@ -68,6 +69,7 @@ __all__ = [
     "BFCL_MEMORY_BYTES",
     "BFCL_RESULT_CHARS",
     "BfclSandbox",
+    "gold_call_parts",
     "parse_gold_call",
 ]
 
@@ -169,13 +171,57 @@ def _signatures(classes: tuple[tuple[str, str], ...]) -> dict[str, list[inspect.
     return found
 
 
-def _literal(node: ast.expr, text: str) -> Any:
+def _is_json_like(value: object) -> bool:
+    """A literal a tool-call argument can be: JSON's values (a tuple reads as a list)."""
+    if isinstance(value, float):
+        return math.isfinite(value)  # 1e999 reads as infinity, which JSON cannot hold
+    if value is None or isinstance(value, (str, bool, int)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_json_like(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_json_like(v) for k, v in value.items())
+    return False
+
+
+def gold_call_parts(text: str) -> tuple[str, list[Any], dict[str, Any]] | str:
+    """A ground-truth string's function name, positional and keyword values, read with ``ast``.
+
+    Nothing is evaluated: each argument must be a literal JSON value. Both the
+    import (which checks the call against the function docs, without BFCL's
+    classes) and :func:`parse_gold_call` (which names positional arguments
+    through the class's signature) read the strings here.
+
+    Returns:
+        ``(name, positional, keywords)``, or the phrase saying what is wrong
+        (it follows the quoted string: ``'cd(*x)' unpacks a sequence ...``).
+    """
     try:
-        return ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
-        raise DataError(
-            f"ground-truth call {text!r} holds an argument that is not a literal value"
-        ) from exc
+        node = ast.parse(text.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return "is not Python call syntax"
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+        return "is not one call of a function by its name"
+    keywords: dict[str, Any] = {}
+    for keyword in node.keywords:
+        if keyword.arg is None:
+            return "unpacks a mapping (**); arguments must be written out"
+        if keyword.arg in keywords:
+            return f"passes {keyword.arg!r} twice"
+        keywords[keyword.arg] = keyword.value
+    values: list[Any] = []
+    for value in [*node.args, *keywords.values()]:
+        if isinstance(value, ast.Starred):
+            return "unpacks a sequence (*); arguments must be written out"
+        try:
+            literal = ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return "has an argument that is not a literal"
+        if not _is_json_like(literal):
+            return "has an argument that is not a JSON value (a set, bytes, infinity, ...)"
+        values.append(literal)
+    positional = values[: len(node.args)]
+    return node.func.id, positional, dict(zip(keywords, values[len(node.args) :], strict=True))
 
 
 def parse_gold_call(text: str, environment: Mapping[str, Any]) -> dict[str, Any]:
@@ -200,13 +246,10 @@ def parse_gold_call(text: str, environment: Mapping[str, Any]) -> dict[str, Any]
         DependencyError: BFCL's package is not installed.
     """
     signatures = _signatures(_environment_classes(environment, BFCL_CLASS_MODULES))
-    try:
-        node = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError as exc:
-        raise DataError(f"ground-truth call {text!r} is not a Python call: {exc.msg}") from exc
-    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
-        raise DataError(f"ground-truth call {text!r} is not a call of a function by its name")
-    name = node.func.id
+    parts = gold_call_parts(text)
+    if isinstance(parts, str):
+        raise DataError(f"ground-truth call {text!r} {parts}")
+    name, positional, keywords = parts
     if name not in signatures:
         raise DataError(
             f"ground-truth call {text!r} names no public method of "
@@ -214,23 +257,20 @@ def parse_gold_call(text: str, environment: Mapping[str, Any]) -> dict[str, Any]
         )
     parameters = signatures[name]
     arguments: dict[str, Any] = {}
-    for index, argument in enumerate(node.args):
+    for index, value in enumerate(positional):
         if (
-            isinstance(argument, ast.Starred)
-            or index >= len(parameters)
+            index >= len(parameters)
             or parameters[index].kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD
         ):
             raise DataError(
                 f"ground-truth call {text!r}: positional argument {index + 1} fits no "
                 f"parameter of {name}"
             )
-        arguments[parameters[index].name] = _literal(argument, text)
-    for keyword in node.keywords:
-        if keyword.arg is None or keyword.arg in arguments:
-            raise DataError(
-                f"ground-truth call {text!r} passes {keyword.arg or '**'} twice or unpacked"
-            )
-        arguments[keyword.arg] = _literal(keyword.value, text)
+        arguments[parameters[index].name] = value
+    for keyword, value in keywords.items():
+        if keyword in arguments:
+            raise DataError(f"ground-truth call {text!r} passes {keyword} twice")
+        arguments[keyword] = value
     return {"name": name, "arguments": arguments}
 
 
