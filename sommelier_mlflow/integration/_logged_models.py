@@ -76,8 +76,12 @@ MODEL_TYPE: Final = "tool-calling"
 _BAD_NAME_CHARS: Final = re.compile(r"[/:.%\"']+")
 #: How long a creator waits before it checks whether another process created too.
 _SETTLE_SECONDS: Final = 0.3
-#: How many looks at most before a creator settles on the oldest model (two agreeing end it).
-_SETTLE_LOOKS: Final = 6
+#: How many looks in a row must name the same oldest model before a creator settles on it,
+#: and how many looks it takes at most.
+_SETTLE_AGREEING: Final = 3
+_SETTLE_LOOKS: Final = 10
+#: A model younger than this (seconds) may still be in a creators' race: finding it, wait too.
+_YOUNG_SECONDS: Final = 30.0
 #: MLflow error codes with which a store says it has no LoggedModels.
 _UNSUPPORTED_CODES: Final = frozenset({"ENDPOINT_NOT_FOUND", "NOT_IMPLEMENTED", "FEATURE_DISABLED"})
 _warned_stores: set[str] = set()
@@ -241,6 +245,25 @@ def _create(
     return str(model.model_id)
 
 
+def _settled(tracker: MlflowClient, experiment_id: str, digest: str) -> str:
+    """The oldest model of ``digest`` once three looks in a row agree on it.
+
+    Creators racing on one identity all keep the oldest model and delete their
+    own. A busy store can commit a creator's model (stamped earlier) after
+    another process looked, so one look is not enough: the choice stands once
+    it held for :data:`_SETTLE_AGREEING` looks :data:`_SETTLE_SECONDS` apart.
+    """
+    kept, agreeing = "", 0
+    for _ in range(_SETTLE_LOOKS):
+        time.sleep(_SETTLE_SECONDS)
+        oldest = str(_search(tracker, experiment_id, digest)[0].model_id)
+        agreeing = agreeing + 1 if oldest == kept else 1
+        kept = oldest
+        if agreeing == _SETTLE_AGREEING:
+            break
+    return kept
+
+
 def find_or_create_model(
     identity: ArmIdentity,
     *,
@@ -274,7 +297,13 @@ def find_or_create_model(
             try:
                 existing = _search(client, experiment_id, digest)
                 if existing:
-                    return str(existing[0].model_id)
+                    oldest = existing[0]
+                    # A model a few seconds old may still lose to an older one that its
+                    # creator has not seen yet, and be deleted: wait for the race to settle.
+                    young = time.time() - int(oldest.creation_timestamp) / 1000 < _YOUNG_SECONDS
+                    if young:
+                        return _settled(client, experiment_id, digest)
+                    return str(oldest.model_id)
                 mine = _create(
                     client,
                     experiment_id,
@@ -283,16 +312,8 @@ def find_or_create_model(
                     source_run_id=source_run_id,
                 )
                 # Another process may have created the same identity meanwhile:
-                # all of them keep the oldest, the others delete their own. A busy
-                # store can commit another creator's model (stamped earlier) after
-                # this one looked, so the choice stands only once two looks agree.
-                kept = ""
-                for _ in range(_SETTLE_LOOKS):
-                    time.sleep(_SETTLE_SECONDS)
-                    oldest = str(_search(client, experiment_id, digest)[0].model_id)
-                    if oldest == kept:
-                        break
-                    kept = oldest
+                # all of them keep the oldest, the others delete their own.
+                kept = _settled(client, experiment_id, digest)
                 if kept != mine:
                     client.delete_logged_model(mine)
                 return kept
