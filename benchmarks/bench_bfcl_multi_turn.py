@@ -55,6 +55,7 @@ from sommelier_mlflow.data import (  # noqa: E402
 )
 from sommelier_mlflow.generation import (  # noqa: E402
     MULTI_TURN_JOURNAL_NAME,
+    TRAJECTORIES_NAME,
     HFGenerator,
     MultiTurnLoop,
     loop_decoding,
@@ -190,23 +191,45 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--checker-questions", type=int, default=800)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--prefix-cache-tokens",
+        type=int,
+        default=None,
+        help="the hf backend's prefix cache, in both modes (each with a fresh one)",
+    )
+    parser.add_argument(
+        "--skip-checker", action="store_true", help="time the loop only, not the checker"
+    )
     args = parser.parse_args(argv)
     print(f"load: {os.getloadavg()}")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         every = questions(folder)
-        examined = spread(every, args.checker_questions)
-        seconds, passed = checker_seconds(examined)
-        print(
-            f"checker: {seconds / len(examined) * 1000:.1f} ms per question over "
-            f"{len(examined)} ground-truth trajectories ({passed} passed)"
-        )
+        if not args.skip_checker:
+            examined = spread(every, args.checker_questions)
+            seconds, passed = checker_seconds(examined)
+            print(
+                f"checker: {seconds / len(examined) * 1000:.1f} ms per question over "
+                f"{len(examined)} ground-truth trajectories ({passed} passed)"
+            )
         picked = spread(every, args.questions)
         model = long_context_demo_model(folder / "model")
-        generator = HFGenerator(model, num_threads=args.threads)
         results = {}
         for label, batch in (("batched", args.batch_size), ("one at a time", 1)):
-            results[label] = play(picked, generator, batch, args.max_new_tokens, folder / label)
+            with HFGenerator(
+                model, num_threads=args.threads, prefix_cache_tokens=args.prefix_cache_tokens
+            ) as generator:
+                results[label] = play(picked, generator, batch, args.max_new_tokens, folder / label)
+                pool = generator._prefix_cache  # the benchmark reads the backend's own counts
+                if pool is not None:
+                    print(
+                        f"{label}: prefix cache gave {pool.hits:,} prompt positions, "
+                        f"computed {pool.computed:,}"
+                    )
+        same = (folder / "batched" / TRAJECTORIES_NAME).read_bytes() == (
+            folder / "one at a time" / TRAJECTORIES_NAME
+        ).read_bytes()
+        print(f"trajectories of the two modes {'identical' if same else 'DIFFER'}")
         for label, r in results.items():
             steps = r["steps"]
             loop = r["wall"] - r["generate"] - r["render"]

@@ -30,6 +30,11 @@ from sommelier_mlflow.generation._identity import (
     load_errors,
     load_pretrained,
 )
+from sommelier_mlflow.generation._prefix_cache import (
+    PrefixCache,
+    check_prefix_cacheable,
+    prefilled_batch,
+)
 from sommelier_mlflow.generation._protocol import BackendRequest, Completion, check_generate_args
 from sommelier_mlflow.generation._registry import BackendOptions, register_backend
 
@@ -327,6 +332,7 @@ class HFGenerator(LocalSources):
         num_threads: int | None = None,
         keep_special_tokens: bool = False,
         min_new_tokens: int | None = None,
+        prefix_cache_tokens: int | None = None,
     ) -> None:
         """Load tokenizer, model and adapter.
 
@@ -356,6 +362,13 @@ class HFGenerator(LocalSources):
                 with ``min_new_tokens == max_new_tokens`` every completion has
                 exactly that length, which fixed-cost benchmarks need. It
                 changes outputs, so it is part of the fingerprint.
+            prefix_cache_tokens: If given, keep the attention states of up to
+                this many prompt positions between calls and start each
+                prompt from the longest prefix kept
+                (:mod:`~sommelier_mlflow.generation._prefix_cache`): a
+                multi-turn step then computes only what its conversation
+                added. It can flip a near-tie greedy choice, so it is part of
+                the fingerprint.
 
         Raises:
             ConfigError: Bad dtype, device, thread count or unpinned Hub revision.
@@ -370,6 +383,9 @@ class HFGenerator(LocalSources):
         if min_new_tokens is not None and (type(min_new_tokens) is not int or min_new_tokens <= 0):
             raise ConfigError(f"min_new_tokens must be a positive integer, got {min_new_tokens!r}")
         self._min_new_tokens = min_new_tokens
+        self._prefix_cache = (
+            None if prefix_cache_tokens is None else PrefixCache(prefix_cache_tokens)
+        )
         self._model_source, self._revision, model_local = _resolve_source(
             model, revision, what="model", revision_option="revision"
         )
@@ -420,6 +436,12 @@ class HFGenerator(LocalSources):
                 self._lease.retire()  # nobody else may load onto a half-wrapped model
             self._lease.close()
             raise
+        if self._prefix_cache is not None:
+            try:
+                self._prefix_cache.keyword = check_prefix_cacheable(engine.model)
+            except BaseException:
+                self._lease.close()
+                raise
         self._context_length = engine.context_length
         self._revision = engine.revision
         if tokenizer is None:
@@ -530,6 +552,11 @@ class HFGenerator(LocalSources):
             # Only when on: fingerprints of runs that drop them keep their bytes.
             **({"special_tokens": "kept"} if self._keep_special_tokens else {}),
             **({} if self._min_new_tokens is None else {"min_new_tokens": self._min_new_tokens}),
+            **(
+                {}
+                if self._prefix_cache is None
+                else {"prefix_cache_tokens": self._prefix_cache.capacity_tokens}
+            ),
         }
 
     @property
@@ -601,6 +628,7 @@ class HFGenerator(LocalSources):
                     generation_config=self._generation_config(model),
                     device=self._device,
                     keep_special_tokens=self._keep_special_tokens,
+                    prefix_cache=self._prefix_cache,
                 )
         except torch.cuda.OutOfMemoryError as exc:
             raise ConfigError(
@@ -617,6 +645,8 @@ class HFGenerator(LocalSources):
         later arm on the same adapter reuses it, and the base arm runs with it
         disabled.
         """
+        if self._prefix_cache is not None:
+            self._prefix_cache.clear()
         self._lease.close()
 
     def __enter__(self) -> HFGenerator:
@@ -661,6 +691,7 @@ def greedy_completions(
     generation_config: Any,
     device: Any,
     keep_special_tokens: bool = False,
+    prefix_cache: PrefixCache | None = None,
 ) -> list[Completion]:
     """Greedy-decode one batch of rendered prompts; the one decoding loop of every local model.
 
@@ -672,6 +703,9 @@ def greedy_completions(
     own is left untouched). Each completion is cut at its first
     end-of-sequence token: the config's or the tokenizer's; special tokens are
     kept only when the output format needs them (:func:`decode_completion`).
+    With a ``prefix_cache``, each prompt's states start from the longest prefix
+    kept from earlier prompts and the batch decodes from them
+    (:mod:`~sommelier_mlflow.generation._prefix_cache`).
 
     Raises:
         ConfigError: If ``max_new_tokens`` is not a positive integer or a
@@ -690,11 +724,22 @@ def greedy_completions(
     eos_ids = {int(token) for token in ([eos] if isinstance(eos, int) else list(eos or []))}
     if tokenizer.eos_token_id is not None:
         eos_ids.add(int(tokenizer.eos_token_id))
-    encoded = tokenizer(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False)
-    input_ids = encoded["input_ids"].to(device)
-    attention_mask = encoded["attention_mask"].to(device)
+    cached: dict[str, Any] = {}
+    token_ids = None
+    if prefix_cache is not None:
+        token_ids = tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+    if prefix_cache is not None and token_ids is not None and min(map(len, token_ids)) > 1:
+        input_ids, attention_mask, cached[prefix_cache.keyword] = prefilled_batch(
+            model, prefix_cache, token_ids, tokenizer.pad_token_id, max_new_tokens
+        )
+    else:
+        encoded = tokenizer(
+            list(prompts), return_tensors="pt", padding=True, add_special_tokens=False
+        )
+        input_ids = encoded["input_ids"].to(device)
+        attention_mask = encoded["attention_mask"].to(device)
     output = model.generate(
-        input_ids=input_ids, attention_mask=attention_mask, generation_config=call_config
+        input_ids=input_ids, attention_mask=attention_mask, generation_config=call_config, **cached
     )
     new_tokens = output[:, input_ids.shape[1] :].tolist()
     prompt_tokens = [int(n) for n in attention_mask.sum(dim=1).tolist()]
@@ -798,11 +843,21 @@ class HFOptions(BackendOptions):
         "(equal to max_new_tokens: fixed-length outputs, for benchmarks)",
     )
 
+    prefix_cache_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="keep the attention states of up to this many prompt positions between "
+        "batches and start each prompt from the longest kept prefix (multi-turn steps, "
+        "shared system prompts); off by default, since it can flip a near-tie greedy choice",
+    )
+
     def job_identity(self) -> dict[str, object]:
-        """Precision and a length floor change outputs, so they name the run's outputs."""
+        """Precision, a length floor and the prefix cache change outputs: they name the outputs."""
         identity: dict[str, object] = {} if self.dtype is None else {"dtype": self.dtype}
         if self.min_new_tokens is not None:
             identity["min_new_tokens"] = self.min_new_tokens
+        if self.prefix_cache_tokens is not None:
+            identity["prefix_cache_tokens"] = self.prefix_cache_tokens
         return identity
 
 
@@ -829,4 +884,5 @@ def hf_backend(request: BackendRequest, options: HFOptions) -> HFGenerator:
         keep_special_tokens=request.keep_special_tokens,
         dtype=options.dtype,
         min_new_tokens=options.min_new_tokens,
+        prefix_cache_tokens=options.prefix_cache_tokens,
     )
