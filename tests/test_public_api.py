@@ -157,6 +157,8 @@ CURATED = {
         "MultiTurnProblem",
         "Trajectory",
         "read_trajectories",
+        "PrecomputedOutputs",
+        "read_precomputed_outputs",
         "execution_check",
         "is_multi_turn",
         "CALLS_SLICE_FIELD",

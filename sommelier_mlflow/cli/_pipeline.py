@@ -31,8 +31,7 @@ from sommelier_mlflow.data import (
     format_examples,
     is_multi_turn,
     read_generations,
-    read_precomputed,
-    read_trajectories,
+    read_precomputed_outputs,
     sample_examples,
     write_test_split,
 )
@@ -626,12 +625,17 @@ def replay_precomputed(
     decoded (``hf``, ``server``...), which the gate then compares like a
     measured one. The declared adapter may be the name it was served under.
 
-    A file of trajectory rows (``{"example_id", "turns"}``, the
-    ``trajectories.jsonl`` a played arm writes) answers the split's multi-turn
-    questions: their records carry the step texts as ``turns``, exactly as
-    the execution loop writes them, with the loop's identity in the decoding.
+    Trajectory rows (``{"example_id", "turns"}``, the ``trajectories.jsonl``
+    a played arm writes) answer the split's multi-turn questions: their
+    records carry the step texts as ``turns``, exactly as the execution loop
+    writes them, with the loop's identity in the decoding. One file may hold
+    both kinds of row, each read by its shape, so a split mixing single-turn
+    rows and multi-turn questions is re-scored from one file.
 
     Raises:
+        DataError: A malformed row, a repeated id, or a row of the other kind
+            than its example (a trajectory for a single-turn example, an
+            output row for a multi-turn question), naming file and line.
         InputError: A row names an example the split does not have, or an
             example has no completion.
         InvariantViolationError: A row's language or prompt digest disagrees
@@ -640,15 +644,10 @@ def replay_precomputed(
     from sommelier_mlflow.generation import create_backend
 
     kind = declared.checked_kind()
-    trajectories: dict[str, tuple[tuple[str, ...], ...]] | None = None
-    if _holds_trajectories(precomputed):
-        rows = read_trajectories(precomputed, split=split)
-        trajectories = {row.example_id: row.turns for row in rows}
-        outputs = _precomputed_outputs(split, (), precomputed, answered=set(trajectories))
-    else:
-        outputs = _precomputed_outputs(split, read_precomputed(precomputed), precomputed)
-        if any(is_multi_turn(example) for example in split.examples):
-            trajectories = {}  # the runner names the first question without one
+    read = read_precomputed_outputs(precomputed, split=split)
+    answered = {row.example_id: row.turns for row in read.trajectories}
+    outputs = _precomputed_outputs(split, read.outputs, precomputed, answered=set(answered))
+    trajectories = answered if any(is_multi_turn(e) for e in split.examples) else None
     replay = {"outputs": outputs, "name": Path(precomputed).name, "keyed_by": "example_id"}
     generator = create_backend("replay", replace(declared.required_request(), options=replay))
     # Replaying is cheap, so it runs in a staging folder: a refused replay
@@ -656,22 +655,6 @@ def replay_precomputed(
     with LoadedArm(kind, generator, split) as loaded, staged_folder(out_dir) as stage:
         arm = _generate_and_score(loaded, decoding, stage, scoring, Path(out_dir), trajectories)
     return arm
-
-
-def _holds_trajectories(precomputed: str | os.PathLike[str]) -> bool:
-    """Whether a precomputed file's first row is a trajectory (``turns``), not an output."""
-    path = Path(precomputed)
-    if path.suffix.lower() in (".csv", ".parquet", ".pq") or not path.is_file():
-        return False
-    with path.open("rb") as handle:
-        for line in handle:
-            if line.strip():
-                try:
-                    row = loads(line)
-                except JSONDecodeError:
-                    return False  # the output reader reports it, naming the line
-                return isinstance(row, dict) and "turns" in row
-    return False
 
 
 def _precomputed_outputs(
@@ -682,7 +665,7 @@ def _precomputed_outputs(
 ) -> dict[str, str]:
     """Each single-turn example's output text, every row checked against its example.
 
-    ``answered`` are the multi-turn questions a trajectory file answers.
+    ``answered`` are the multi-turn questions the file's trajectory rows answer.
     """
     by_id = split.by_id()
     outputs: dict[str, str] = {}
@@ -711,8 +694,8 @@ def _precomputed_outputs(
         raise InputError(
             f"{precomputed}: no row for example_id {missing[0]!r}"
             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
-            + "; supply one {example_id, raw_text} row for every example of the split (a "
-            "file of {example_id, turns} rows for a split of multi-turn questions; a split "
-            "mixing both is re-scored from its generations/ folder)"
+            + "; supply one {example_id, raw_text} row for every single-turn example of the "
+            "split and one {example_id, turns} row for every multi-turn question (one file "
+            "may hold both)"
         )
     return outputs

@@ -82,8 +82,10 @@ from sommelier_mlflow.data._input_formats import (
 )
 from sommelier_mlflow.data._precomputed_reader import (
     PrecomputedGeneration,
+    PrecomputedOutputs,
     Trajectory,
     read_precomputed,
+    read_precomputed_outputs,
     read_trajectories,
 )
 from sommelier_mlflow.data._prepare import (
@@ -187,6 +189,7 @@ __all__ = [
     "OVERALL",
     "PREPARED_EXAMPLE_V2_SCHEMA",
     "PrecomputedGeneration",
+    "PrecomputedOutputs",
     "PrepareResult",
     "PromptFormat",
     "RESERVED_SLICE_NAMES",
@@ -226,6 +229,7 @@ __all__ = [
     "read_generation_prefix",
     "read_generations",
     "read_precomputed",
+    "read_precomputed_outputs",
     "read_template_date",
     "read_test_split",
     "read_trajectories",

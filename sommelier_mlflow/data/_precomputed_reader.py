@@ -10,8 +10,12 @@ line).
 A multi-turn question (BFCL's ``multi_turn_*``) has no single output: its
 producer writes one *trajectory* row per question, ``{"example_id", "turns":
 [[step raw text, ...], ...]}``, the model's raw output at each step of each
-user turn, in order (:func:`read_trajectories`). A file holds one kind of row:
-each reader refuses a row of the other kind, naming both lines.
+user turn, in order (:func:`read_trajectories`). Each of those two readers
+reads one kind of row and refuses the other, naming both lines. A split may
+hold both kinds of example (BFCL imported with single-turn and multi-turn
+categories), so :func:`read_precomputed_outputs` reads a file mixing them,
+each row by its shape, and checks each against its example's kind: one file
+re-scores the whole split.
 """
 
 from __future__ import annotations
@@ -29,7 +33,14 @@ from sommelier_mlflow.data._schemas import TestExample, TestSplit
 from sommelier_mlflow.errors import DataError, DependencyError
 from sommelier_mlflow.toolcalls import ParseStatus, parse_tool_call
 
-__all__ = ["PrecomputedGeneration", "read_precomputed", "Trajectory", "read_trajectories"]
+__all__ = [
+    "PrecomputedGeneration",
+    "read_precomputed",
+    "Trajectory",
+    "read_trajectories",
+    "PrecomputedOutputs",
+    "read_precomputed_outputs",
+]
 
 _PRECOMPUTED_REQUIRED: Final = frozenset({"example_id", "raw_text"})
 _PRECOMPUTED_OPTIONAL: Final = frozenset({"language", "prompt_sha256"})
@@ -149,8 +160,9 @@ def _refuse_other_kind(src: _Line, kind: str, first_line: int | None, wanted: st
         return
     if first_line is not None:
         raise src.error(
-            f"this is {kind} but line {first_line} is {wanted}; a file holds outputs of one "
-            "kind: write single-turn outputs and multi-turn trajectories to separate files"
+            f"this is {kind} but line {first_line} is {wanted}; this reader reads one kind: "
+            "read a file mixing both with read_precomputed_outputs(path, split=...), as "
+            "score --precomputed does"
         )
     if kind == _TRAJECTORY_ROW:
         raise src.error(
@@ -196,29 +208,38 @@ def read_precomputed(path: str | os.PathLike[str]) -> list[PrecomputedGeneration
         kind = _TRAJECTORY_ROW if "turns" in row else _RAW_TEXT_ROW
         first = lines[results[0].example_id] if results else None
         _refuse_other_kind(src, kind, first, _RAW_TEXT_ROW)
-        src.exact_fields(_PRECOMPUTED_REQUIRED, _PRECOMPUTED_OPTIONAL)
-        example_id = src.string("example_id")
-        raw_text = src.string("raw_text", non_empty=False)
-        language = src.language(default=None) if "language" in row else None
-        prompt_sha256 = src.string("prompt_sha256") if "prompt_sha256" in row else None
-        earlier = lines.get(example_id)
-        if earlier is not None:
-            raise src.error(f"duplicate example_id {example_id!r} (first at line {earlier})")
-        lines[example_id] = line_no
-        parsed = parse_tool_call(raw_text)
-        results.append(
-            PrecomputedGeneration(
-                example_id=example_id,
-                raw_text=raw_text,
-                language=language,
-                parse_status=parsed.status,
-                parsed_call=parsed.call,
-                prompt_sha256=prompt_sha256,
-            )
-        )
+        generation = _output_row(src, row)
+        _first_time(src, generation.example_id, lines)
+        results.append(generation)
     if not results:
         raise DataError("generations file is empty", path=name)
     return results
+
+
+def _output_row(src: _Line, row: Mapping[str, Any]) -> PrecomputedGeneration:
+    """One ``{example_id, raw_text}`` row, checked, its text parsed by this package."""
+    src.exact_fields(_PRECOMPUTED_REQUIRED, _PRECOMPUTED_OPTIONAL)
+    example_id = src.string("example_id")
+    raw_text = src.string("raw_text", non_empty=False)
+    language = src.language(default=None) if "language" in row else None
+    prompt_sha256 = src.string("prompt_sha256") if "prompt_sha256" in row else None
+    parsed = parse_tool_call(raw_text)
+    return PrecomputedGeneration(
+        example_id=example_id,
+        raw_text=raw_text,
+        language=language,
+        parse_status=parsed.status,
+        parsed_call=parsed.call,
+        prompt_sha256=prompt_sha256,
+    )
+
+
+def _first_time(src: _Line, example_id: str, lines: dict[str, int]) -> None:
+    """Refuse an ``example_id`` a row already answered; else remember this row's line."""
+    earlier = lines.get(example_id)
+    if earlier is not None:
+        raise src.error(f"duplicate example_id {example_id!r} (first at line {earlier})")
+    lines[example_id] = src.line
 
 
 def _checked_turns(src: _Line) -> tuple[tuple[str, ...], ...]:
@@ -294,17 +315,84 @@ def read_trajectories(
         kind = _TRAJECTORY_ROW if "turns" in row else _RAW_TEXT_ROW
         first = lines[trajectories[0].example_id] if trajectories else None
         _refuse_other_kind(src, kind, first, _TRAJECTORY_ROW)
-        src.exact_fields(_TRAJECTORY_FIELDS, frozenset())
-        trajectory = Trajectory(example_id=src.string("example_id"), turns=_checked_turns(src))
-        earlier = lines.get(trajectory.example_id)
-        if earlier is not None:
-            raise src.error(
-                f"duplicate example_id {trajectory.example_id!r} (first at line {earlier})"
-            )
-        lines[trajectory.example_id] = line_no
+        trajectory = _trajectory_row(src)
+        _first_time(src, trajectory.example_id, lines)
         if split is not None:
             _check_against_split(src, trajectory, examples, split.path)
         trajectories.append(trajectory)
     if not trajectories:
         raise DataError("trajectories file is empty", path=name)
     return trajectories
+
+
+def _trajectory_row(src: _Line) -> Trajectory:
+    """One ``{example_id, turns}`` row, checked."""
+    src.exact_fields(_TRAJECTORY_FIELDS, frozenset())
+    return Trajectory(example_id=src.string("example_id"), turns=_checked_turns(src))
+
+
+@dataclass(frozen=True, slots=True)
+class PrecomputedOutputs:
+    """A split's outputs made elsewhere, single-turn and multi-turn, from one file.
+
+    Attributes:
+        outputs: The ``{example_id, raw_text}`` rows, in file order: single-turn examples.
+        trajectories: The ``{example_id, turns}`` rows, in file order: multi-turn questions.
+    """
+
+    outputs: tuple[PrecomputedGeneration, ...]
+    trajectories: tuple[Trajectory, ...]
+
+
+def read_precomputed_outputs(
+    path: str | os.PathLike[str], *, split: TestSplit
+) -> PrecomputedOutputs:
+    """Read outputs made elsewhere for ``split``, each row by its shape.
+
+    A row with ``turns`` is a trajectory (:func:`read_trajectories`), any
+    other an output row (:func:`read_precomputed`); both kinds may share one
+    file, in any order, so a split mixing single-turn rows and multi-turn
+    questions is re-scored from one file (a played arm's ``trajectories.jsonl``
+    appended to its single-turn outputs). Each row must answer its example's
+    kind. A CSV or Parquet file holds output rows only (a turn is a list).
+    Ids the split lacks among output rows, and examples no row answers, are
+    the caller's to report, as with :func:`read_precomputed`.
+
+    Raises:
+        DataError: A row :func:`read_precomputed` or :func:`read_trajectories`
+            (with ``split``) refuses, an output row for a multi-turn question,
+            an ``example_id`` in two rows of either kind, a trajectory in a CSV
+            or Parquet file, or an empty file; naming file and line.
+    """
+    name = os.fspath(path)
+    table = Path(name).suffix.lower() in (".csv", ".parquet", ".pq")
+    lines: dict[str, int] = {}
+    outputs: list[PrecomputedGeneration] = []
+    trajectories: list[Trajectory] = []
+    examples = split.by_id()
+    for line_no, row in _precomputed_rows(name):
+        src = _Line(name, line_no, row)
+        if "turns" in row:
+            if table:
+                raise src.error(
+                    f"this is {_TRAJECTORY_ROW}; multi-turn trajectories are read from JSON "
+                    "lines only: write the file as .jsonl"
+                )
+            trajectory = _trajectory_row(src)
+            _first_time(src, trajectory.example_id, lines)
+            _check_against_split(src, trajectory, examples, split.path)
+            trajectories.append(trajectory)
+            continue
+        generation = _output_row(src, row)
+        _first_time(src, generation.example_id, lines)
+        example = examples.get(generation.example_id)
+        if example is not None and example.multi_turn is not None:
+            raise src.error(
+                f"example {generation.example_id!r} is a multi-turn question but this is "
+                f"{_RAW_TEXT_ROW}; give it {_TRAJECTORY_ROW}: the model's raw output at each "
+                "step of each user turn"
+            )
+        outputs.append(generation)
+    if not outputs and not trajectories:
+        raise DataError("precomputed outputs file is empty", path=name)
+    return PrecomputedOutputs(tuple(outputs), tuple(trajectories))

@@ -41,6 +41,12 @@ write must equal the stored line byte for byte (a different result means the
 environment is not deterministic, and the run refuses), a round cut short by
 the kill is dropped and generated again,
 and the files end byte-identical to an uninterrupted run's.
+
+Each generated batch's seconds go to ``generation_timing.jsonl`` with its
+round (``_timing.py``), before the round is journaled, as the runner times its
+batches before writing their records: a question's trace lasts its shares of
+all its steps. A replayed round generates nothing and times nothing; a round
+cut short is timed again when it is generated again, and that time counts.
 """
 
 from __future__ import annotations
@@ -85,6 +91,7 @@ from sommelier_mlflow.generation._batching import (
 )
 from sommelier_mlflow.generation._context import check_context
 from sommelier_mlflow.generation._protocol import Completion, TextGenerator
+from sommelier_mlflow.generation._timing import TimingLog
 from sommelier_mlflow.toolcalls import (
     BFCL_ADDED_TOOLS_PROMPT,
     BFCL_INSTALL_COMMAND,
@@ -470,20 +477,29 @@ def _prompts(
 
 
 def _generate_round(
+    round_number: int,
     prompted: Sequence[Prompted],
     generator: TextGenerator,
     decoding: Decoding,
     on_batch: Callable[[Sequence[Completion], float], None] | None,
+    timing: TimingLog,
 ) -> list[str]:
-    """One step of every fitting conversation, in the runner's batches; texts in order."""
+    """One step of every fitting conversation, in the runner's batches; texts in order.
+
+    Each batch's seconds go to ``timing`` under ``round_number``, naming the
+    conversations whose steps it generated.
+    """
     texts: list[str] = [""] * len(prompted)
     for batch in batch_plan(prompted, generator, decoding.batch_size):
         started = time.perf_counter()
         completions = generate_batch(
             generator, [prompted[i] for i in batch], decoding.max_new_tokens
         )
+        seconds = time.perf_counter() - started
         if on_batch is not None:
-            on_batch(completions, time.perf_counter() - started)
+            on_batch(completions, seconds)
+        ids = [prompted[i].example.example_id for i in batch]
+        timing.append(ids, seconds, round_number=round_number)
         for position, index in enumerate(batch):
             texts[index] = valid_text(completions[position].text)
     return texts
@@ -498,6 +514,7 @@ def _play_round(
     sandbox: BfclSandbox,
     journal: _Journal,
     on_batch: Callable[[Sequence[Completion], float], None] | None,
+    timing: TimingLog,
 ) -> None:
     """Every running conversation takes one step (or ends, past the context)."""
     prompted = _prompts(running, loop, round_number == 0)
@@ -519,7 +536,9 @@ def _play_round(
             else:
                 _replay_step(conversation, step, sandbox, loop, round_number)
         return
-    texts = _generate_round([prompted[i] for i in fitting], generator, decoding, on_batch)
+    texts = _generate_round(
+        round_number, [prompted[i] for i in fitting], generator, decoding, on_batch, timing
+    )
     by_index = dict(zip(fitting, texts, strict=True))
     entries = []
     for index, conversation in enumerate(running):
@@ -560,7 +579,9 @@ def run_conversations(
 
     Resumes from ``out_dir``'s journal (module docstring); ``run_generation``
     calls it for the split's multi-turn rows and writes the records with the
-    others. ``trajectories.jsonl`` (split order) is written here, atomically.
+    others. ``trajectories.jsonl`` (split order) is written here, atomically;
+    each generated batch's seconds are appended to ``generation_timing.jsonl``
+    with its round.
 
     Raises:
         DependencyError: bfcl-eval is not installed (exit 3).
@@ -570,6 +591,7 @@ def run_conversations(
             (the environment is not deterministic).
     """
     journal = _Journal(out_dir / MULTI_TURN_JOURNAL_NAME)
+    timing = TimingLog(out_dir)
     conversations = [_start(item) for item in items]
     rounds = 0
     try:
@@ -584,7 +606,9 @@ def run_conversations(
             running = list(conversations)
             steps = 0
             while running:
-                _play_round(rounds, running, generator, decoding, loop, sandbox, journal, on_batch)
+                _play_round(
+                    rounds, running, generator, decoding, loop, sandbox, journal, on_batch, timing
+                )
                 rounds += 1
                 steps += len(running)
                 still = [c for c in running if c.ended is None]
@@ -596,6 +620,7 @@ def run_conversations(
                 running = still
         journal.check_exhausted(rounds)
     finally:
+        timing.close()
         journal.finish()
     records = {
         c.example_id: multi_turn_record(c.item, c.turns, model_kind, decoding)

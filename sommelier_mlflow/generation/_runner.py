@@ -10,7 +10,7 @@ Layout written under ``out_dir``::
 
     generation_manifest.json     what the run is (guards resumption)
     generations/<language>.jsonl one GenerationRecord per line, test-split order
-    generation_timing.jsonl      seconds per generated batch (trace durations; no digest)
+    generation_timing.jsonl      seconds per generated batch, steps too (trace durations; no digest)
     multi_turn_journal.jsonl     every step of the multi-turn questions (``_multi_turn.py``)
     trajectories.jsonl           their step texts per turn, as ``score --precomputed`` reads them
 

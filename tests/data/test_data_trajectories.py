@@ -1,4 +1,9 @@
-"""Multi-turn outputs made elsewhere: ``{example_id, turns}`` rows, read only as they should be."""
+"""Multi-turn outputs made elsewhere: ``{example_id, turns}`` rows, read only as they should be.
+
+Alone in a file (``read_trajectories``) or beside single-turn output rows
+(``read_precomputed_outputs``, each row read by its shape and checked against
+its example's kind).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,14 @@ from typing import Any
 
 import pytest
 
-from sommelier_mlflow.data import Trajectory, read_precomputed, read_test_split, read_trajectories
+from sommelier_mlflow.data import (
+    PrecomputedOutputs,
+    Trajectory,
+    read_precomputed,
+    read_precomputed_outputs,
+    read_test_split,
+    read_trajectories,
+)
 from tests.data.data_helpers import WriteLines, expect_error, native_row
 
 FIRST = [{"role": "user", "content": "Go to the documents folder."}]
@@ -107,3 +119,79 @@ def test_with_the_split_each_trajectory_answers_a_multi_turn_example_turn_for_tu
         write_lines([trajectory("s-1")]), 1, "'s-1' is not a multi-turn example", reader=read
     )
     expect_error(write_lines([trajectory("q-9")]), 1, "'q-9' is not in the test split", reader=read)
+
+
+def test_one_file_mixing_both_kinds_is_read_row_by_row_against_the_split(
+    write_lines: WriteLines,
+) -> None:
+    split = read_test_split(
+        write_lines([native_row("s-1"), multi_turn_row("q-1"), native_row("s-2")])
+    )
+    path = write_lines(
+        [
+            {"example_id": "s-2", "raw_text": "{}"},
+            trajectory("q-1"),
+            {"example_id": "s-1", "raw_text": ""},
+        ]
+    )
+    read = read_precomputed_outputs(path, split=split)
+    assert isinstance(read, PrecomputedOutputs)
+    assert [(row.example_id, row.raw_text) for row in read.outputs] == [("s-2", "{}"), ("s-1", "")]
+    assert read.outputs == tuple(
+        read_precomputed(
+            write_lines(
+                [{"example_id": "s-2", "raw_text": "{}"}, {"example_id": "s-1", "raw_text": ""}]
+            )
+        )
+    )
+    assert read.trajectories == (Trajectory("q-1", (("cd(folder='documents')", "done"), ())),)
+
+
+@pytest.mark.parametrize(
+    ("rows", "line", "fragment"),
+    [
+        # A row of the other kind than its example, named with its line.
+        (
+            [trajectory("q-1"), {"example_id": "q-1x", "raw_text": "{}"}, trajectory("s-1")],
+            3,
+            "example 's-1' is not a multi-turn example",
+        ),
+        (
+            [{"example_id": "s-1", "raw_text": "{}"}, {"example_id": "q-1", "raw_text": "{}"}],
+            2,
+            "example 'q-1' is a multi-turn question but this is an output row",
+        ),
+        # One id answered twice, whatever the kinds.
+        (
+            [trajectory("q-1"), {"example_id": "q-1", "raw_text": "{}"}],
+            2,
+            "duplicate example_id 'q-1' (first at line 1)",
+        ),
+        (
+            [{"example_id": "s-1", "raw_text": "{}"}, trajectory("s-1")],
+            2,
+            "duplicate example_id 's-1' (first at line 1)",
+        ),
+        # Each kind's own checks.
+        ([trajectory("q-1", [["a"], [], ["b"]])], 1, "'q-1' has 2 user turns"),
+        ([{"example_id": "s-1", "raw_text": "{}", "turn": 1}], 1, "unknown field 'turn'"),
+        ([trajectory("q-9")], 1, "'q-9' is not in the test split"),
+        ([], None, "precomputed outputs file is empty"),
+    ],
+)
+def test_a_mixed_file_refuses_what_either_reader_refuses_and_a_row_of_the_wrong_kind(
+    write_lines: WriteLines, rows: list[dict[str, Any]], line: int | None, fragment: str
+) -> None:
+    split = read_test_split(write_lines([native_row("s-1"), multi_turn_row("q-1")]))
+    read = partial(read_precomputed_outputs, split=split)
+    expect_error(write_lines(rows), line, fragment, reader=read)
+
+
+def test_a_table_of_outputs_holds_no_trajectory(write_lines: WriteLines, tmp_path: Path) -> None:
+    split = read_test_split(write_lines([native_row("s-1"), multi_turn_row("q-1")]))
+    table = tmp_path / "outputs.csv"
+    table.write_text("example_id,raw_text\ns-1,{}\n", encoding="utf-8")
+    read = read_precomputed_outputs(table, split=split)
+    assert ([row.example_id for row in read.outputs], read.trajectories) == (["s-1"], ())
+    table.write_text("example_id,turns\nq-1,[]\n", encoding="utf-8")
+    expect_error(table, 2, "JSON lines only", reader=partial(read_precomputed_outputs, split=split))

@@ -19,8 +19,10 @@ from sommelier_mlflow.data import read_generations
 from sommelier_mlflow.errors import ConfigError, InvariantViolationError
 from sommelier_mlflow.generation import (
     MULTI_TURN_JOURNAL_NAME,
+    TIMING_NAME,
     TRAJECTORIES_NAME,
     MultiTurnLoop,
+    read_example_seconds,
     run_generation,
 )
 from sommelier_mlflow.toolcalls import BFCL_ADDED_TOOLS_PROMPT, BFCL_STEP_LIMIT
@@ -220,15 +222,12 @@ def _uninterrupted(folder: Path, tokenizer: Any) -> tuple[list[Any], dict[str, l
     return examples, script
 
 
-def test_a_run_cut_inside_a_round_resumes_to_identical_files(
-    tokenizer: Any, tmp_path: Path
-) -> None:
-    whole = tmp_path / "whole"
-    examples, script = _uninterrupted(whole, tokenizer)
+def _cut_inside_the_third_round(whole: Path, cut: Path) -> list[int]:
+    """What a kill leaves in ``cut``: two complete rounds, one step of the third, a torn line.
 
-    # What a kill leaves: two complete rounds, one step of the third, a torn line,
-    # and no generations yet (they are written when every question has ended).
-    cut = tmp_path / "cut"
+    And no generations yet (they are written when every question has ended).
+    Returns the round of each line of the whole run's journal.
+    """
     cut.mkdir()
     lines = (whole / MULTI_TURN_JOURNAL_NAME).read_bytes().splitlines(keepends=True)
     rounds = [loads(line)["round"] for line in lines]
@@ -237,6 +236,16 @@ def test_a_run_cut_inside_a_round_resumes_to_identical_files(
     (cut / "generation_manifest.json").write_bytes(
         (whole / "generation_manifest.json").read_bytes()
     )
+    return rounds
+
+
+def test_a_run_cut_inside_a_round_resumes_to_identical_files(
+    tokenizer: Any, tmp_path: Path
+) -> None:
+    whole = tmp_path / "whole"
+    examples, script = _uninterrupted(whole, tokenizer)
+    cut = tmp_path / "cut"
+    rounds = _cut_inside_the_third_round(whole, cut)
 
     model = ScriptedModel(script)
     play(examples, model, cut, tokenizer=tokenizer)
@@ -244,6 +253,69 @@ def test_a_run_cut_inside_a_round_resumes_to_identical_files(
     # Only the rounds from the cut one on were generated again, each whole.
     assert [len(batch) for batch in model.batches] == [3, 2, 1][: len(model.batches)]
     assert len(model.batches) == max(rounds) + 1 - 2
+
+
+def _timing_rows(out: Path) -> list[dict[str, Any]]:
+    return [loads(line) for line in (out / TIMING_NAME).read_bytes().splitlines()]
+
+
+def test_each_step_batch_records_its_seconds_and_round_and_a_question_lasts_all_its_steps(
+    tokenizer: Any, tmp_path: Path
+) -> None:
+    examples, script = _three_questions()
+    model = ScriptedModel(script, pause=0.02)
+    play(examples, model, tmp_path, tokenizer=tokenizer)
+
+    rows = _timing_rows(tmp_path)
+    journal = _journal(tmp_path)
+    # One line per generated batch (one batch per round here), naming its conversations.
+    assert len(rows) == len(model.batches) == 1 + max(entry["round"] for entry in journal)
+    assert [(row["round"], sorted(row["example_ids"])) for row in rows] == [
+        (n, sorted(e["example_id"] for e in journal if e["round"] == n)) for n in range(len(rows))
+    ]
+    assert all(row["seconds"] >= 0.02 for row in rows)
+    # A question lasts its share of every round it took a step in; the shares add up.
+    seconds = read_example_seconds(tmp_path)
+    assert set(seconds) == set(script)
+    for example_id in script:
+        shares = [
+            r["seconds"] / len(r["example_ids"]) for r in rows if example_id in r["example_ids"]
+        ]
+        assert len(shares) == sum(e["example_id"] == example_id for e in journal)
+        assert seconds[example_id] == pytest.approx(sum(shares))
+    assert sum(seconds.values()) == pytest.approx(sum(row["seconds"] for row in rows))
+
+
+def test_a_resumed_run_times_only_the_rounds_it_generates_and_the_cut_one_once(
+    tokenizer: Any, tmp_path: Path
+) -> None:
+    whole = tmp_path / "whole"
+    examples, script = _uninterrupted(whole, tokenizer)
+    cut = tmp_path / "cut"
+    _cut_inside_the_third_round(whole, cut)
+    # What the killed run had timed: rounds 0 and 1 (1 s each), the batch of the cut
+    # round (100 s, generated but not journaled when the kill came), and a torn line.
+    planted = [
+        {**row, "seconds": 1.0 if row["round"] < 2 else 100.0}
+        for row in _timing_rows(whole)
+        if row["round"] <= 2
+    ]
+    (cut / TIMING_NAME).write_bytes(b"".join(dumps_line(r) for r in planted) + b'{"schema_v')
+
+    model = ScriptedModel(script, pause=0.01)
+    play(examples, model, cut, tokenizer=tokenizer)
+    rows = _timing_rows(cut)
+    assert rows[: len(planted)] == planted  # the replayed rounds appended nothing
+    again = rows[len(planted) :]
+    assert [row["round"] for row in again] == list(range(2, 2 + len(model.batches)))
+    seconds = read_example_seconds(cut)
+    expected: dict[str, float] = {}
+    for row in [*planted[:2], *again]:  # the cut round's 100 s gave way to its second run
+        for example_id in row["example_ids"]:
+            share = row["seconds"] / len(row["example_ids"])
+            expected[example_id] = expected.get(example_id, 0.0) + share
+    assert seconds == pytest.approx(expected)
+    assert max(seconds.values()) < 100 / 3
 
 
 def test_a_journal_whose_results_differ_is_refused(tokenizer: Any, tmp_path: Path) -> None:

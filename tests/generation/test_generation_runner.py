@@ -406,3 +406,15 @@ def test_a_timing_line_that_is_not_one_is_refused_naming_file_and_line(
     assert info.value.path == str(timing)
     assert info.value.line == count
     assert read_example_seconds(replay_run / "elsewhere") == {}  # no file: no durations
+
+
+@pytest.mark.parametrize("round_number", [-1, 1.0, "2", True])
+def test_a_timing_line_whose_round_is_no_round_number_is_refused(
+    replay_run: Path, round_number: Any
+) -> None:
+    timing = replay_run / TIMING_NAME
+    row = {**_rows(timing)[0], "round": round_number}
+    timing.write_bytes(timing.read_bytes() + dumps_line(row))
+    with pytest.raises(DataError, match="round: absent or an integer >= 0") as info:
+        read_example_seconds(replay_run)
+    assert info.value.line == len(timing.read_bytes().splitlines())
