@@ -18,12 +18,13 @@ from sommelier_mlflow.generation._protocol import (
     Completion,
     SupportsCompletionDetails,
     SupportsExampleKeys,
+    SupportsPrefill,
     SupportsPromptLengths,
     TextGenerator,
 )
 from sommelier_mlflow.toolcalls import parse_tool_call
 
-__all__ = ["Prompted", "batch_plan", "valid_text", "generate_batch", "make_record"]
+__all__ = ["Prompted", "batch_plan", "valid_text", "generate_batch", "make_record", "skip_batch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,12 @@ def valid_text(text: str) -> str:
     if text.isascii():
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def skip_batch(generator: TextGenerator, items: Sequence[Prompted]) -> None:
+    """A batch whose outputs a resumed run already holds: only a stateful generator sees it."""
+    if isinstance(generator, SupportsPrefill):
+        generator.prefill([item.prompt for item in items])
 
 
 def generate_batch(

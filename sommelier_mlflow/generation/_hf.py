@@ -33,6 +33,7 @@ from sommelier_mlflow.generation._identity import (
 from sommelier_mlflow.generation._prefix_cache import (
     PrefixCache,
     check_prefix_cacheable,
+    pooled_states,
     prefilled_batch,
 )
 from sommelier_mlflow.generation._protocol import BackendRequest, Completion, check_generate_args
@@ -636,6 +637,24 @@ class HFGenerator(LocalSources):
                 f"{self._device}; lower the batch size or max_new_tokens"
             ) from exc
 
+    def prefill(self, prompts: Sequence[str]) -> None:
+        """Change the prefix cache as generating ``prompts`` as one batch would; generate nothing.
+
+        A resumed run hands over each batch it skips (its outputs are already
+        on disk), so that the cache holds what it held in an uninterrupted run
+        and later batches compute the same numbers; without a cache, nothing.
+        """
+        pool = self._prefix_cache
+        if pool is None:
+            return
+        import torch
+
+        engine = self._lease.engine
+        with torch.inference_mode(), engine.selected(self._adapter_name) as model:
+            token_ids = cacheable_ids(engine.tokenizer, prompts)
+            if token_ids is not None:
+                pooled_states(model, pool, token_ids)
+
     # -- lifecycle ---------------------------------------------------------------
 
     def close(self) -> None:
@@ -725,10 +744,8 @@ def greedy_completions(
     if tokenizer.eos_token_id is not None:
         eos_ids.add(int(tokenizer.eos_token_id))
     cached: dict[str, Any] = {}
-    token_ids = None
-    if prefix_cache is not None:
-        token_ids = tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
-    if prefix_cache is not None and token_ids is not None and min(map(len, token_ids)) > 1:
+    token_ids = None if prefix_cache is None else cacheable_ids(tokenizer, prompts)
+    if prefix_cache is not None and token_ids is not None:
         input_ids, attention_mask, cached[prefix_cache.keyword] = prefilled_batch(
             model, prefix_cache, token_ids, tokenizer.pad_token_id, max_new_tokens
         )
@@ -756,6 +773,16 @@ def greedy_completions(
             )
         )
     return completions
+
+
+def cacheable_ids(tokenizer: Any, prompts: Sequence[str]) -> list[list[int]] | None:
+    """The prompts' token ids if the prefix cache can take the batch, else ``None``.
+
+    A prompt of one token has no states to keep before its last token; such a
+    batch (rare: rendered prompts are long) is decoded without the cache.
+    """
+    token_ids: list[list[int]] = tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+    return token_ids if token_ids and min(map(len, token_ids)) > 1 else None
 
 
 def decode_completion(tokenizer: Any, token_ids: Sequence[int], keep_special_tokens: bool) -> str:

@@ -87,6 +87,7 @@ from sommelier_mlflow.generation._batching import (
     batch_plan,
     generate_batch,
     make_record,
+    skip_batch,
     valid_text,
 )
 from sommelier_mlflow.generation._context import check_context
@@ -529,6 +530,9 @@ def _play_round(
     stored = journal.replayed(round_number, [c.example_id for c in running])
     fitting = [i for i, c in enumerate(running) if c.example_id not in overlong]
     if stored is not None:
+        fitting_items = [prompted[i] for i in fitting]
+        for batch in batch_plan(fitting_items, generator, decoding.batch_size):
+            skip_batch(generator, [fitting_items[i] for i in batch])
         for conversation in running:
             step = stored.lines[conversation.example_id]
             if conversation.example_id in overlong:

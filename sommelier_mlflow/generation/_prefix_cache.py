@@ -41,7 +41,7 @@ import numpy as np
 
 from sommelier_mlflow.errors import ConfigError, DependencyError
 
-__all__ = ["PrefixCache", "check_prefix_cacheable", "prefilled_batch"]
+__all__ = ["PrefixCache", "check_prefix_cacheable", "pooled_states", "prefilled_batch"]
 
 
 @dataclass(eq=False)  # by identity: the pool removes entries, and arrays do not compare
@@ -180,7 +180,9 @@ def _preallocated_layer() -> type:
     import torch
     from transformers.cache_utils import DynamicLayer
 
-    class PreallocatedLayer(DynamicLayer):  # type: ignore[misc]  # untyped base
+    plain: Any = DynamicLayer  # untyped
+
+    class PreallocatedLayer(plain):  # type: ignore[misc]  # a base of type Any
         def __init__(self, keys: Any, values: Any, length: int) -> None:
             super().__init__()
             self._keys_room, self._values_room, self._length = keys, values, length
@@ -231,29 +233,19 @@ def _prefill(
     return _states(cache)
 
 
-def prefilled_batch(
-    model: Any,
-    pool: PrefixCache,
-    token_ids: Sequence[Sequence[int]],
-    pad_token_id: int,
-    max_new_tokens: int,
-) -> tuple[Any, Any, Any]:
-    """``input_ids``, ``attention_mask`` and a filled cache for ``generate`` to decode from.
+def pooled_states(
+    model: Any, pool: PrefixCache, token_ids: Sequence[Sequence[int]]
+) -> list[list[tuple[Any, Any]]]:
+    """Each prompt's states over all its tokens but the last, taken from and kept in ``pool``.
 
-    Each prompt's states over all its tokens but the last come from the pool,
-    its missing positions computed alone (no padding, so the attention runs
-    on its causal fast path) and kept for the next prompt that extends it.
-    The batch's states are then laid side by side, left-padded to the longest
-    under the attention mask, and ``generate`` feeds each prompt's last token
-    from there: the positions it computes are each prompt's own (transformers
-    numbers them by the mask).
-
-    The batch's cache has room for ``max_new_tokens`` more positions, written
-    in place. Every prompt must have at least two tokens.
+    A prompt's missing positions are computed alone (no padding, so the
+    attention runs on its causal fast path), on top of the longest prefix
+    kept, and the prompt is kept for the next one that extends it. The pool
+    changes only here, and only as a function of the prompts in order: a
+    resumed run that hands the batches it skips to :func:`pooled_states`
+    (the backend's ``prefill``) holds the very pool an uninterrupted run
+    would, so its later batches compute the same numbers.
     """
-    import torch
-    from transformers import DynamicCache
-
     rows: list[list[tuple[Any, Any]]] = []
     for ids_list in token_ids:
         ids = np.asarray(ids_list, dtype=np.int64)
@@ -267,6 +259,29 @@ def prefilled_batch(
         pool.hits += shared
         pool.computed += len(body) - shared
         rows.append(layers)
+    return rows
+
+
+def prefilled_batch(
+    model: Any,
+    pool: PrefixCache,
+    token_ids: Sequence[Sequence[int]],
+    pad_token_id: int,
+    max_new_tokens: int,
+) -> tuple[Any, Any, Any]:
+    """``input_ids``, ``attention_mask`` and a filled cache for ``generate`` to decode from.
+
+    The prompts' states (:func:`pooled_states`) are laid side by side,
+    left-padded to the longest under the attention mask, and ``generate``
+    feeds each prompt's last token from there: the positions it computes are
+    each prompt's own (transformers numbers them by the mask). The batch's
+    cache has room for ``max_new_tokens`` more positions, written in place.
+    Every prompt must have at least two tokens.
+    """
+    import torch
+    from transformers import DynamicCache
+
+    rows = pooled_states(model, pool, token_ids)
     width = max(len(ids) for ids in token_ids) - 1
     batch = len(token_ids)
     room = width + max_new_tokens

@@ -36,6 +36,7 @@ __all__ = [
     "SupportsRunRecord",
     "SupportsContextLength",
     "SupportsClose",
+    "SupportsPrefill",
     "close_backend",
     "GenerationBackend",
     "BackendRequest",
@@ -94,6 +95,22 @@ class SupportsFingerprint(Protocol):
 
     def fingerprint(self) -> dict[str, Any]:
         """A JSON-serialisable description of everything that determines outputs."""
+        ...
+
+
+@runtime_checkable
+class SupportsPrefill(Protocol):
+    """A generator whose outputs depend on the batches it has already run.
+
+    The ``hf`` backend's prefix cache keeps earlier prompts' states, so a
+    batch's numbers depend on what came before it. A resumed run hands such a
+    generator every batch it skips (in the order an uninterrupted run would
+    have generated them), so that it reaches the same state, and the batches
+    it then generates come out as they would have.
+    """
+
+    def prefill(self, prompts: Sequence[str]) -> None:
+        """Take in ``prompts`` as generating them as one batch would, generating nothing."""
         ...
 
 

@@ -58,6 +58,7 @@ from sommelier_mlflow.generation._batching import (
     batch_plan,
     generate_batch,
     make_record,
+    skip_batch,
 )
 from sommelier_mlflow.generation._context import check_context
 from sommelier_mlflow.generation._manifest import MANIFEST_NAME, MANIFEST_SCHEMA
@@ -318,6 +319,7 @@ def _generate_missing(
         for batch in plan:
             missing = {i for i in batch if prompted[i].example.example_id not in records}
             if not missing:
+                skip_batch(generator, [prompted[i] for i in batch])
                 continue
             started = time.perf_counter()
             completions = generate_batch(

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from sommelier_mlflow.data import Decoding
 from sommelier_mlflow.errors import ConfigError
 from sommelier_mlflow.generation import (
     TRAJECTORIES_NAME,
@@ -16,10 +17,13 @@ from sommelier_mlflow.generation import (
     HFGenerator,
     backend_spec,
     create_backend,
+    run_generation,
 )
 from sommelier_mlflow.generation._prefix_cache import PrefixCache
 from tests.generation.conftest import TinyModels
+from tests.generation.generation_helpers import snapshot
 from tests.generation.multi_turn_helpers import demo_tokenizer, play, question
+from tests.generation.test_generation_multi_turn import _cut_inside_the_third_round
 
 DEMO_MODEL = Path(__file__).resolve().parents[2] / "examples" / "demo" / "model"
 
@@ -160,3 +164,64 @@ def test_a_multi_turn_run_with_the_cache_plays_exactly_as_one_without(tmp_path: 
                 pool = model._prefix_cache
                 assert pool is not None and pool.hits > pool.computed
     assert trajectories["cached"] == trajectories["plain"]
+
+
+def _pool_state(generator: HFGenerator) -> tuple[int, int, list[tuple[list[int], list[Any]]]]:
+    """What a cache computed and holds: counts, then each kept prompt's ids and states."""
+    pool = generator._prefix_cache
+    assert pool is not None
+    entries = [(entry.ids.tolist(), entry.layers) for entry in pool._entries]
+    return pool.hits, pool.computed, entries
+
+
+def _same_pool(one: HFGenerator, other: HFGenerator) -> None:
+    import torch
+
+    hits, computed, entries = _pool_state(one)
+    assert (hits, computed) == _pool_state(other)[:2]
+    other_entries = _pool_state(other)[2]
+    assert [ids for ids, _ in entries] == [ids for ids, _ in other_entries]
+    for (_, layers), (_, other_layers) in zip(entries, other_entries, strict=True):
+        for (keys, values), (other_keys, other_values) in zip(layers, other_layers, strict=True):
+            assert torch.equal(keys, other_keys) and torch.equal(values, other_values)
+
+
+def _cached(model: Path) -> HFGenerator:
+    return HFGenerator(model, dtype="float64", prefix_cache_tokens=1_000_000)
+
+
+def test_a_resumed_run_ends_with_the_cache_an_uninterrupted_run_holds(
+    tiny: TinyModels, examples: list[Any], tmp_path: Path
+) -> None:
+    decoding = Decoding(max_new_tokens=8, batch_size=4)
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    with _cached(tiny.model_dir) as first:
+        run_generation(
+            examples, first, decoding=decoding, model_kind="base", out_dir=whole, progress=False
+        )
+        shutil.copytree(whole, cut)
+        en = cut / "generations" / "en.jsonl"
+        en.write_bytes(b"".join(en.read_bytes().splitlines(keepends=True)[:-3]))
+        with _cached(tiny.model_dir) as second:
+            run_generation(
+                examples, second, decoding=decoding, model_kind="base", out_dir=cut, progress=False
+            )
+            assert snapshot(cut) == snapshot(whole)
+            # The batches it skipped went through its cache, so it holds what the first does.
+            _same_pool(first, second)
+
+
+def test_a_resumed_multi_turn_run_ends_with_the_cache_an_uninterrupted_run_holds(
+    tmp_path: Path,
+) -> None:
+    tokenizer = demo_tokenizer()
+    questions = [question(f"q{i}", turns=4) for i in range(3)]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    with _cached(DEMO_MODEL / "base_model") as first:
+        play(questions, first, whole, tokenizer=tokenizer)
+        rounds = _cut_inside_the_third_round(whole, cut)
+        assert max(rounds) >= 3
+        with _cached(DEMO_MODEL / "base_model") as second:
+            play(questions, second, cut, tokenizer=tokenizer)
+            assert snapshot(cut) == snapshot(whole)
+            _same_pool(first, second)
