@@ -1,7 +1,8 @@
 """The BFCL multi-turn execution loop: its own cost per step, batching, and the checker.
 
 Run: ``python benchmarks/bench_bfcl_multi_turn.py [--questions 24] [--batch-size 8]
-[--max-new-tokens 16] [--checker-questions 800]``. Needs ``bfcl-eval`` installed
+[--max-new-tokens 16] [--checker-questions 800] [--prefix-cache-tokens N]
+[--skip-checker]``. Needs ``bfcl-eval`` installed
 (``pip install --no-deps bfcl-eval==2026.3.23 mpmath``); no network.
 
 Workload: BFCL v4's multi-turn questions imported by ``import_bfcl`` from the
@@ -22,7 +23,10 @@ Measured:
 2. Wall time per step with the running conversations batched
    (``--batch-size``, default 8: each round's prompts in the runner's batches
    of similar length) against one conversation at a time (``batch_size`` 1),
-   on the same questions. Target: batched at least 3x faster per step.
+   on the same questions. Target: batched at least 3x faster per step. With
+   ``--prefix-cache-tokens``, both modes run the ``hf`` backend's prefix cache
+   (each mode a fresh one), and the positions it gave and computed are printed;
+   the two modes' ``trajectories.jsonl`` are compared byte for byte.
 3. The checker (``check_trajectory``) per question on BFCL's ground-truth
    trajectories (one call per step, all of a turn in one step where it has more
    calls than BFCL's step limit), over ``--checker-questions`` questions.

@@ -21,7 +21,11 @@ another grouping of the same arithmetic, so floating-point rounding differs
 from a prefill of the whole prompt, and a greedy choice between two almost
 equal logits can flip. The option is therefore part of the backend's
 fingerprint and of the job identity (arms are compared only when both use
-it), and it is off unless ``prefix_cache_tokens`` is set.
+it), and it is off unless ``prefix_cache_tokens`` is set. Within a run the
+numbers are still a pure function of the prompts in order: the pool changes
+only with the prompts it is handed, so a resumed run that hands it the
+batches it skips (``SupportsPrefill``) computes what an uninterrupted run
+would, and ends byte-identical to it.
 
 Only models whose cache is transformers' plain full-attention layer for every
 layer are supported (Llama, Qwen2, Mistral without a sliding window, GPT-2,
