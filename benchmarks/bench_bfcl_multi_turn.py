@@ -30,6 +30,14 @@ Measured:
 3. The checker (``check_trajectory``) per question on BFCL's ground-truth
    trajectories (one call per step, all of a turn in one step where it has more
    calls than BFCL's step limit), over ``--checker-questions`` questions.
+
+Device: the backend's own choice unless ``--device``/``--dtype`` say otherwise
+(CUDA when available, in bfloat16 there; float32 on CPU); the header prints
+what ran, so a figure is never read against the wrong device. On CUDA, one
+short generation before the timed modes initialises the libraries and loads
+the kernels, which would otherwise be charged to the first mode only.
+``--json PATH`` also writes the figures there (``benchmarks/device`` collects
+them from a GPU machine that way).
 """
 
 from __future__ import annotations
@@ -48,7 +56,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sommelier_mlflow._json import loads  # noqa: E402
+from sommelier_mlflow._json import atomic_write_json, loads  # noqa: E402
 from sommelier_mlflow.data import (  # noqa: E402
     BFCL_MULTI_TURN_CATEGORIES,
     Decoding,
@@ -72,6 +80,8 @@ from sommelier_mlflow.toolcalls._bfcl_multi_turn import (  # noqa: E402
 )
 
 DEMO_MODEL = ROOT / "examples" / "demo" / "model" / "base_model"
+#: The figures of a mode that are counts, not seconds (``--json`` writes them as integers).
+COUNTS = frozenset({"steps", "generate_calls", "cache_hits", "cache_computed"})
 
 
 def bfcl_data() -> Path:
@@ -188,6 +198,28 @@ def checker_seconds(examples: Sequence[TestExample]) -> tuple[float, int]:
         return time.perf_counter() - started, passed
 
 
+def warm_up(model: Path, device: str | None, dtype: str | None, threads: int) -> None:
+    """One short generation on the device, untimed, before either mode runs.
+
+    CUDA creates its library handles and loads kernels on first use (about a
+    second): left in, that would be charged to the batched mode alone. The
+    engine is shared by key, so this loads the model once more at most and
+    never touches either mode's prefix cache.
+    """
+    with HFGenerator(model, device=device, dtype=dtype, num_threads=threads) as generator:
+        generator.generate(["warm up", "warm up the kernels"], max_new_tokens=4)
+
+
+def header(generator: HFGenerator) -> dict[str, str]:
+    """What ran: device, dtype, library versions, and the GPU's name on CUDA."""
+    info = generator.runtime_info()
+    if info["device"].startswith("cuda"):
+        import torch
+
+        info["gpu"] = str(torch.cuda.get_device_name(torch.device(info["device"])))
+    return info
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=24)
@@ -195,6 +227,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--checker-questions", type=int, default=800)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--device", default=None, help="cpu, cuda, cuda:1...; default: CUDA when available"
+    )
+    parser.add_argument(
+        "--dtype", default=None, help="default: the backend's (float32 on CPU, bfloat16 on CUDA)"
+    )
     parser.add_argument(
         "--prefix-cache-tokens",
         type=int,
@@ -204,8 +242,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--skip-checker", action="store_true", help="time the loop only, not the checker"
     )
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args(argv)
     print(f"load: {os.getloadavg()}")
+    report: dict[str, Any] = {
+        "questions": args.questions,
+        "batch_size": args.batch_size,
+        "max_new_tokens": args.max_new_tokens,
+        "prefix_cache_tokens": args.prefix_cache_tokens,
+        "modes": {},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         every = questions(folder)
@@ -216,13 +262,23 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"checker: {seconds / len(examined) * 1000:.1f} ms per question over "
                 f"{len(examined)} ground-truth trajectories ({passed} passed)"
             )
+            report["checker_ms_per_question"] = round(seconds / len(examined) * 1000, 2)
         picked = spread(every, args.questions)
         model = long_context_demo_model(folder / "model")
-        results = {}
+        results: dict[str, dict[str, float]] = {}
         for label, batch in (("batched", args.batch_size), ("one at a time", 1)):
             with HFGenerator(
-                model, num_threads=args.threads, prefix_cache_tokens=args.prefix_cache_tokens
+                model,
+                device=args.device,
+                dtype=args.dtype,
+                num_threads=args.threads,
+                prefix_cache_tokens=args.prefix_cache_tokens,
             ) as generator:
+                if not results:
+                    report["runtime"] = header(generator)
+                    print("runtime: " + ", ".join(f"{k} {v}" for k, v in report["runtime"].items()))
+                    if report["runtime"]["device"].startswith("cuda"):
+                        warm_up(model, args.device, args.dtype, args.threads)
                 results[label] = play(picked, generator, batch, args.max_new_tokens, folder / label)
                 pool = generator._prefix_cache  # the benchmark reads the backend's own counts
                 if pool is not None:
@@ -230,6 +286,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         f"{label}: prefix cache gave {pool.hits:,} prompt positions, "
                         f"computed {pool.computed:,}"
                     )
+                    results[label]["cache_hits"] = float(pool.hits)
+                    results[label]["cache_computed"] = float(pool.computed)
         same = (folder / "batched" / TRAJECTORIES_NAME).read_bytes() == (
             folder / "one at a time" / TRAJECTORIES_NAME
         ).read_bytes()
@@ -243,10 +301,21 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"{r['generate'] / steps * 1000:.0f} + render {r['render'] / steps * 1000:.1f} "
                 f"+ loop {loop / steps * 1000:.1f} (decode, execute, journal)"
             )
+            report["modes"][label] = {
+                **{  # counts as integers, seconds to the millisecond
+                    key: int(value) if key in COUNTS else round(value, 3)
+                    for key, value in r.items()
+                },
+                "ms_per_step": round(r["wall"] / steps * 1000, 2),
+            }
         batched, single = results["batched"], results["one at a time"]
         ratio = (single["wall"] / single["steps"]) / (batched["wall"] / batched["steps"])
         print(f"per step, batched is {ratio:.2f}x faster than one conversation at a time")
+        report["trajectories_identical"] = same
+        report["batched_speedup_per_step"] = round(ratio, 3)
     print(f"load: {os.getloadavg()}")
+    if args.json is not None:
+        atomic_write_json(args.json, report)
 
 
 if __name__ == "__main__":
