@@ -225,3 +225,19 @@ def test_a_resumed_multi_turn_run_ends_with_the_cache_an_uninterrupted_run_holds
             play(questions, second, cut, tokenizer=tokenizer)
             assert snapshot(cut) == snapshot(whole)
             _same_pool(first, second)
+
+
+def test_a_batch_cache_that_outgrows_its_room_doubles_it_and_keeps_every_position() -> None:
+    import torch
+
+    from sommelier_mlflow.generation._prefix_cache import _preallocated_layer
+
+    room = torch.zeros((1, 2, 3, 4))
+    room[:, :, :2] = 1.0
+    layer = _preallocated_layer()(room.clone(), room.clone(), 2)
+    step = torch.full((1, 2, 5, 4), 2.0)  # 2 kept + 5 new > 3 positions of room
+    keys, values = layer.update(step, step)
+    assert keys.shape == values.shape == (1, 2, 7, 4)
+    assert layer.get_seq_length() == 7
+    assert torch.equal(keys[:, :, :2], torch.ones((1, 2, 2, 4)))
+    assert torch.equal(keys[:, :, 2:], step)
