@@ -13,18 +13,21 @@ With ``--shape``: a model of a real architecture (``benchmarks/shaped_models.py`
 or ``demo`` for the offline demo's committed model), both arms (base, and its
 LoRA adapter), the demo's formatted train-split prompts, every completion
 forced to exactly ``--max-new-tokens`` tokens, through each generation mode
-(``hf batched``, ``hf one at a time``; ``vllm`` when that backend is
-installed), side by side: prompts/s, tokens/s and the ratio to ``hf batched``
-per arm. Model loading is not timed; each backend gets a short untimed warm-up.
+(``hf batched``, ``hf one at a time``; ``vllm`` when vLLM is installed: run
+it with ``.venv-vllm``'s python), side by side: prompts/s, tokens/s and the
+ratio to ``hf batched`` per arm. Model loading is not timed; each backend
+gets a short untimed warm-up. For the fair comparison run every mode on one
+thread (``--threads 1``; vLLM's CPU engine: ``VLLM_CPU_OMP_THREADS_BIND=0``).
 
     python benchmarks/bench_generation.py --shape qwen2.5-0.5b --prompts 200
-        [--max-new-tokens 128] [--hf-batch-size 16] [--threads 2]
-        [--model-dir DIR] [--modes "hf batched,hf one at a time"] [--json OUT]
+        [--max-new-tokens 128] [--hf-batch-size 16] [--one-at-a-time-prompts N] [--threads 2]
+        [--model-dir DIR] [--modes "hf batched,hf one at a time,vllm"] [--json OUT]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import platform
 import statistics
@@ -78,6 +81,8 @@ class Mode:
     backend: str
     batch_size: int | None  # None: every prompt in one call (an engine that batches itself)
     options: Mapping[str, str] = field(default_factory=dict)
+    #: Only the first N prompts (a slow mode on a subset: rates stay comparable, totals do not).
+    prompts: int | None = None
 
 
 def fixed_length_options(backend: str, new_tokens: int) -> dict[str, str]:
@@ -85,25 +90,46 @@ def fixed_length_options(backend: str, new_tokens: int) -> dict[str, str]:
 
     Random weights emit end-of-sequence whenever the argmax lands on it, so
     without this the work per prompt would depend on chance. A backend added
-    to :func:`default_modes` adds its own spelling here (vLLM: ``ignore_eos``
-    or ``min_tokens``).
+    to :func:`default_modes` adds its own spelling here.
     """
     if backend == "hf":
         return {"min_new_tokens": str(new_tokens)}
+    if backend == "vllm":
+        return {"min_tokens": str(new_tokens)}
     raise SystemExit(f"no fixed-length option known for backend {backend!r}: add it here")
 
 
-def default_modes(hf_batch_size: int) -> dict[str, Mode]:
+def default_modes(hf_batch_size: int, one_at_a_time_prompts: int | None = None) -> dict[str, Mode]:
     """The modes the benchmark compares; those whose backend is not installed are skipped.
 
-    The in-process vLLM backend (``--backend vllm``) joins here as
-    ``"vllm": Mode("vllm", None)`` once registered; the ``server`` backend
-    needs a started server and is measured by ``bench_served.py``.
+    ``vllm`` is the in-process engine (``--backend vllm``), given every prompt
+    in one call as ``main`` does (it batches continuously itself), on an
+    engine with LoRA support for both arms, as ``main`` builds it. The
+    ``server`` backend needs a started server and is measured by
+    ``bench_served.py``.
     """
     return {
         "hf batched": Mode("hf", hf_batch_size),
-        "hf one at a time": Mode("hf", 1),
+        "hf one at a time": Mode("hf", 1, prompts=one_at_a_time_prompts),
+        "vllm": Mode("vllm", None),
     }
+
+
+def available_modes(modes: Mapping[str, Mode]) -> dict[str, Mode]:
+    """The modes whose backend can run here; each one left out is said on stderr, with why."""
+    kept: dict[str, Mode] = {}
+    for name, mode in modes.items():
+        if mode.backend not in backend_names():
+            print(f"skipped mode {name!r}: no backend {mode.backend!r} registered", file=sys.stderr)
+        elif mode.backend == "vllm" and importlib.util.find_spec("vllm") is None:
+            print(
+                f"skipped mode {name!r}: vLLM is not installed in this Python "
+                f"({sys.executable}); run with .venv-vllm's python (scripts/setup_vllm.sh)",
+                file=sys.stderr,
+            )
+        else:
+            kept[name] = mode
+    return kept
 
 
 @dataclass
@@ -173,7 +199,7 @@ def measure_arms(
                         ),
                     )
                 backend = loaded[key]
-                examples = format_examples(split, backend.tokenizer)
+                examples = format_examples(split[: mode.prompts], backend.tokenizer)
                 batch = mode.batch_size or len(examples)
                 decoding = Decoding(max_new_tokens=max_new_tokens, batch_size=batch)
                 kind: Any = arm
@@ -266,10 +292,10 @@ def shaped_main(args: argparse.Namespace) -> None:
                 shapes.build_shaped_model(shapes.SHAPES[args.shape], model_dir, seed=0)
                 print(f"built {args.shape} in {time.perf_counter() - started:.0f} s")
             adapter_dir = model_dir / "adapter"
-        modes = default_modes(args.hf_batch_size)
+        modes = default_modes(args.hf_batch_size, args.one_at_a_time_prompts)
         if args.modes:
             modes = {name: modes[name] for name in args.modes.split(",")}
-        modes = {n: m for n, m in modes.items() if m.backend in backend_names()}
+        modes = available_modes(modes)
         rows = measure_arms(
             model_dir,
             adapter_dir,
@@ -304,6 +330,9 @@ def main() -> None:
     parser.add_argument("--model-dir", type=Path, default=None, help="reuse a built shape")
     parser.add_argument("--prompts", type=int, default=200)
     parser.add_argument("--hf-batch-size", type=int, default=16)
+    parser.add_argument(
+        "--one-at-a-time-prompts", type=int, default=None, help="hf one at a time on the first N"
+    )
     parser.add_argument("--modes", default=None, help="comma-separated mode names")
     parser.add_argument("--device", default=None)
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
