@@ -27,6 +27,7 @@ thread (``--threads 1``; vLLM's CPU engine: ``VLLM_CPU_OMP_THREADS_BIND=0``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import platform
@@ -35,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,12 @@ from sommelier_mlflow.generation import (  # noqa: E402
     run_generation,
 )
 from tests.support.tiny_models import build_tiny_llama, build_tokenizer  # noqa: E402
+from tests.support.vllm_server import (  # noqa: E402
+    ADAPTER_NAME,
+    BASE_NAME,
+    VllmServer,
+    vllm_python,
+)
 
 
 def _ints(text: str) -> list[int]:
@@ -94,7 +101,7 @@ def fixed_length_options(backend: str, new_tokens: int) -> dict[str, str]:
     """
     if backend == "hf":
         return {"min_new_tokens": str(new_tokens)}
-    if backend == "vllm":
+    if backend in ("vllm", "server"):  # vLLM's min_tokens, in process or in the request
         return {"min_tokens": str(new_tokens)}
     raise SystemExit(f"no fixed-length option known for backend {backend!r}: add it here")
 
@@ -104,14 +111,16 @@ def default_modes(hf_batch_size: int, one_at_a_time_prompts: int | None = None) 
 
     ``vllm`` is the in-process engine (``--backend vllm``), given every prompt
     in one call as ``main`` does (it batches continuously itself), on an
-    engine with LoRA support for both arms, as ``main`` builds it. The
-    ``server`` backend needs a started server and is measured by
-    ``bench_served.py``.
+    engine with LoRA support for both arms, as ``main`` builds it. ``server``
+    is vLLM's OpenAI server from ``.venv-vllm`` (:func:`served_modes` starts
+    it, with LoRA, for both arms), every prompt in flight at once, one per
+    request, so that the server's usage counts each completion's tokens.
     """
     return {
         "hf batched": Mode("hf", hf_batch_size),
         "hf one at a time": Mode("hf", 1, prompts=one_at_a_time_prompts),
         "vllm": Mode("vllm", None),
+        "server": Mode("server", None),
     }
 
 
@@ -127,9 +136,79 @@ def available_modes(modes: Mapping[str, Mode]) -> dict[str, Mode]:
                 f"({sys.executable}); run with .venv-vllm's python (scripts/setup_vllm.sh)",
                 file=sys.stderr,
             )
+        elif mode.backend == "server" and vllm_python() is None:
+            print(
+                f"skipped mode {name!r}: no .venv-vllm to start vLLM's server from "
+                "(bash scripts/setup_vllm.sh builds it)",
+                file=sys.stderr,
+            )
         else:
             kept[name] = mode
     return kept
+
+
+SERVER_KEY = "bench-generation-key"
+
+
+def served_modes(
+    modes: Mapping[str, Mode],
+    model_dir: Path,
+    adapter_dir: Path,
+    prompts: int,
+    stack: contextlib.ExitStack,
+    log_dir: Path,
+) -> dict[str, Mode]:
+    """``modes`` with each ``server`` mode pointed at a vLLM server started here for both arms.
+
+    The server (``.venv-vllm``, LoRA on, as the in-process engine has it)
+    inherits ``VLLM_CPU_OMP_THREADS_BIND`` from this process, so it gets the
+    same cores as the in-process engine; it is stopped when ``stack`` closes.
+    Starting it is not timed.
+    """
+    if not any(mode.backend == "server" for mode in modes.values()):
+        return dict(modes)
+    python = vllm_python()
+    assert python is not None  # available_modes dropped the mode otherwise
+    server = VllmServer(
+        python,
+        model_dir,
+        adapter_dir,
+        log_dir / "vllm-server.log",
+        SERVER_KEY,
+        kv_cache_gib=2,
+        env={"VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "nobind")},
+    )
+    started = time.perf_counter()
+    server.start()
+    stack.callback(server.stop)
+    print(f"vLLM server ready in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    os.environ["OPENAI_API_KEY"] = SERVER_KEY
+    options = {
+        "base_url": server.url,
+        "served_model": BASE_NAME,
+        "served_adapter": ADAPTER_NAME,  # measure_arms drops it for the base arm
+        "concurrency": str(prompts),  # one prompt per request: usage per completion
+    }
+    return {
+        name: replace(mode, options={**options, **mode.options})
+        if mode.backend == "server"
+        else mode
+        for name, mode in modes.items()
+    }
+
+
+def _served_counts(usage_log: Path) -> list[int]:
+    """Each completion's token count from a served run's usage log (one prompt per request)."""
+    counts = []
+    for line in usage_log.read_bytes().splitlines():
+        row = loads(line)
+        if row["request_prompts"] != 1 or not row["request_usage"]:
+            raise SystemExit(
+                f"{usage_log}: a request of {row['request_prompts']} prompts or without usage; "
+                "the per-completion check needs one prompt per request (concurrency >= prompts)"
+            )
+        counts.append(int(row["request_usage"]["completion_tokens"]))
+    return counts
 
 
 @dataclass
@@ -186,6 +265,8 @@ def measure_arms(
         try:
             for name, mode in modes.items():
                 options = {**fixed_length_options(mode.backend, max_new_tokens), **mode.options}
+                if arm != "adapter":  # the base arm asks the served base, as `main` does
+                    options.pop("served_adapter", None)
                 key = (mode.backend, tuple(sorted(options.items())))
                 if key not in loaded:
                     loaded[key] = create_backend(
@@ -213,6 +294,9 @@ def measure_arms(
                 )
                 counts: list[int] = []
                 out = work_dir / f"{arm} {name}"
+                usage_log = work_dir / f"{arm} {name} usage.jsonl"
+                if mode.backend == "server":
+                    backend.record_usage_to(usage_log)
                 started = time.perf_counter()
                 run_generation(
                     examples,
@@ -224,6 +308,8 @@ def measure_arms(
                     on_batch=partial(_count_tokens, counts),
                 )
                 seconds = time.perf_counter() - started
+                if mode.backend == "server":  # its completions carry no counts; its usage does
+                    counts = _served_counts(usage_log)
                 if counts != [max_new_tokens] * len(examples):
                     raise SystemExit(
                         f"{arm} {name}: completions of {sorted(set(counts))} tokens, not all "
@@ -296,16 +382,18 @@ def shaped_main(args: argparse.Namespace) -> None:
         if args.modes:
             modes = {name: modes[name] for name in args.modes.split(",")}
         modes = available_modes(modes)
-        rows = measure_arms(
-            model_dir,
-            adapter_dir,
-            demo_prompts(args.prompts),
-            modes,
-            max_new_tokens=args.max_new_tokens,
-            work_dir=root / "runs",
-            device=args.device,
-            threads=args.threads,
-        )
+        with contextlib.ExitStack() as stack:
+            modes = served_modes(modes, model_dir, adapter_dir, args.prompts, stack, root)
+            rows = measure_arms(
+                model_dir,
+                adapter_dir,
+                demo_prompts(args.prompts),
+                modes,
+                max_new_tokens=args.max_new_tokens,
+                work_dir=root / "runs",
+                device=args.device,
+                threads=args.threads,
+            )
     print(
         f"\n{args.shape}: {args.prompts} demo prompts x {args.max_new_tokens} new tokens, "
         f"both arms; torch {torch.__version__} ({torch.get_num_threads()} threads), "
