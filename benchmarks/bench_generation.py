@@ -139,7 +139,7 @@ def available_modes(modes: Mapping[str, Mode]) -> dict[str, Mode]:
         elif mode.backend == "server" and vllm_python() is None:
             print(
                 f"skipped mode {name!r}: no .venv-vllm to start vLLM's server from "
-                "(bash scripts/setup_vllm.sh builds it)",
+                "(set SOMMELIER_VLLM_VENV to one, or build it: bash scripts/setup_vllm.sh)",
                 file=sys.stderr,
             )
         else:
