@@ -111,7 +111,9 @@ def default_modes(hf_batch_size: int, one_at_a_time_prompts: int | None = None) 
 
     ``vllm`` is the in-process engine (``--backend vllm``), given every prompt
     in one call as ``main`` does (it batches continuously itself), on an
-    engine with LoRA support for both arms, as ``main`` builds it. ``server``
+    engine with LoRA support for both arms, as ``main`` builds it, in float32
+    as ``hf`` computes on a CPU: vLLM's ``auto`` casts a float32 checkpoint
+    to bfloat16, which would compare two precisions. ``server``
     is vLLM's OpenAI server from ``.venv-vllm`` (:func:`served_modes` starts
     it, with LoRA, for both arms), every prompt in flight at once, one per
     request, so that the server's usage counts each completion's tokens.
@@ -119,7 +121,7 @@ def default_modes(hf_batch_size: int, one_at_a_time_prompts: int | None = None) 
     return {
         "hf batched": Mode("hf", hf_batch_size),
         "hf one at a time": Mode("hf", 1, prompts=one_at_a_time_prompts),
-        "vllm": Mode("vllm", None),
+        "vllm": Mode("vllm", None, options={"dtype": "float32"}),
         "server": Mode("server", None),
     }
 

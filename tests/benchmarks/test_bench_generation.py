@@ -36,6 +36,8 @@ def test_the_modes_are_hf_batched_one_at_a_time_and_vllm_in_one_call() -> None:
         ("vllm", "vllm", None, None),  # every prompt in one call: the engine batches itself
         ("server", "server", None, None),
     ]
+    # The precision hf computes in on a CPU: vLLM's auto would cast float32 to bfloat16.
+    assert modes["vllm"].options == {"dtype": "float32"}
 
 
 #: What a backend needs besides the floor to parse its options at all.
