@@ -13,18 +13,22 @@ With ``--shape``: a model of a real architecture (``benchmarks/shaped_models.py`
 or ``demo`` for the offline demo's committed model), both arms (base, and its
 LoRA adapter), the demo's formatted train-split prompts, every completion
 forced to exactly ``--max-new-tokens`` tokens, through each generation mode
-(``hf batched``, ``hf one at a time``; ``vllm`` when that backend is
-installed), side by side: prompts/s, tokens/s and the ratio to ``hf batched``
-per arm. Model loading is not timed; each backend gets a short untimed warm-up.
+(``hf batched``, ``hf one at a time``; ``vllm`` when vLLM is installed: run
+it with ``.venv-vllm``'s python), side by side: prompts/s, tokens/s and the
+ratio to ``hf batched`` per arm. Model loading is not timed; each backend
+gets a short untimed warm-up. For the fair comparison run every mode on one
+thread (``--threads 1``; vLLM's CPU engine: ``VLLM_CPU_OMP_THREADS_BIND=0``).
 
     python benchmarks/bench_generation.py --shape qwen2.5-0.5b --prompts 200
-        [--max-new-tokens 128] [--hf-batch-size 16] [--threads 2]
-        [--model-dir DIR] [--modes "hf batched,hf one at a time"] [--json OUT]
+        [--max-new-tokens 128] [--hf-batch-size 16] [--one-at-a-time-prompts N] [--threads 2]
+        [--model-dir DIR] [--modes "hf batched,hf one at a time,vllm"] [--json OUT]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import os
 import platform
 import statistics
@@ -32,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -53,6 +57,12 @@ from sommelier_mlflow.generation import (  # noqa: E402
     run_generation,
 )
 from tests.support.tiny_models import build_tiny_llama, build_tokenizer  # noqa: E402
+from tests.support.vllm_server import (  # noqa: E402
+    ADAPTER_NAME,
+    BASE_NAME,
+    VllmServer,
+    vllm_python,
+)
 
 
 def _ints(text: str) -> list[int]:
@@ -78,6 +88,8 @@ class Mode:
     backend: str
     batch_size: int | None  # None: every prompt in one call (an engine that batches itself)
     options: Mapping[str, str] = field(default_factory=dict)
+    #: Only the first N prompts (a slow mode on a subset: rates stay comparable, totals do not).
+    prompts: int | None = None
 
 
 def fixed_length_options(backend: str, new_tokens: int) -> dict[str, str]:
@@ -85,25 +97,120 @@ def fixed_length_options(backend: str, new_tokens: int) -> dict[str, str]:
 
     Random weights emit end-of-sequence whenever the argmax lands on it, so
     without this the work per prompt would depend on chance. A backend added
-    to :func:`default_modes` adds its own spelling here (vLLM: ``ignore_eos``
-    or ``min_tokens``).
+    to :func:`default_modes` adds its own spelling here.
     """
     if backend == "hf":
         return {"min_new_tokens": str(new_tokens)}
+    if backend in ("vllm", "server"):  # vLLM's min_tokens, in process or in the request
+        return {"min_tokens": str(new_tokens)}
     raise SystemExit(f"no fixed-length option known for backend {backend!r}: add it here")
 
 
-def default_modes(hf_batch_size: int) -> dict[str, Mode]:
+def default_modes(hf_batch_size: int, one_at_a_time_prompts: int | None = None) -> dict[str, Mode]:
     """The modes the benchmark compares; those whose backend is not installed are skipped.
 
-    The in-process vLLM backend (``--backend vllm``) joins here as
-    ``"vllm": Mode("vllm", None)`` once registered; the ``server`` backend
-    needs a started server and is measured by ``bench_served.py``.
+    ``vllm`` is the in-process engine (``--backend vllm``), given every prompt
+    in one call as ``main`` does (it batches continuously itself), on an
+    engine with LoRA support for both arms, as ``main`` builds it, in float32
+    as ``hf`` computes on a CPU: vLLM's ``auto`` casts a float32 checkpoint
+    to bfloat16, which would compare two precisions. ``server``
+    is vLLM's OpenAI server from ``.venv-vllm`` (:func:`served_modes` starts
+    it, with LoRA, for both arms), every prompt in flight at once, one per
+    request, so that the server's usage counts each completion's tokens.
     """
     return {
         "hf batched": Mode("hf", hf_batch_size),
-        "hf one at a time": Mode("hf", 1),
+        "hf one at a time": Mode("hf", 1, prompts=one_at_a_time_prompts),
+        "vllm": Mode("vllm", None, options={"dtype": "float32"}),
+        "server": Mode("server", None),
     }
+
+
+def available_modes(modes: Mapping[str, Mode]) -> dict[str, Mode]:
+    """The modes whose backend can run here; each one left out is said on stderr, with why."""
+    kept: dict[str, Mode] = {}
+    for name, mode in modes.items():
+        if mode.backend not in backend_names():
+            print(f"skipped mode {name!r}: no backend {mode.backend!r} registered", file=sys.stderr)
+        elif mode.backend == "vllm" and importlib.util.find_spec("vllm") is None:
+            print(
+                f"skipped mode {name!r}: vLLM is not installed in this Python "
+                f"({sys.executable}); run with .venv-vllm's python (scripts/setup_vllm.sh)",
+                file=sys.stderr,
+            )
+        elif mode.backend == "server" and vllm_python() is None:
+            print(
+                f"skipped mode {name!r}: no .venv-vllm to start vLLM's server from "
+                "(set SOMMELIER_VLLM_VENV to one, or build it: bash scripts/setup_vllm.sh)",
+                file=sys.stderr,
+            )
+        else:
+            kept[name] = mode
+    return kept
+
+
+SERVER_KEY = "bench-generation-key"
+
+
+def served_modes(
+    modes: Mapping[str, Mode],
+    model_dir: Path,
+    adapter_dir: Path,
+    prompts: int,
+    stack: contextlib.ExitStack,
+    log_dir: Path,
+) -> dict[str, Mode]:
+    """``modes`` with each ``server`` mode pointed at a vLLM server started here for both arms.
+
+    The server (``.venv-vllm``, LoRA on, as the in-process engine has it)
+    inherits ``VLLM_CPU_OMP_THREADS_BIND`` from this process, so it gets the
+    same cores as the in-process engine; it is stopped when ``stack`` closes.
+    Starting it is not timed.
+    """
+    if not any(mode.backend == "server" for mode in modes.values()):
+        return dict(modes)
+    python = vllm_python()
+    assert python is not None  # available_modes dropped the mode otherwise
+    server = VllmServer(
+        python,
+        model_dir,
+        adapter_dir,
+        log_dir / "vllm-server.log",
+        SERVER_KEY,
+        kv_cache_gib=2,
+        env={"VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "nobind")},
+    )
+    started = time.perf_counter()
+    server.start()
+    stack.callback(server.stop)
+    print(f"vLLM server ready in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    os.environ["OPENAI_API_KEY"] = SERVER_KEY
+    options = {
+        "base_url": server.url,
+        "served_model": BASE_NAME,
+        "served_adapter": ADAPTER_NAME,  # measure_arms drops it for the base arm
+        "concurrency": str(prompts),  # one prompt per request: usage per completion
+    }
+    return {
+        name: replace(mode, options={**options, **mode.options})
+        if mode.backend == "server"
+        else mode
+        for name, mode in modes.items()
+    }
+
+
+def _served_counts(usage_log: Path) -> list[int]:
+    """Each completion's token count from a served run's usage log (one prompt per request)."""
+    counts = []
+    for line in usage_log.read_bytes().splitlines():
+        row = loads(line)
+        if row["request_prompts"] != 1 or not row["request_usage"]:
+            raise SystemExit(
+                f"{usage_log}: a request of {row['request_prompts']} prompts or without usage; "
+                "the per-completion check needs one prompt per request (concurrency >= prompts)"
+            )
+        counts.append(int(row["request_usage"]["completion_tokens"]))
+    return counts
 
 
 @dataclass
@@ -160,6 +267,8 @@ def measure_arms(
         try:
             for name, mode in modes.items():
                 options = {**fixed_length_options(mode.backend, max_new_tokens), **mode.options}
+                if arm != "adapter":  # the base arm asks the served base, as `main` does
+                    options.pop("served_adapter", None)
                 key = (mode.backend, tuple(sorted(options.items())))
                 if key not in loaded:
                     loaded[key] = create_backend(
@@ -173,7 +282,7 @@ def measure_arms(
                         ),
                     )
                 backend = loaded[key]
-                examples = format_examples(split, backend.tokenizer)
+                examples = format_examples(split[: mode.prompts], backend.tokenizer)
                 batch = mode.batch_size or len(examples)
                 decoding = Decoding(max_new_tokens=max_new_tokens, batch_size=batch)
                 kind: Any = arm
@@ -187,6 +296,9 @@ def measure_arms(
                 )
                 counts: list[int] = []
                 out = work_dir / f"{arm} {name}"
+                usage_log = work_dir / f"{arm} {name} usage.jsonl"
+                if mode.backend == "server":
+                    backend.record_usage_to(usage_log)
                 started = time.perf_counter()
                 run_generation(
                     examples,
@@ -198,6 +310,8 @@ def measure_arms(
                     on_batch=partial(_count_tokens, counts),
                 )
                 seconds = time.perf_counter() - started
+                if mode.backend == "server":  # its completions carry no counts; its usage does
+                    counts = _served_counts(usage_log)
                 if counts != [max_new_tokens] * len(examples):
                     raise SystemExit(
                         f"{arm} {name}: completions of {sorted(set(counts))} tokens, not all "
@@ -266,20 +380,22 @@ def shaped_main(args: argparse.Namespace) -> None:
                 shapes.build_shaped_model(shapes.SHAPES[args.shape], model_dir, seed=0)
                 print(f"built {args.shape} in {time.perf_counter() - started:.0f} s")
             adapter_dir = model_dir / "adapter"
-        modes = default_modes(args.hf_batch_size)
+        modes = default_modes(args.hf_batch_size, args.one_at_a_time_prompts)
         if args.modes:
             modes = {name: modes[name] for name in args.modes.split(",")}
-        modes = {n: m for n, m in modes.items() if m.backend in backend_names()}
-        rows = measure_arms(
-            model_dir,
-            adapter_dir,
-            demo_prompts(args.prompts),
-            modes,
-            max_new_tokens=args.max_new_tokens,
-            work_dir=root / "runs",
-            device=args.device,
-            threads=args.threads,
-        )
+        modes = available_modes(modes)
+        with contextlib.ExitStack() as stack:
+            modes = served_modes(modes, model_dir, adapter_dir, args.prompts, stack, root)
+            rows = measure_arms(
+                model_dir,
+                adapter_dir,
+                demo_prompts(args.prompts),
+                modes,
+                max_new_tokens=args.max_new_tokens,
+                work_dir=root / "runs",
+                device=args.device,
+                threads=args.threads,
+            )
     print(
         f"\n{args.shape}: {args.prompts} demo prompts x {args.max_new_tokens} new tokens, "
         f"both arms; torch {torch.__version__} ({torch.get_num_threads()} threads), "
@@ -304,6 +420,9 @@ def main() -> None:
     parser.add_argument("--model-dir", type=Path, default=None, help="reuse a built shape")
     parser.add_argument("--prompts", type=int, default=200)
     parser.add_argument("--hf-batch-size", type=int, default=16)
+    parser.add_argument(
+        "--one-at-a-time-prompts", type=int, default=None, help="hf one at a time on the first N"
+    )
     parser.add_argument("--modes", default=None, help="comma-separated mode names")
     parser.add_argument("--device", default=None)
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")

@@ -103,6 +103,12 @@ class ServerOptions(BackendOptions):
         ge=0,
         description="retries of a request after a 429, a 5xx, a timeout or a broken answer",
     )
+    min_tokens: int | None = Field(
+        None,
+        gt=0,
+        description="ask the server to suppress end-of-sequence until this many tokens "
+        "(vLLM's min_tokens; equal to max_new_tokens: fixed-length outputs, for benchmarks)",
+    )
 
     def for_arm(self, kind: str) -> ServerOptions:
         """The served adapter answers the adapter arm only; the base arm asks the base."""
@@ -113,8 +119,14 @@ class ServerOptions(BackendOptions):
         return self.served_adapter is not None
 
     def job_identity(self) -> dict[str, object]:
-        """Which served model answers: the URL, timeouts and concurrency do not change outputs."""
-        return {"served_model": self.served_model, "served_adapter": self.served_adapter}
+        """Which served model answers, and a length floor; URL, deadlines, concurrency do not."""
+        identity: dict[str, object] = {
+            "served_model": self.served_model,
+            "served_adapter": self.served_adapter,
+        }
+        if self.min_tokens is not None:
+            identity["min_tokens"] = self.min_tokens
+        return identity
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -186,6 +198,7 @@ class ServerGenerator(LocalSources):
         trust_remote_code: bool = False,
         usage_log: str | os.PathLike[str] | None = None,
         keep_special_tokens: bool = False,
+        min_tokens: int | None = None,
     ) -> None:
         """Verify what the server serves, and load the local tokenizer.
 
@@ -208,6 +221,9 @@ class ServerGenerator(LocalSources):
             keep_special_tokens: Ask the server not to drop special tokens from
                 completions (``skip_special_tokens: false``), for output formats
                 whose tags are special tokens.
+            min_tokens: Ask the server to suppress end-of-sequence until this
+                many tokens (vLLM's ``min_tokens``, capped at each call's
+                ``max_new_tokens``): fixed-length outputs, for benchmarks.
 
         Raises:
             ConfigError: Bad options, or the server disagrees with the declared base.
@@ -223,6 +239,9 @@ class ServerGenerator(LocalSources):
             raise ConfigError(f"served_adapter must be a non-empty name, got {served_adapter!r}")
         if type(concurrency) is not int or concurrency <= 0:
             raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
+        if min_tokens is not None and (type(min_tokens) is not int or min_tokens <= 0):
+            raise ConfigError(f"min_tokens must be a positive integer, got {min_tokens!r}")
+        self._min_tokens = min_tokens
         self._transport = transport
         self._shown_url = transport.shown_url
         self._served_model = served_model
@@ -356,6 +375,8 @@ class ServerGenerator(LocalSources):
             "adapter": self.adapter_info(),
             "server": info,
             **({"special_tokens": "kept"} if "skip_special_tokens" in self._extra_body else {}),
+            # Only when set: fingerprints of runs without it keep their bytes.
+            **({} if self._min_tokens is None else {"min_tokens": self._min_tokens}),
         }
 
     def context_length(self) -> int | None:
@@ -410,6 +431,12 @@ class ServerGenerator(LocalSources):
             # The prompt is already rendered by the chat template, which adds
             # BOS where the model wants one; a second BOS changes the outputs.
             **self._extra_body,
+            # The server refuses min_tokens above max_tokens; capped, it means "no stop at all".
+            **(
+                {}
+                if self._min_tokens is None
+                else {"min_tokens": min(self._min_tokens, max_new_tokens)}
+            ),
         }
         started = time.perf_counter()
         plural = "" if len(prompts) == 1 else "s"
@@ -597,4 +624,5 @@ def server_backend(request: BackendRequest, options: ServerOptions) -> ServerGen
         tokenizer_revision=request.tokenizer_revision,
         trust_remote_code=request.trust_remote_code,
         keep_special_tokens=request.keep_special_tokens,
+        min_tokens=options.min_tokens,
     )

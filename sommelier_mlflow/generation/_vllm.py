@@ -94,10 +94,27 @@ class VllmOptions(BackendOptions):
     )
     tensor_parallel_size: int = Field(1, gt=0, description="GPUs the model is split over")
     seed: int = Field(0, ge=0, description="the engine's seed (greedy decoding does not use it)")
+    min_tokens: int | None = Field(
+        None,
+        gt=0,
+        description="suppress end-of-sequence until this many tokens are generated "
+        "(equal to max_new_tokens: fixed-length outputs, for benchmarks)",
+    )
 
     def job_identity(self) -> dict[str, object]:
-        """The precision can change a greedy choice; the other options only size the engine."""
-        return {} if self.dtype == "auto" else {"dtype": self.dtype}
+        """Precision and a length floor change outputs; the other options only size the engine."""
+        identity: dict[str, object] = {} if self.dtype == "auto" else {"dtype": self.dtype}
+        if self.min_tokens is not None:
+            identity["min_tokens"] = self.min_tokens
+        return identity
+
+    def engine_json(self) -> str:
+        """The options that shape the engine, as canonical JSON: its key.
+
+        ``min_tokens`` is a per-request sampling setting, so backends that
+        differ only in it share one engine.
+        """
+        return self.model_dump_json(exclude={"min_tokens"})
 
 
 @dataclass(frozen=True)
@@ -306,7 +323,7 @@ class VllmGenerator(LocalSources):
             self._tokenizer_source,
             self._tokenizer_revision,
             request.trust_remote_code,
-            options.model_dump_json(),
+            options.engine_json(),
         )
         self._lease = shared_engine(
             key, lambda: self._start(vllm, request.trust_remote_code, token)
@@ -411,6 +428,8 @@ class VllmGenerator(LocalSources):
             "adapter": self.adapter_info(),
             "runtime": self._lease.engine.runtime,
             **({"special_tokens": "kept"} if self._keep_special_tokens else {}),
+            # Only when set: fingerprints of runs without it keep their bytes.
+            **({} if (floor := self._options.min_tokens) is None else {"min_tokens": floor}),
         }
 
     @property
@@ -471,6 +490,8 @@ class VllmGenerator(LocalSources):
             n=1,
             temperature=0.0,
             max_tokens=max_new_tokens,
+            # vLLM refuses min_tokens above max_tokens; capped, it means "no stop at all".
+            min_tokens=min(self._options.min_tokens or 0, max_new_tokens),
             skip_special_tokens=not self._keep_special_tokens,
             detokenize=False,
         )

@@ -18,7 +18,12 @@ import pytest
 from sommelier_mlflow._json import sha256_text
 from sommelier_mlflow.data import Decoding, TestExample
 from sommelier_mlflow.errors import ConfigError, DependencyError, InvariantViolationError
-from sommelier_mlflow.generation import ServerGenerator, ServerTransport, run_generation
+from sommelier_mlflow.generation import (
+    ServerGenerator,
+    ServerTransport,
+    backend_spec,
+    run_generation,
+)
 from tests.generation.generation_helpers import TinyModels
 from tests.support.openai_stub import echo_responder, finishes_within, running_stub
 
@@ -171,6 +176,27 @@ def test_special_tokens_are_kept_only_when_the_output_format_needs_them(
     assert second["add_special_tokens"] is False
     assert "special_tokens" not in plain.fingerprint()  # default fingerprints keep their bytes
     assert keeping.fingerprint()["special_tokens"] == "kept"
+
+
+def test_min_tokens_asks_the_server_for_a_length_floor_capped_at_each_call(
+    tiny: TinyModels,
+) -> None:
+    with running_stub(_models(str(tiny.model_dir))) as stub:
+        plain = _generator(stub.url, tiny)
+        plain.generate(["a prompt"], max_new_tokens=4)
+        floored = _generator(stub.url, tiny, min_tokens=6)
+        floored.generate(["a prompt"], max_new_tokens=8)
+        floored.generate(["a prompt"], max_new_tokens=4)  # vLLM refuses a floor above the cap
+    first, second, third = stub.requests
+    assert "min_tokens" not in first and second["min_tokens"] == 6 and third["min_tokens"] == 4
+    assert "min_tokens" not in plain.fingerprint()  # default fingerprints keep their bytes
+    assert floored.fingerprint()["min_tokens"] == 6
+    spec = backend_spec("server")
+    given = {"base_url": stub.url, "served_model": "base-model"}
+    assert "min_tokens" not in spec.parse_options(given).job_identity()
+    assert spec.parse_options({**given, "min_tokens": "6"}).job_identity()["min_tokens"] == 6
+    with pytest.raises(ConfigError, match="min_tokens"):
+        _generator(stub.url, tiny, min_tokens=0)
 
 
 def test_overload_is_retried_with_backoff_then_succeeds(tiny: TinyModels) -> None:

@@ -25,7 +25,12 @@ from typing import Any
 import pytest
 
 from sommelier_mlflow.errors import ConfigError, DependencyError
-from sommelier_mlflow.generation import BackendRequest, create_backend, open_engines
+from sommelier_mlflow.generation import (
+    BackendRequest,
+    backend_spec,
+    create_backend,
+    open_engines,
+)
 from tests.generation.generation_helpers import TinyModels
 from tests.support.programs import require
 from tests.support.scripts import load_script
@@ -66,6 +71,19 @@ def test_an_adapter_on_an_engine_without_lora_is_refused(tiny: TinyModels) -> No
 def test_vllm_has_no_float64_so_the_option_refuses_it(tiny: TinyModels) -> None:
     request = BackendRequest(model=str(tiny.model_dir), options={"dtype": "float64"})
     with pytest.raises(ConfigError, match="option dtype"):
+        create_backend("vllm", request)
+
+
+def test_min_tokens_names_the_run_but_not_the_engine(tiny: TinyModels) -> None:
+    spec = backend_spec("vllm")
+    floored = spec.parse_options({"min_tokens": "128"})
+    assert floored.job_identity() == {"min_tokens": 128}
+    assert spec.parse_options({}).job_identity() == {}
+    # A sampling setting: arms that differ only in it share one engine.
+    assert floored.engine_json() == spec.parse_options({}).engine_json()
+    assert spec.parse_options({"dtype": "bfloat16"}).engine_json() != floored.engine_json()
+    request = BackendRequest(model=str(tiny.model_dir), options={"min_tokens": "0"})
+    with pytest.raises(ConfigError, match="min_tokens"):
         create_backend("vllm", request)
 
 

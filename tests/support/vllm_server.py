@@ -77,7 +77,6 @@ def cpu_preload(python: Path) -> str:
     return ":".join(str(path) for path in found)
 
 
-
 @dataclass
 class VllmServer:
     """One vLLM server process; ``start``/``kill`` can be repeated on the same port.
@@ -95,6 +94,8 @@ class VllmServer:
     lora: bool = True
     extra_args: tuple[str, ...] = ()
     kv_cache_gib: int = 1
+    #: Set last, over the defaults (a benchmark binds the engine's threads to one core).
+    env: dict[str, str] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     starts: list[float] = field(default_factory=list)
@@ -119,6 +120,7 @@ class VllmServer:
             env.pop(name, None)
         env.pop("PYTHONPATH", None)
         env.pop("VIRTUAL_ENV", None)
+        env.update(self.env)
         command = [
             str(self.python),
             "-m",
