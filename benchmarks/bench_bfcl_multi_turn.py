@@ -310,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             }
         batched, single = results["batched"], results["one at a time"]
         ratio = (single["wall"] / single["steps"]) / (batched["wall"] / batched["steps"])
-        print(f"per step, batched is {ratio:.2f}x faster than one conversation at a time")
+        print(f"per step, batched is {ratio:.2f}x as fast as one conversation at a time")
         report["trajectories_identical"] = same
         report["batched_speedup_per_step"] = round(ratio, 3)
     print(f"load: {os.getloadavg()}")

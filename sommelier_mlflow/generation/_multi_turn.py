@@ -529,8 +529,8 @@ def _play_round(
     }
     stored = journal.replayed(round_number, [c.example_id for c in running])
     fitting = [i for i, c in enumerate(running) if c.example_id not in overlong]
-    if stored is not None:
-        fitting_items = [prompted[i] for i in fitting]
+    fitting_items = [prompted[i] for i in fitting]
+    if stored is not None:  # the batches generating would have run go through a stateful backend
         for batch in batch_plan(fitting_items, generator, decoding.batch_size):
             skip_batch(generator, [fitting_items[i] for i in batch])
         for conversation in running:
@@ -540,9 +540,7 @@ def _play_round(
             else:
                 _replay_step(conversation, step, sandbox, loop, round_number)
         return
-    texts = _generate_round(
-        round_number, [prompted[i] for i in fitting], generator, decoding, on_batch, timing
-    )
+    texts = _generate_round(round_number, fitting_items, generator, decoding, on_batch, timing)
     by_index = dict(zip(fitting, texts, strict=True))
     entries = []
     for index, conversation in enumerate(running):
