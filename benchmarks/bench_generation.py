@@ -22,6 +22,7 @@ thread (``--threads 1``; vLLM's CPU engine: ``VLLM_CPU_OMP_THREADS_BIND=0``).
     python benchmarks/bench_generation.py --shape qwen2.5-0.5b --prompts 200
         [--max-new-tokens 128] [--hf-batch-size 16] [--one-at-a-time-prompts N] [--threads 2]
         [--model-dir DIR] [--modes "hf batched,hf one at a time,vllm"] [--json OUT]
+        [--max-model-len 4096]
 """
 
 from __future__ import annotations
@@ -106,7 +107,11 @@ def fixed_length_options(backend: str, new_tokens: int) -> dict[str, str]:
     raise SystemExit(f"no fixed-length option known for backend {backend!r}: add it here")
 
 
-def default_modes(hf_batch_size: int, one_at_a_time_prompts: int | None = None) -> dict[str, Mode]:
+def default_modes(
+    hf_batch_size: int,
+    one_at_a_time_prompts: int | None = None,
+    vllm_max_model_len: int | None = None,
+) -> dict[str, Mode]:
     """The modes the benchmark compares; those whose backend is not installed are skipped.
 
     ``vllm`` is the in-process engine (``--backend vllm``), given every prompt
@@ -117,11 +122,17 @@ def default_modes(hf_batch_size: int, one_at_a_time_prompts: int | None = None) 
     is vLLM's OpenAI server from ``.venv-vllm`` (:func:`served_modes` starts
     it, with LoRA, for both arms), every prompt in flight at once, one per
     request, so that the server's usage counts each completion's tokens.
+    ``vllm_max_model_len`` bounds the engine's context: vLLM reserves KV room
+    for one request of the model's full context, which for a 128K-context
+    shape exceeds the CPU engine's room.
     """
+    vllm_options = {"dtype": "float32"}
+    if vllm_max_model_len is not None:
+        vllm_options["max_model_len"] = str(vllm_max_model_len)
     return {
         "hf batched": Mode("hf", hf_batch_size),
         "hf one at a time": Mode("hf", 1, prompts=one_at_a_time_prompts),
-        "vllm": Mode("vllm", None, options={"dtype": "float32"}),
+        "vllm": Mode("vllm", None, options=vllm_options),
         "server": Mode("server", None),
     }
 
@@ -163,8 +174,9 @@ def served_modes(
     """``modes`` with each ``server`` mode pointed at a vLLM server started here for both arms.
 
     The server (``.venv-vllm``, LoRA on, as the in-process engine has it)
-    inherits ``VLLM_CPU_OMP_THREADS_BIND`` from this process, so it gets the
-    same cores as the in-process engine; it is stopped when ``stack`` closes.
+    inherits ``VLLM_CPU_OMP_THREADS_BIND`` and ``VLLM_CPU_KVCACHE_SPACE`` (2 GiB
+    when unset) from this process, so it gets the same cores and KV room as the
+    in-process engine; it is stopped when ``stack`` closes.
     Starting it is not timed.
     """
     if not any(mode.backend == "server" for mode in modes.values()):
@@ -177,7 +189,7 @@ def served_modes(
         adapter_dir,
         log_dir / "vllm-server.log",
         SERVER_KEY,
-        kv_cache_gib=2,
+        kv_cache_gib=int(os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2")),
         env={"VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "nobind")},
     )
     started = time.perf_counter()
@@ -319,6 +331,11 @@ def measure_arms(
                     )
                 texts[name] = _completions(out)
                 rows.append(Row(arm, name, batch, len(examples), seconds, sum(counts)))
+                print(  # kept in the log should a later mode fail
+                    f"{arm} {name}: {len(examples)} prompts in {seconds:.1f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
         finally:
             for backend in loaded.values():
                 close = getattr(backend, "close", None)
@@ -380,7 +397,7 @@ def shaped_main(args: argparse.Namespace) -> None:
                 shapes.build_shaped_model(shapes.SHAPES[args.shape], model_dir, seed=0)
                 print(f"built {args.shape} in {time.perf_counter() - started:.0f} s")
             adapter_dir = model_dir / "adapter"
-        modes = default_modes(args.hf_batch_size, args.one_at_a_time_prompts)
+        modes = default_modes(args.hf_batch_size, args.one_at_a_time_prompts, args.max_model_len)
         if args.modes:
             modes = {name: modes[name] for name in args.modes.split(",")}
         modes = available_modes(modes)
@@ -424,6 +441,12 @@ def main() -> None:
         "--one-at-a-time-prompts", type=int, default=None, help="hf one at a time on the first N"
     )
     parser.add_argument("--modes", default=None, help="comma-separated mode names")
+    parser.add_argument(
+        "--max-model-len",
+        type=int,
+        default=None,
+        help="the vllm mode's context (a 128K-context shape's full KV cache exceeds its room)",
+    )
     parser.add_argument("--device", default=None)
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = parser.parse_args()

@@ -40,6 +40,15 @@ def test_the_modes_are_hf_batched_one_at_a_time_and_vllm_in_one_call() -> None:
     assert modes["vllm"].options == {"dtype": "float32"}
 
 
+def test_a_bounded_context_goes_to_the_vllm_mode_only_and_parses_as_its_option() -> None:
+    # A 128K-context shape (Llama-3.2-1B) needs 8 GiB of KV for one full-length request.
+    modes = _bench().default_modes(16, vllm_max_model_len=4096)
+    assert modes["vllm"].options == {"dtype": "float32", "max_model_len": "4096"}
+    assert all(not m.options for name, m in modes.items() if name != "vllm")
+    parsed = backend_spec("vllm").parse_options(dict(modes["vllm"].options))
+    assert parsed.model_dump()["max_model_len"] == 4096
+
+
 #: What a backend needs besides the floor to parse its options at all.
 REQUIRED = {"server": {"base_url": "http://127.0.0.1:9/v1", "served_model": "base"}}
 
