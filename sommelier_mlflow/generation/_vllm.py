@@ -65,7 +65,9 @@ class VllmOptions(BackendOptions):
     """
 
     dtype: VllmDType = Field(
-        "auto", description="compute precision (auto: the model config's; vLLM has no float64)"
+        "auto",
+        description="compute precision (auto: vLLM's choice, the config's except that a "
+        "float32 checkpoint runs in bfloat16 or float16; vLLM has no float64)",
     )
     max_model_len: int | None = Field(
         None, gt=0, description="context in tokens, prompt and completion (default: the model's)"
